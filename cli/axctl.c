@@ -1,0 +1,56 @@
+/*
+ * axctl.c - the AX command-line tool: dispatches `axctl GROUP ...` to the
+ * group's handler in cli/cmd_<group>.c.
+ *
+ * Exit status for every subcommand: 0 success, 1 failure (the message on
+ * stderr says what failed and what to do), 2 usage error.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ax_config.h"
+#include "axctl.h"
+
+static const ax_cmd commands[] = {
+	{ NULL, NULL, NULL },
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: axctl [--help] [--version] COMMAND [ARGS...]\n\n"
+	        "Commands:\n");
+	for (const ax_cmd *c = commands; c->name != NULL; c++)
+		fprintf(f, "  %-12s %s\n", c->name, c->summary);
+	fprintf(f,
+	        "\nRun `axctl COMMAND --help` for a command's options.\n"
+	        "Exit status: 0 success, 1 failure, 2 usage error.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0 ||
+	    strcmp(argv[1], "version") == 0) {
+		printf("axctl %s\n", AX_VERSION);
+		return 0;
+	}
+	for (const ax_cmd *c = commands; c->name != NULL; c++)
+		if (strcmp(argv[1], c->name) == 0)
+			return c->run(argc - 1, argv + 1);
+	fprintf(
+	    stderr,
+	    "axctl: unknown command '%s'; run `axctl --help` for the list\n",
+	    argv[1]);
+	return 2;
+}

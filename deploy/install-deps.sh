@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package AX needs to build, test and run.
+# Idempotent: packages already present are skipped by apt-get. Run as root.
+set -euo pipefail
+
+PKGS=(
+	# build
+	build-essential meson ninja-build pkg-config cmake
+	clang clang-format libclang-rt-dev
+	protobuf-c-compiler libprotobuf-c-dev
+	libnng-dev
+	libpq-dev libyaml-dev
+	libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
+	uuid-dev
+	# tests
+	libcriterion-dev
+	# runtime: embedded PostgreSQL, time zone data
+	postgresql postgresql-contrib tzdata procps
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps.sh: must run as root (try: sudo $0)" >&2
+	exit 1
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps.sh: all ${#PKGS[@]} packages present"
+	exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Debian starts a default cluster on install; AX runs its own clusters.
+if command -v pg_ctlcluster >/dev/null 2>&1 && [ -z "${AX_KEEP_SYSTEM_PG:-}" ]; then
+	pg_lsclusters -h 2>/dev/null | while read -r ver name _; do
+		pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
+	done
+fi
+echo "install-deps.sh: installed ${missing[*]}"

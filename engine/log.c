@@ -1,0 +1,196 @@
+/*
+ * log.c - JSON-lines logger. See log.h for the contract.
+ */
+#include "log.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+/* Set once by main() before any thread starts; read-only afterwards. */
+static struct {
+	ax_log_level min;
+	int          fd;
+} ax_log_cfg = { AX_LOG_INFO, 2 };
+
+static const char *const level_names[] = { "debug", "info", "warn", "error",
+	                                   "off" };
+
+void
+ax_log_init(ax_log_level min, int fd)
+{
+	ax_log_cfg.min = min;
+	ax_log_cfg.fd  = fd;
+}
+
+int
+ax_log_level_parse(const char *s)
+{
+	for (int i = 0; i <= AX_LOG_OFF; i++)
+		if (strcasecmp(s, level_names[i]) == 0)
+			return i;
+	if (strcasecmp(s, "warning") == 0)
+		return AX_LOG_WARN;
+	return -1;
+}
+
+int
+ax_log_enabled(ax_log_level lvl)
+{
+	return lvl >= ax_log_cfg.min && lvl < AX_LOG_OFF;
+}
+
+/* Length of a valid UTF-8 sequence starting at s, or 0 when invalid. */
+static size_t
+utf8_len(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xE0) == 0xC0 && s[0] >= 0xC2 && (s[1] & 0xC0) == 0x80)
+		return 2;
+	if ((s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 &&
+	    (s[2] & 0xC0) == 0x80) {
+		if (s[0] == 0xE0 && s[1] < 0xA0)
+			return 0;
+		if (s[0] == 0xED && s[1] >= 0xA0)
+			return 0;
+		return 3;
+	}
+	if ((s[0] & 0xF8) == 0xF0 && s[0] <= 0xF4 && (s[1] & 0xC0) == 0x80 &&
+	    (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80) {
+		if (s[0] == 0xF0 && s[1] < 0x90)
+			return 0;
+		if (s[0] == 0xF4 && s[1] >= 0x90)
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+size_t
+ax_json_escape(char *buf, size_t len, size_t cap, const char *s)
+{
+	const unsigned char *p = (const unsigned char *) s;
+
+	if (cap == 0)
+		return 0;
+	while (*p != '\0' && len + 7 < cap) {
+		size_t n;
+		switch (*p) {
+		case '"':
+			len += (size_t) snprintf(buf + len, cap - len, "\\\"");
+			p++;
+			continue;
+		case '\\':
+			len += (size_t) snprintf(buf + len, cap - len, "\\\\");
+			p++;
+			continue;
+		case '\n':
+			len += (size_t) snprintf(buf + len, cap - len, "\\n");
+			p++;
+			continue;
+		case '\t':
+			len += (size_t) snprintf(buf + len, cap - len, "\\t");
+			p++;
+			continue;
+		case '\r':
+			len += (size_t) snprintf(buf + len, cap - len, "\\r");
+			p++;
+			continue;
+		default:
+			break;
+		}
+		if (*p < 0x20) {
+			len += (size_t) snprintf(buf + len, cap - len,
+			                         "\\u%04x", *p);
+			p++;
+			continue;
+		}
+		n = utf8_len(p);
+		if (n == 0) {
+			len +=
+			    (size_t) snprintf(buf + len, cap - len, "\\ufffd");
+			p++;
+			continue;
+		}
+		memcpy(buf + len, p, n);
+		len += n;
+		p += n;
+	}
+	buf[len] = '\0';
+	return len;
+}
+
+static size_t
+put_str(char *buf, size_t len, size_t cap, const char *key, const char *v)
+{
+	if (len + 8 >= cap)
+		return len;
+	len += (size_t) snprintf(buf + len, cap - len, ",\"%s\":\"", key);
+	len        = ax_json_escape(buf, len, cap - 2, v);
+	buf[len++] = '"';
+	buf[len]   = '\0';
+	return len;
+}
+
+static size_t
+put_int(char *buf, size_t len, size_t cap, const char *key, int64_t v)
+{
+	int n = snprintf(buf + len, cap - len, ",\"%s\":%" PRId64, key, v);
+	if (n < 0 || (size_t) n >= cap - len)
+		return len;
+	return len + (size_t) n;
+}
+
+void
+ax_logf(ax_log_level lvl, const char *component, const char *reason,
+        const ax_log_ids *ids, const char *fmt, ...)
+{
+	char    line[4096];
+	char    msg[2048];
+	char    ts[40];
+	size_t  len;
+	va_list ap;
+
+	if (!ax_log_enabled(lvl))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ax_clock_fmt_utc(ax_clock_utc_us(), ts, sizeof(ts));
+	len = (size_t) snprintf(line, sizeof(line),
+	                        "{\"time\":\"%s\",\"level\":\"%s\"", ts,
+	                        level_names[lvl]);
+	len = put_str(line, len, sizeof(line) - 2, "component",
+	              component ? component : "ax");
+	len = put_str(line, len, sizeof(line) - 2, "msg", msg);
+	if (reason != NULL)
+		len = put_str(line, len, sizeof(line) - 2, "reason", reason);
+	if (ids != NULL) {
+		if (ids->dag != NULL)
+			len = put_str(line, len, sizeof(line) - 2, "dag",
+			              ids->dag);
+		if (ids->run != 0)
+			len = put_int(line, len, sizeof(line) - 2, "run",
+			              ids->run);
+		if (ids->instance != 0)
+			len = put_int(line, len, sizeof(line) - 2, "instance",
+			              ids->instance);
+		if (ids->run_id != NULL)
+			len = put_str(line, len, sizeof(line) - 2, "run_id",
+			              ids->run_id);
+		if (ids->attempt != 0)
+			len = put_int(line, len, sizeof(line) - 2, "attempt",
+			              ids->attempt);
+	}
+	line[len++] = '}';
+	line[len++] = '\n';
+	/* One write keeps lines whole; a short write on a log is dropped. */
+	if (write(ax_log_cfg.fd, line, len) < 0)
+		return;
+}

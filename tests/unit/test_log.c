@@ -1,0 +1,68 @@
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static char *
+capture(void (*fn)(void))
+{
+	static char out[8192];
+	int         fds[2];
+	ssize_t     n;
+
+	cr_assert_eq(pipe(fds), 0);
+	ax_log_init(AX_LOG_INFO, fds[1]);
+	fn();
+	close(fds[1]);
+	n = read(fds[0], out, sizeof(out) - 1);
+	close(fds[0]);
+	ax_log_init(AX_LOG_INFO, 2);
+	out[n < 0 ? 0 : n] = '\0';
+	return out;
+}
+
+static void
+emit_with_ids(void)
+{
+	ax_log_ids ids = { .dag      = "ods.orders",
+		           .run      = 7,
+		           .instance = 42,
+		           .run_id   = "abc",
+		           .attempt  = 2 };
+	ax_logf(AX_LOG_WARN, "dependency_detector", "WAIT_DEPENDENCY", &ids,
+	        "waiting on \"%s\"\n", "a");
+	ax_log_debug("x", "dropped below the level");
+}
+
+Test(log, one_json_object_per_line_with_ids_and_reason)
+{
+	char *s = capture(emit_with_ids);
+	cr_assert(strchr(s, '\n') == s + strlen(s) - 1, "one line: %s", s);
+	cr_assert(strstr(s, "\"level\":\"warn\"") != NULL, "%s", s);
+	cr_assert(strstr(s, "\"component\":\"dependency_detector\"") != NULL);
+	cr_assert(strstr(s, "\"reason\":\"WAIT_DEPENDENCY\"") != NULL);
+	cr_assert(strstr(s, "\"msg\":\"waiting on \\\"a\\\"\\n\"") != NULL,
+	          "%s", s);
+	cr_assert(strstr(s,
+	                 "\"dag\":\"ods.orders\",\"run\":7,"
+	                 "\"instance\":42,\"run_id\":\"abc\","
+	                 "\"attempt\":2}") != NULL,
+	          "%s", s);
+}
+
+Test(log, escape_replaces_invalid_utf8_and_controls)
+{
+	char   buf[64];
+	size_t n = ax_json_escape(buf, 0, sizeof(buf), "a\x01\xff\xc3\xa9");
+	cr_assert_str_eq(buf, "a\\u0001\\ufffd\xc3\xa9");
+	cr_assert_eq(n, strlen(buf));
+}
+
+Test(log, level_parse)
+{
+	cr_assert_eq(ax_log_level_parse("debug"), AX_LOG_DEBUG);
+	cr_assert_eq(ax_log_level_parse("WARNING"), AX_LOG_WARN);
+	cr_assert_eq(ax_log_level_parse("loud"), -1);
+}
