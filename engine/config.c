@@ -1,0 +1,475 @@
+/*
+ * config.c - configuration keys, YAML file loading and AX_* overrides.
+ *
+ * The file is a YAML mapping; nested mappings make dotted keys
+ * (database: {dsn: x} is database.dsn). Values are scalars. The table
+ * below is the single list of keys: adding a key is adding a row.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "ax_config.h"
+#include "clock.h"
+#include "log.h"
+#include "suggest.h"
+
+typedef enum {
+	CFG_STRING,
+	CFG_INT,
+	CFG_DURATION,
+	CFG_BOOL,
+	CFG_ADDRESS,
+	CFG_LEVEL,
+} cfg_type;
+
+typedef struct {
+	const char *key;
+	cfg_type    type;
+	const char *def;
+	const char *help;
+} cfg_key;
+
+static const cfg_key cfg_keys[] = {
+	{ "home", CFG_STRING, "./.ax",
+	  "AX home: embedded PostgreSQL, logs, tokens" },
+	{ "log.level", CFG_LEVEL, "info", "debug | info | warn | error" },
+	{ "database.dsn", CFG_STRING, "",
+	  "libpq connection string; empty = embedded PostgreSQL in home" },
+	{ "database.pgbin", CFG_STRING, AX_PGBIN_DEFAULT,
+	  "directory of initdb, pg_ctl, postgres (embedded cluster)" },
+	{ "database.pool", CFG_INT, "4", "connections per process" },
+	{ "scheduler.lease_ttl", CFG_DURATION, "10s",
+	  "scheduler lease lifetime; a standby takes over after it" },
+	{ "scheduler.batch_max", CFG_INT, "1000",
+	  "largest batch an actor forwards in one message" },
+	{ "scheduler.aging_interval", CFG_DURATION, "30s",
+	  "waiting time that raises an instance's priority by one step" },
+	{ "queue.address", CFG_ADDRESS, "tcp://127.0.0.1:7710",
+	  "where the queue service listens for workers" },
+	{ "queue.ack_timeout", CFG_DURATION, "2s",
+	  "re-send an unacknowledged message after this long" },
+	{ "worker.group", CFG_STRING, "default", "worker group to join" },
+	{ "worker.slots", CFG_INT, "4", "attempts run at once" },
+	{ "worker.server", CFG_ADDRESS, "tcp://127.0.0.1:7710",
+	  "queue service address" },
+	{ "worker.heartbeat", CFG_DURATION, "2s", "heartbeat interval" },
+	{ "worker.lease", CFG_DURATION, "10s",
+	  "lease lifetime; attempts go UNKNOWN after it lapses" },
+	{ "worker.log_dir", CFG_STRING, "",
+	  "attempt logs; empty = <home>/logs" },
+	{ "worker.kill_grace", CFG_DURATION, "10s",
+	  "SIGTERM to SIGKILL delay on timeout or kill" },
+	{ "api.listen", CFG_STRING, "127.0.0.1", "API listen address" },
+	{ "api.port", CFG_INT, "8080", "API port" },
+	{ "api.tls_cert", CFG_STRING, "", "PEM certificate; enables TLS" },
+	{ "api.tls_key", CFG_STRING, "", "PEM private key for tls_cert" },
+	{ "api.max_body", CFG_INT, "1048576", "largest request body, bytes" },
+	{ "events.pub", CFG_ADDRESS, "ipc:///tmp/ax-events.ipc",
+	  "nng PUB socket for events (topic = type)" },
+	{ "openlineage.url", CFG_STRING, "",
+	  "OpenLineage endpoint; empty = disabled" },
+	{ "openlineage.namespace", CFG_STRING, "ax",
+	  "job namespace of OpenLineage events" },
+	{ "openlineage.buffer", CFG_INT, "10000",
+	  "events buffered for OpenLineage before drops" },
+};
+
+#define N_KEYS       (sizeof(cfg_keys) / sizeof(cfg_keys[0]))
+#define ACTOR_PREFIX "actors."
+
+typedef struct cfg_extra {
+	char             *key;
+	char             *value;
+	struct cfg_extra *next;
+} cfg_extra;
+
+struct ax_config {
+	char      *values[N_KEYS]; /* owned; NULL = default */
+	cfg_extra *actors;         /* actors.<name> addresses */
+};
+
+static const cfg_key *
+find_key(const char *key, size_t *idx)
+{
+	for (size_t i = 0; i < N_KEYS; i++) {
+		if (strcmp(cfg_keys[i].key, key) == 0) {
+			if (idx != NULL)
+				*idx = i;
+			return &cfg_keys[i];
+		}
+	}
+	return NULL;
+}
+
+static ax_err
+check_value(const cfg_key *k, const char *v)
+{
+	int64_t d;
+	char   *end;
+
+	switch (k->type) {
+	case CFG_STRING:
+		return AX_OK;
+	case CFG_INT:
+		errno = 0;
+		d     = strtoll(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || d < 0)
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': '%s' is not a non-negative integer",
+			    k->key, v);
+		return AX_OK;
+	case CFG_DURATION:
+		if (ax_duration_parse(v, &d) != AX_OK)
+			return ax_err_set(AX_ECONFIG, "key '%s': %s", k->key,
+			                  ax_err_detail());
+		return AX_OK;
+	case CFG_BOOL:
+		if (strcmp(v, "true") && strcmp(v, "false") &&
+		    strcmp(v, "yes") && strcmp(v, "no") && strcmp(v, "on") &&
+		    strcmp(v, "off") && strcmp(v, "1") && strcmp(v, "0"))
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': '%s' is not a boolean; write true or "
+			    "false",
+			    k->key, v);
+		return AX_OK;
+	case CFG_ADDRESS:
+		if (strncmp(v, "inproc://", 9) && strncmp(v, "ipc://", 6) &&
+		    strncmp(v, "tcp://", 6))
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': address '%s' must start with "
+			    "inproc://, ipc:// or tcp://",
+			    k->key, v);
+		return AX_OK;
+	case CFG_LEVEL:
+		if (ax_log_level_parse(v) < 0)
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': '%s' is not a log level; use debug, "
+			    "info, warn or error",
+			    k->key, v);
+		return AX_OK;
+	}
+	return AX_OK;
+}
+
+static ax_err
+set_actor(ax_config *cfg, const char *key, const char *value)
+{
+	static const cfg_key addr = { "actors.<name>", CFG_ADDRESS, "", "" };
+	cfg_extra           *e;
+	ax_err               rv;
+
+	if (key[strlen(ACTOR_PREFIX)] == '\0' ||
+	    strchr(key + strlen(ACTOR_PREFIX), '.') != NULL)
+		return ax_err_set(
+		    AX_ECONFIG,
+		    "key '%s': write actors.<actor name>: <address>", key);
+	if ((rv = check_value(&addr, value)) != AX_OK)
+		return rv;
+	for (e = cfg->actors; e != NULL; e = e->next) {
+		if (strcmp(e->key, key) == 0) {
+			char *v = strdup(value);
+			if (v == NULL)
+				return AX_ENOMEM;
+			free(e->value);
+			e->value = v;
+			return AX_OK;
+		}
+	}
+	if ((e = calloc(1, sizeof(*e))) == NULL)
+		return AX_ENOMEM;
+	e->key   = strdup(key);
+	e->value = strdup(value);
+	if (e->key == NULL || e->value == NULL) {
+		free(e->key);
+		free(e->value);
+		free(e);
+		return AX_ENOMEM;
+	}
+	e->next     = cfg->actors;
+	cfg->actors = e;
+	return AX_OK;
+}
+
+ax_err
+ax_config_set(ax_config *cfg, const char *key, const char *value)
+{
+	const cfg_key *k;
+	size_t         idx;
+	char          *v;
+	ax_err         rv;
+
+	if (strncmp(key, ACTOR_PREFIX, strlen(ACTOR_PREFIX)) == 0)
+		return set_actor(cfg, key, value);
+	if ((k = find_key(key, &idx)) == NULL) {
+		const char *names[N_KEYS];
+		const char *s;
+		for (size_t i = 0; i < N_KEYS; i++)
+			names[i] = cfg_keys[i].key;
+		s = ax_suggest(key, names, N_KEYS);
+		return ax_err_set(AX_ECONFIG, "unknown key '%s'%s%s%s", key,
+		                  s ? "; did you mean '" : "", s ? s : "",
+		                  s ? "'?" : "");
+	}
+	if ((rv = check_value(k, value)) != AX_OK)
+		return rv;
+	if ((v = strdup(value)) == NULL)
+		return AX_ENOMEM;
+	free(cfg->values[idx]);
+	cfg->values[idx] = v;
+	return AX_OK;
+}
+
+static ax_err
+at_node(const char *path, const yaml_node_t *n, ax_err rv)
+{
+	char detail[900];
+	snprintf(detail, sizeof(detail), "%s", ax_err_detail());
+	return ax_err_set(rv, "%s:%zu:%zu: %s", path, n->start_mark.line + 1,
+	                  n->start_mark.column + 1, detail);
+}
+
+/* Walks a mapping node, setting prefix.key for every scalar leaf. */
+static ax_err
+load_mapping(ax_config *cfg, yaml_document_t *doc, yaml_node_t *map,
+             const char *prefix, const char *path, int depth)
+{
+	yaml_node_pair_t *p;
+
+	if (depth > 8)
+		return at_node(
+		    path, map,
+		    ax_err_set(AX_ECONFIG, "configuration nested too deep"));
+	for (p = map->data.mapping.pairs.start;
+	     p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(doc, p->value);
+		char         key[256];
+		ax_err       rv;
+
+		if (kn == NULL || vn == NULL || kn->type != YAML_SCALAR_NODE)
+			return at_node(path, map,
+			               ax_err_set(AX_ECONFIG,
+			                          "keys must be plain names"));
+		snprintf(key, sizeof(key), "%s%s%s", prefix,
+		         *prefix ? "." : "", (char *) kn->data.scalar.value);
+		if (vn->type == YAML_MAPPING_NODE) {
+			rv = load_mapping(cfg, doc, vn, key, path, depth + 1);
+			if (rv != AX_OK)
+				return rv;
+			continue;
+		}
+		if (vn->type != YAML_SCALAR_NODE)
+			return at_node(
+			    path, vn,
+			    ax_err_set(
+			        AX_ECONFIG,
+			        "key '%s': expected a single value, not a "
+			        "list",
+			        key));
+		rv = ax_config_set(cfg, key,
+		                   (const char *) vn->data.scalar.value);
+		if (rv != AX_OK)
+			return at_node(path, kn, rv);
+	}
+	return AX_OK;
+}
+
+static ax_err
+load_file(ax_config *cfg, const char *path)
+{
+	FILE           *f;
+	yaml_parser_t   parser;
+	yaml_document_t doc;
+	yaml_node_t    *root;
+	ax_err          rv = AX_OK;
+
+	if ((f = fopen(path, "r")) == NULL)
+		return ax_err_set(AX_ECONFIG,
+		                  "cannot read configuration file %s: %s",
+		                  path, strerror(errno));
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_file(&parser, f);
+	if (!yaml_parser_load(&parser, &doc)) {
+		rv = ax_err_set(AX_ECONFIG, "%s:%zu:%zu: invalid YAML: %s",
+		                path, parser.problem_mark.line + 1,
+		                parser.problem_mark.column + 1,
+		                parser.problem ? parser.problem
+		                               : "syntax error");
+		yaml_parser_delete(&parser);
+		fclose(f);
+		return rv;
+	}
+	root = yaml_document_get_root_node(&doc);
+	if (root != NULL) {
+		if (root->type == YAML_MAPPING_NODE)
+			rv = load_mapping(cfg, &doc, root, "", path, 0);
+		else if (root->type != YAML_SCALAR_NODE ||
+		         root->data.scalar.length != 0)
+			rv = at_node(
+			    path, root,
+			    ax_err_set(
+			        AX_ECONFIG,
+			        "the configuration must be a mapping of "
+			        "keys"));
+	}
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&parser);
+	fclose(f);
+	return rv;
+}
+
+/* AX_ + key upper-cased with '.' -> '_' (database.dsn -> AX_DATABASE_DSN). */
+static void
+env_name(const char *key, char *buf, size_t len)
+{
+	size_t o = (size_t) snprintf(buf, len, "AX_");
+	for (const char *p = key; *p && o + 1 < len; p++)
+		buf[o++] =
+		    *p == '.' ? '_' : (char) toupper((unsigned char) *p);
+	buf[o] = '\0';
+}
+
+static ax_err
+load_env(ax_config *cfg)
+{
+	const char *dsn = getenv("AX_DSN");
+	ax_err      rv;
+
+	if (dsn != NULL && (rv = ax_config_set(cfg, "database.dsn", dsn)))
+		return ax_err_set(rv, "environment AX_DSN: %s",
+		                  ax_err_detail());
+	for (size_t i = 0; i < N_KEYS; i++) {
+		char        name[128];
+		const char *v;
+		env_name(cfg_keys[i].key, name, sizeof(name));
+		if ((v = getenv(name)) == NULL)
+			continue;
+		if ((rv = ax_config_set(cfg, cfg_keys[i].key, v)) != AX_OK) {
+			char detail[900];
+			snprintf(detail, sizeof(detail), "%s",
+			         ax_err_detail());
+			return ax_err_set(rv, "environment %s: %s", name,
+			                  detail);
+		}
+	}
+	return AX_OK;
+}
+
+ax_err
+ax_config_load(const char *path, ax_config **out)
+{
+	ax_config *cfg;
+	ax_err     rv;
+
+	*out = NULL;
+	if ((cfg = calloc(1, sizeof(*cfg))) == NULL)
+		return AX_ENOMEM;
+	if ((path != NULL && (rv = load_file(cfg, path)) != AX_OK) ||
+	    (rv = load_env(cfg)) != AX_OK) {
+		ax_config_free(cfg);
+		return rv;
+	}
+	*out = cfg;
+	return AX_OK;
+}
+
+void
+ax_config_free(ax_config *cfg)
+{
+	if (cfg == NULL)
+		return;
+	for (size_t i = 0; i < N_KEYS; i++)
+		free(cfg->values[i]);
+	while (cfg->actors != NULL) {
+		cfg_extra *e = cfg->actors;
+		cfg->actors  = e->next;
+		free(e->key);
+		free(e->value);
+		free(e);
+	}
+	free(cfg);
+}
+
+const char *
+ax_config_str(const ax_config *cfg, const char *key)
+{
+	size_t         idx;
+	const cfg_key *k = find_key(key, &idx);
+
+	if (k == NULL) {
+		ax_log_error("config",
+		             "unknown configuration key '%s' read "
+		             "by the program",
+		             key);
+		return "";
+	}
+	if (cfg != NULL && cfg->values[idx] != NULL)
+		return cfg->values[idx];
+	return k->def;
+}
+
+int64_t
+ax_config_int(const ax_config *cfg, const char *key)
+{
+	return strtoll(ax_config_str(cfg, key), NULL, 10);
+}
+
+int64_t
+ax_config_duration_us(const ax_config *cfg, const char *key)
+{
+	int64_t us = 0;
+	if (ax_duration_parse(ax_config_str(cfg, key), &us) != AX_OK)
+		return 0;
+	return us;
+}
+
+int
+ax_config_bool(const ax_config *cfg, const char *key)
+{
+	const char *v = ax_config_str(cfg, key);
+	return strcmp(v, "true") == 0 || strcmp(v, "yes") == 0 ||
+	    strcmp(v, "on") == 0 || strcmp(v, "1") == 0;
+}
+
+const char *
+ax_config_actor_addr(const ax_config *cfg, const char *name, char *buf,
+                     size_t len)
+{
+	char key[160];
+	snprintf(key, sizeof(key), ACTOR_PREFIX "%s", name);
+	for (cfg_extra *e = cfg ? cfg->actors : NULL; e; e = e->next) {
+		if (strcmp(e->key, key) == 0) {
+			snprintf(buf, len, "%s", e->value);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "inproc://ax/%s", name);
+	return buf;
+}
+
+void
+ax_config_describe(void *file)
+{
+	static const char *const types[] = { "string", "int",     "duration",
+		                             "bool",   "address", "level" };
+	FILE                    *f       = file;
+	for (size_t i = 0; i < N_KEYS; i++) {
+		char env[128];
+		env_name(cfg_keys[i].key, env, sizeof(env));
+		fprintf(f, "  %-24s %-8s default '%s' (env %s)\n      %s\n",
+		        cfg_keys[i].key, types[cfg_keys[i].type],
+		        cfg_keys[i].def, env, cfg_keys[i].help);
+	}
+	fprintf(f, "  %-24s %-8s default inproc://ax/<name>\n",
+	        "actors.<name>", "address");
+}

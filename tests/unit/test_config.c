@@ -1,0 +1,151 @@
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "suggest.h"
+
+static char path[64];
+
+static const char *
+write_cfg(const char *text)
+{
+	int   fd;
+	FILE *f;
+	snprintf(path, sizeof(path), "/tmp/ax-cfg-XXXXXX");
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static void
+cleanup(void)
+{
+	if (path[0])
+		unlink(path);
+	unsetenv("AX_DSN");
+	unsetenv("AX_DATABASE_DSN");
+	unsetenv("AX_OPENLINEAGE_URL");
+	unsetenv("AX_WORKER_SLOTS");
+}
+
+TestSuite(config, .fini = cleanup);
+
+Test(config, defaults_without_file)
+{
+	ax_config *c;
+	char       buf[128];
+	cr_assert_eq(ax_config_load(NULL, &c), AX_OK);
+	cr_assert_str_eq(ax_config_str(c, "home"), "./.ax");
+	cr_assert_eq(ax_config_int(c, "api.port"), 8080);
+	cr_assert_eq(ax_config_duration_us(c, "worker.heartbeat"), 2000000);
+	cr_assert_str_eq(ax_config_actor_addr(c, "time_detector", buf, 128),
+	                 "inproc://ax/time_detector");
+	ax_config_free(c);
+}
+
+Test(config, file_values_and_actor_addresses)
+{
+	ax_config *c;
+	char       buf[128];
+	write_cfg("database:\n  dsn: host=/tmp dbname=ax\n"
+	          "worker: {slots: 16, heartbeat: 500ms}\n"
+	          "actors:\n  queue: ipc:///tmp/q.ipc\n");
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(ax_config_str(c, "database.dsn"),
+	                 "host=/tmp dbname=ax");
+	cr_assert_eq(ax_config_int(c, "worker.slots"), 16);
+	cr_assert_eq(ax_config_duration_us(c, "worker.heartbeat"), 500000);
+	cr_assert_str_eq(ax_config_actor_addr(c, "queue", buf, 128),
+	                 "ipc:///tmp/q.ipc");
+	ax_config_free(c);
+}
+
+Test(config, environment_overrides_file)
+{
+	ax_config *c;
+	write_cfg("worker:\n  slots: 16\nopenlineage:\n  url: http://a\n");
+	setenv("AX_WORKER_SLOTS", "3", 1);
+	setenv("AX_OPENLINEAGE_URL", "http://b:5000", 1);
+	setenv("AX_DSN", "dbname=x", 1);
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_config_int(c, "worker.slots"), 3);
+	cr_assert_str_eq(ax_config_str(c, "openlineage.url"), "http://b:5000");
+	cr_assert_str_eq(ax_config_str(c, "database.dsn"), "dbname=x");
+	ax_config_free(c);
+}
+
+struct bad_case {
+	char text[128];
+	char expect[128]; /* substring of the detail */
+};
+
+ParameterizedTestParameters(config, bad_input_names_key_and_place)
+{
+	static struct bad_case cases[] = {
+		{ "worker:\n  slotz: 3\n",
+		  ":2:3: unknown key 'worker.slotz'; "
+		  "did you mean 'worker.slots'?" },
+		{ "worker:\n  slots: many\n",
+		  ":2:3: key 'worker.slots': 'many'"
+		  " is not a non-negative integer" },
+		{ "worker:\n  heartbeat: 5 parsecs\n",
+		  "key 'worker.heartbeat'" },
+		{ "log:\n  level: loud\n", "'loud' is not a log level" },
+		{ "queue:\n  address: 127.0.0.1:1\n",
+		  "must start with inproc://" },
+		{ "worker: [1, 2]\n",
+		  ":1:9: key 'worker': expected a single "
+		  "value, not a list" },
+		{ "- a\n- b\n", ":1:1: the configuration must be a mapping" },
+		{ "a: [\n", "invalid YAML" },
+		{ "actors:\n  q: http://x\n", "key 'actors.<name>'" },
+	};
+	return cr_make_param_array(struct bad_case, cases,
+	                           sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct bad_case *bc, config, bad_input_names_key_and_place)
+{
+	ax_config *c = (ax_config *) 1;
+	write_cfg(bc->text);
+	cr_assert_eq(ax_config_load(path, &c), AX_ECONFIG);
+	cr_assert_null(c);
+	cr_assert(strstr(ax_err_detail(), bc->expect) != NULL,
+	          "detail '%s' lacks '%s'", ax_err_detail(), bc->expect);
+	cr_assert(strstr(ax_err_detail(), path) != NULL ||
+	          strstr(bc->expect, "key 'actors") != NULL);
+}
+
+Test(config, bad_environment_names_variable)
+{
+	ax_config *c;
+	setenv("AX_WORKER_SLOTS", "-1", 1);
+	cr_assert_eq(ax_config_load(NULL, &c), AX_ECONFIG);
+	cr_assert(strstr(ax_err_detail(), "environment AX_WORKER_SLOTS") !=
+	              NULL,
+	          "%s", ax_err_detail());
+}
+
+Test(config, missing_file)
+{
+	ax_config *c;
+	cr_assert_eq(ax_config_load("/nonexistent/ax.yaml", &c), AX_ECONFIG);
+	cr_assert(strstr(ax_err_detail(), "/nonexistent/ax.yaml") != NULL);
+}
+
+Test(suggest, closest_name_within_threshold)
+{
+	static const char *const names[] = { "retries", "timeout",
+		                             "depends_on" };
+	cr_assert_str_eq(ax_suggest("retrys", names, 3), "retries");
+	cr_assert_str_eq(ax_suggest("dependson", names, 3), "depends_on");
+	cr_assert_null(ax_suggest("zzzzzz", names, 3));
+	cr_assert_eq(ax_edit_distance("kitten", "sitting"), 3);
+}
