@@ -10,8 +10,14 @@
 
 #include "ax_config.h"
 #include "axctl.h"
+#include "cmd_dag.h"
+#include "cmd_cron.h"
+#include "cmd_db.h"
 
 static const ax_cmd commands[] = {
+	{ "cron", ax_cmd_cron, "cron expressions: next fire times" },
+	{ "dag", ax_cmd_dag, "DAG files: validate, json, load" },
+	{ "db", ax_cmd_db, "database: up, down, status, migrate, psql" },
 	{ NULL, NULL, NULL },
 };
 

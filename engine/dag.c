@@ -1,0 +1,636 @@
+/*
+ * dag.c - the DAG model: arena, diagnostics, lookups, topological order,
+ * canonical JSON and content hash.
+ *
+ * Role: the data structure every DAG consumer shares (see dag.h).
+ * Invariants: everything of a set is allocated from its arena; a DAG's
+ * JSON form depends only on its effective content (never on positions),
+ * so its hash identifies a version.
+ * Workload: sets of tens to thousands of DAGs loaded at start-up and on
+ * submission; nothing here is on a per-attempt path.
+ */
+#include "dag.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+/* --- arena --------------------------------------------------------------- */
+
+#define ARENA_BLOCK (64 * 1024)
+
+typedef struct ablock {
+	struct ablock *next;
+	size_t         used, cap;
+	max_align_t    data[]; /* cap bytes */
+} ablock;
+
+struct ax_arena {
+	ablock *head;
+};
+
+static void *
+arena_alloc(ax_arena *a, size_t size)
+{
+	size_t  align = sizeof(max_align_t);
+	ablock *b     = a->head;
+
+	size = (size + align - 1) / align * align;
+	if (size == 0)
+		size = align;
+	if (b == NULL || b->cap - b->used < size) {
+		size_t  cap = size > ARENA_BLOCK / 4 ? size : ARENA_BLOCK;
+		ablock *nb  = malloc(sizeof(ablock) + cap);
+		if (nb == NULL)
+			return NULL;
+		nb->cap  = cap;
+		nb->used = 0;
+		if (b != NULL && cap != ARENA_BLOCK) {
+			/* a big block goes behind the head, which keeps its
+			 * free space for the small allocations that follow */
+			nb->next = b->next;
+			b->next  = nb;
+		} else {
+			nb->next = b;
+			a->head  = nb;
+		}
+		b = nb;
+	}
+	void *p = (char *) b->data + b->used;
+	b->used += size;
+	memset(p, 0, size);
+	return p;
+}
+
+static void
+arena_free(ax_arena *a)
+{
+	ablock *b = a ? a->head : NULL;
+	while (b != NULL) {
+		ablock *n = b->next;
+		free(b);
+		b = n;
+	}
+	free(a);
+}
+
+/* --- names of enums ------------------------------------------------------ */
+
+const char *
+ax_impact_name(ax_impact v)
+{
+	static const char *const n[] = { "P0", "P1", "P2", "P3" };
+	return (unsigned) v < 4 ? n[v] : "?";
+}
+
+const char *
+ax_channel_name(ax_channel v)
+{
+	static const char *const n[] = { "px", "p0", "k8s", "biz" };
+	return (unsigned) v < 4 ? n[v] : "?";
+}
+
+const char *
+ax_overlap_name(ax_overlap v)
+{
+	static const char *const n[] = { "serial", "parallel", "discard",
+		                         "replace" };
+	return (unsigned) v < 4 ? n[v] : "?";
+}
+
+const char *
+ax_dep_mode_name(ax_dep_mode v)
+{
+	static const char *const n[] = { "same_period", "latest_success" };
+	return (unsigned) v < 2 ? n[v] : "?";
+}
+
+const char *
+ax_backoff_name(ax_backoff v)
+{
+	static const char *const n[] = { "fixed", "exponential" };
+	return (unsigned) v < 2 ? n[v] : "?";
+}
+
+const char *
+ax_routing_name(ax_routing_kind v)
+{
+	static const char *const n[] = { "round_robin", "random", "least_load",
+		                         "consistent_hash", "pinned" };
+	return (unsigned) v < 5 ? n[v] : "?";
+}
+
+const char *
+ax_sched_kind_name(ax_sched_kind v)
+{
+	static const char *const n[] = { "none", "cron", "every", "at" };
+	return (unsigned) v < 4 ? n[v] : "?";
+}
+
+/* --- positions ----------------------------------------------------------- */
+
+ax_pos
+ax_pos_at(ax_pos p, const char *value, size_t off)
+{
+	size_t last_nl = 0;
+	int    seen_nl = 0;
+
+	if (p.line == 0 || value == NULL)
+		return p;
+	for (size_t i = 0; i < off && value[i] != '\0'; i++)
+		if (value[i] == '\n') {
+			p.line++;
+			last_nl = i + 1;
+			seen_nl = 1;
+		}
+	if (p.indent > 0) {
+		/* block scalar: p points at the first content line */
+		p.col = p.indent + (uint32_t) (off - last_nl);
+		return p;
+	}
+	if (seen_nl)
+		p.col = 1 + (uint32_t) (off - last_nl);
+	else
+		p.col += (uint32_t) off;
+	return p;
+}
+
+/* --- the set ------------------------------------------------------------- */
+
+ax_dag_limits
+ax_dag_limits_default(void)
+{
+	ax_dag_limits l = {
+		.max_file_bytes  = 1024 * 1024,
+		.max_tasks       = 5000,
+		.max_depth       = 32,
+		.max_alias_nodes = 10000,
+		.max_documents   = 1000,
+		.max_diags       = 1000,
+	};
+	return l;
+}
+
+ax_err
+ax_dagset_new(const ax_dag_limits *limits, ax_dagset **out)
+{
+	ax_arena *a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return ax_err_set(AX_ENOMEM, "allocating a DAG set");
+	ax_dagset *s = arena_alloc(a, sizeof(*s));
+	if (s == NULL) {
+		arena_free(a);
+		return ax_err_set(AX_ENOMEM, "allocating a DAG set");
+	}
+	s->arena  = a;
+	s->limits = limits ? *limits : ax_dag_limits_default();
+	*out      = s;
+	return AX_OK;
+}
+
+void
+ax_dagset_free(ax_dagset *set)
+{
+	if (set == NULL)
+		return;
+	free(set->diags);
+	free(set->dags);
+	free(set->templates);
+	arena_free(set->arena); /* set itself lives in the arena */
+}
+
+void *
+ax_dagset_alloc(ax_dagset *set, size_t size)
+{
+	return arena_alloc(set->arena, size);
+}
+
+char *
+ax_dagset_strndup(ax_dagset *set, const char *s, size_t n)
+{
+	char *p = arena_alloc(set->arena, n + 1);
+	if (p != NULL) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+char *
+ax_dagset_strdup(ax_dagset *set, const char *s)
+{
+	return s ? ax_dagset_strndup(set, s, strlen(s)) : NULL;
+}
+
+static int
+grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t nc = *cap ? *cap * 2 : 16;
+	void  *p  = realloc(*arr, nc * elem);
+	if (p == NULL)
+		return -1;
+	*arr = p;
+	*cap = nc;
+	return 0;
+}
+
+ax_dag *
+ax_dagset_add_dag(ax_dagset *set)
+{
+	if (grow((void **) &set->dags, &set->cap_dags, set->n_dags,
+	         sizeof(ax_dag *)) != 0)
+		return NULL;
+	ax_dag *d = ax_dagset_alloc(set, sizeof(*d));
+	if (d == NULL)
+		return NULL;
+	d->max_active_runs = 1;
+	d->valid           = 1;
+	ax_task_spec_defaults(&d->defaults);
+	set->dags[set->n_dags++] = d;
+	return d;
+}
+
+ax_task_template *
+ax_dagset_add_template(ax_dagset *set)
+{
+	if (grow((void **) &set->templates, &set->cap_templates,
+	         set->n_templates, sizeof(ax_task_template *)) != 0)
+		return NULL;
+	ax_task_template *t = ax_dagset_alloc(set, sizeof(*t));
+	if (t == NULL)
+		return NULL;
+	ax_task_spec_defaults(&t->spec);
+	t->valid                           = 1;
+	set->templates[set->n_templates++] = t;
+	return t;
+}
+
+void
+ax_dagset_error(ax_dagset *set, ax_pos pos, const char *fmt, ...)
+{
+	char    msg[512];
+	va_list ap;
+
+	if (set->n_diags >= set->limits.max_diags) {
+		set->n_dropped++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (grow((void **) &set->diags, &set->cap_diags, set->n_diags,
+	         sizeof(ax_diag)) != 0) {
+		set->n_dropped++;
+		return;
+	}
+	ax_diag *d = &set->diags[set->n_diags];
+	d->pos     = pos;
+	d->msg     = ax_dagset_strdup(set, msg);
+	if (d->msg == NULL) {
+		set->n_dropped++;
+		return;
+	}
+	set->n_diags++;
+}
+
+static int
+diag_cmp(const void *a, const void *b)
+{
+	const ax_diag *x = a, *y = b;
+	int            c = strcmp(x->pos.file ? x->pos.file : "",
+                       y->pos.file ? y->pos.file : "");
+	if (c != 0)
+		return c;
+	if (x->pos.line != y->pos.line)
+		return x->pos.line < y->pos.line ? -1 : 1;
+	if (x->pos.col != y->pos.col)
+		return x->pos.col < y->pos.col ? -1 : 1;
+	c = strcmp(x->msg, y->msg);
+	if (c != 0)
+		return c;
+	/* stable: keep the order in which they were reported */
+	return x < y ? -1 : x > y;
+}
+
+void
+ax_dagset_sort_diags(ax_dagset *set)
+{
+	size_t w = 0;
+
+	if (set->n_diags == 0)
+		return;
+	qsort(set->diags, set->n_diags, sizeof(ax_diag), diag_cmp);
+	for (size_t i = 0; i < set->n_diags; i++) {
+		const ax_diag *d = &set->diags[i];
+		if (w > 0) {
+			const ax_diag *p = &set->diags[w - 1];
+			if (p->pos.line == d->pos.line &&
+			    p->pos.col == d->pos.col &&
+			    strcmp(p->pos.file ? p->pos.file : "",
+			           d->pos.file ? d->pos.file : "") == 0 &&
+			    strcmp(p->msg, d->msg) == 0)
+				continue;
+		}
+		set->diags[w++] = *d;
+	}
+	set->n_diags = w;
+}
+
+size_t
+ax_dagset_error_count(const ax_dagset *set, const char *file)
+{
+	size_t n = 0;
+	if (file == NULL)
+		return set->n_diags + set->n_dropped;
+	for (size_t i = 0; i < set->n_diags; i++)
+		if (set->diags[i].pos.file != NULL &&
+		    strcmp(set->diags[i].pos.file, file) == 0)
+			n++;
+	return n;
+}
+
+void
+ax_dagset_print_diags(const ax_dagset *set, FILE *f)
+{
+	for (size_t i = 0; i < set->n_diags; i++) {
+		const ax_diag *d = &set->diags[i];
+		fprintf(f, "%s:%u:%u: error: %s\n",
+		        d->pos.file ? d->pos.file : "<input>", d->pos.line,
+		        d->pos.col, d->msg);
+	}
+	if (set->n_dropped > 0)
+		fprintf(f, "error: %zu more errors not shown\n",
+		        set->n_dropped);
+}
+
+ax_dag *
+ax_dagset_find_dag(const ax_dagset *set, const char *name)
+{
+	for (size_t i = 0; i < set->n_dags; i++)
+		if (set->dags[i]->name &&
+		    strcmp(set->dags[i]->name, name) == 0)
+			return set->dags[i];
+	return NULL;
+}
+
+ax_task_template *
+ax_dagset_find_template(const ax_dagset *set, const char *name)
+{
+	for (size_t i = 0; i < set->n_templates; i++)
+		if (set->templates[i]->name &&
+		    strcmp(set->templates[i]->name, name) == 0)
+			return set->templates[i];
+	return NULL;
+}
+
+long
+ax_dag_task_index(const ax_dag *dag, const char *name)
+{
+	for (size_t i = 0; i < dag->n_tasks; i++)
+		if (dag->tasks[i].name &&
+		    strcmp(dag->tasks[i].name, name) == 0)
+			return (long) i;
+	return -1;
+}
+
+void
+ax_task_spec_defaults(ax_task_spec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->type                 = "bash";
+	spec->priority             = 50;
+	spec->channel              = AX_CHANNEL_PX;
+	spec->worker_group         = "default";
+	spec->retries.backoff      = AX_BACKOFF_FIXED;
+	spec->retries.delay_us     = 60 * AX_USEC_PER_SEC;
+	spec->retries.max_delay_us = 3600 * AX_USEC_PER_SEC;
+	spec->shards               = 1;
+	spec->routing.kind         = AX_ROUTE_ROUND_ROBIN;
+}
+
+/* --- topological order ----------------------------------------------------
+ */
+
+ax_err
+ax_dag_toposort(ax_dagset *set, ax_dag *dag)
+{
+	size_t  n = dag->n_tasks, head = 0, tail = 0;
+	size_t *indeg, *order;
+
+	dag->topo = NULL;
+	indeg     = calloc(n + 1, sizeof(size_t));
+	if (indeg == NULL)
+		return ax_err_set(AX_ENOMEM, "topological sort");
+	order = ax_dagset_alloc(set, (n + 1) * sizeof(size_t));
+	if (order == NULL) {
+		free(indeg);
+		return ax_err_set(AX_ENOMEM, "topological sort");
+	}
+	for (size_t i = 0; i < n; i++)
+		indeg[i] = dag->tasks[i].n_depends;
+	/* Kahn's algorithm; scanning in document order keeps ties stable.
+	 * O(n^2) in the worst case, fine for max_tasks. */
+	for (size_t i = 0; i < n; i++)
+		if (indeg[i] == 0)
+			order[tail++] = i;
+	while (head < tail) {
+		size_t u = order[head++];
+		for (size_t v = 0; v < n; v++)
+			for (size_t k = 0; k < dag->tasks[v].n_depends; k++)
+				if (dag->tasks[v].deps[k] == u &&
+				    --indeg[v] == 0)
+					order[tail++] = v;
+	}
+	free(indeg);
+	if (tail != n)
+		return ax_err_set(AX_EINVAL, "DAG '%s' has a cycle",
+		                  dag->name ? dag->name : "?");
+	dag->topo = order;
+	return AX_OK;
+}
+
+/* --- JSON --------------------------------------------------------------- */
+
+static json_t *
+kvs_json(const ax_kvs *k)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < k->n; i++)
+		json_object_set_new(o, k->v[i].key,
+		                    json_string(k->v[i].value));
+	return o;
+}
+
+static json_t *
+dur_json(int64_t us)
+{
+	char buf[64];
+	ax_duration_fmt(us, buf, sizeof(buf));
+	return json_string(buf);
+}
+
+static json_t *
+str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *
+spec_json(const ax_task_spec *s)
+{
+	json_t *o = json_object();
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "type", json_string(s->type));
+	json_object_set_new(o, "command", str_or_null(s->command));
+	json_object_set_new(o, "priority", json_integer(s->priority));
+	json_object_set_new(o, "channel",
+	                    json_string(ax_channel_name(s->channel)));
+	json_object_set_new(o, "worker_group", str_or_null(s->worker_group));
+	json_object_set_new(o, "pool", str_or_null(s->pool));
+	json_object_set_new(
+	    o, "retries",
+	    json_pack("{s:i, s:s, s:o, s:o}", "count", s->retries.count,
+	              "backoff", ax_backoff_name(s->retries.backoff), "delay",
+	              dur_json(s->retries.delay_us), "max_delay",
+	              dur_json(s->retries.max_delay_us)));
+	json_object_set_new(o, "timeout",
+	                    s->timeout_us ? dur_json(s->timeout_us)
+	                                  : json_null());
+	json_object_set_new(o, "resources",
+	                    json_pack("{s:i, s:I}", "cpu_milli", s->cpu_milli,
+	                              "memory_bytes",
+	                              (json_int_t) s->memory_bytes));
+	json_object_set_new(o, "shards", json_integer(s->shards));
+	json_object_set_new(o, "routing",
+	                    json_pack("{s:s, s:o, s:o}", "strategy",
+	                              ax_routing_name(s->routing.kind), "key",
+	                              str_or_null(s->routing.key), "node",
+	                              str_or_null(s->routing.node)));
+	json_object_set_new(o, "params", kvs_json(&s->params));
+	json_object_set_new(o, "env", kvs_json(&s->env));
+	return o;
+}
+
+json_t *
+ax_dag_to_json(const ax_dag *d)
+{
+	json_t *o = json_object(), *tags = json_array(), *deps = json_array(),
+	       *tasks = json_array(), *sched = json_object();
+	if (!o || !tags || !deps || !tasks || !sched) {
+		json_decref(o);
+		json_decref(tags);
+		json_decref(deps);
+		json_decref(tasks);
+		json_decref(sched);
+		return NULL;
+	}
+	json_object_set_new(o, "kind", json_string("DAG"));
+	json_object_set_new(o, "name", str_or_null(d->name));
+	json_object_set_new(o, "owner", str_or_null(d->owner));
+	json_object_set_new(o, "impact",
+	                    json_string(ax_impact_name(d->impact)));
+	json_object_set_new(o, "description", str_or_null(d->description));
+	for (size_t i = 0; i < d->n_tags; i++)
+		json_array_append_new(tags, json_string(d->tags[i]));
+	json_object_set_new(o, "tags", tags);
+	json_object_set_new(sched, "kind",
+	                    json_string(ax_sched_kind_name(d->schedule.kind)));
+	json_object_set_new(sched, "cron", str_or_null(d->schedule.cron));
+	json_object_set_new(sched, "timezone",
+	                    str_or_null(d->schedule.timezone));
+	json_object_set_new(sched, "every",
+	                    d->schedule.kind == AX_SCHED_EVERY
+	                        ? dur_json(d->schedule.every_us)
+	                        : json_null());
+	json_object_set_new(sched, "at", str_or_null(d->schedule.at));
+	json_object_set_new(o, "schedule", sched);
+	json_object_set_new(o, "start", str_or_null(d->start));
+	json_object_set_new(o, "end", str_or_null(d->end));
+	json_object_set_new(o, "catchup", json_boolean(d->catchup));
+	json_object_set_new(o, "concurrency",
+	                    json_pack("{s:i, s:s}", "max_active_runs",
+	                              d->max_active_runs, "policy",
+	                              ax_overlap_name(d->policy)));
+	json_object_set_new(o, "params", kvs_json(&d->params));
+	for (size_t i = 0; i < d->n_deps; i++)
+		json_array_append_new(
+		    deps,
+		    json_pack("{s:s, s:s}", "dag", d->deps[i].dag, "mode",
+		              ax_dep_mode_name(d->deps[i].mode)));
+	json_object_set_new(o, "depends_on_dags", deps);
+	for (size_t i = 0; i < d->n_tasks; i++) {
+		const ax_task *t  = &d->tasks[i];
+		json_t        *tj = spec_json(&t->eff), *dj = json_array();
+		if (tj == NULL || dj == NULL) {
+			json_decref(tj);
+			json_decref(dj);
+			json_decref(o);
+			json_decref(tasks);
+			return NULL;
+		}
+		json_object_set_new(tj, "name", json_string(t->name));
+		json_object_set_new(tj, "template",
+		                    str_or_null(t->template_name));
+		json_object_set_new(tj, "template_hash",
+		                    t->template
+		                        ? json_string(t->template->hash)
+		                        : json_null());
+		for (size_t k = 0; k < t->n_depends; k++)
+			json_array_append_new(dj,
+			                      json_string(t->depends_on[k]));
+		json_object_set_new(tj, "depends_on", dj);
+		json_array_append_new(tasks, tj);
+	}
+	json_object_set_new(o, "tasks", tasks);
+	return o;
+}
+
+json_t *
+ax_template_to_json(const ax_task_template *t)
+{
+	json_t *o = spec_json(&t->spec);
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "kind", json_string("TaskTemplate"));
+	json_object_set_new(o, "name", str_or_null(t->name));
+	json_object_set_new(o, "description", str_or_null(t->description));
+	/* which fields the template sets matters when tasks merge it */
+	json_t                  *set                = json_array();
+	static const char *const bits[AX_TF_COUNT_] = { "type",
+		                                        "command",
+		                                        "priority",
+		                                        "channel",
+		                                        "worker_group",
+		                                        "pool",
+		                                        "retries.count",
+		                                        "timeout",
+		                                        "cpu",
+		                                        "memory",
+		                                        "shards",
+		                                        "routing",
+		                                        "retries.backoff",
+		                                        "retries.delay",
+		                                        "retries.max_delay" };
+	for (size_t i = 0; set && i < sizeof(bits) / sizeof(bits[0]); i++)
+		if (t->spec.set & (1u << i))
+			json_array_append_new(set, json_string(bits[i]));
+	json_object_set_new(o, "set", set ? set : json_null());
+	return o;
+}
+
+ax_err
+ax_json_hash(const json_t *j, char hex[AX_SHA256_HEX_LEN])
+{
+	char *s =
+	    json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+	if (s == NULL)
+		return ax_err_set(AX_ENOMEM, "serialising JSON for a hash");
+	ax_sha256_hex(s, strlen(s), hex);
+	free(s);
+	return AX_OK;
+}

@@ -1,0 +1,1333 @@
+/*
+ * dag_yaml.c - libyaml loader for DAG and TaskTemplate documents.
+ *
+ * Role: see dag_yaml.h. Two passes per file: a streaming pre-pass over
+ * libyaml events enforces the limits (depth, documents, alias expansion)
+ * and catches syntax errors; then each document is loaded with libyaml's
+ * tree API and walked by schema: every mapping is checked against the
+ * keys it may hold, every value against its type.
+ * Invariants: positions are 1-based; every string stored is an arena copy;
+ * the walker only follows the schema, so it never recurses deeper than
+ * the format itself (a few levels), whatever the document holds.
+ * Workload: a folder of DAG files at start-up or one submission; files up
+ * to max_file_bytes.
+ */
+#include "dag_yaml.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "clock.h"
+#include "suggest.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef struct ld {
+	ax_dagset       *set;
+	const char      *file; /* arena copy */
+	const char      *src;
+	size_t           len;
+	yaml_document_t *doc;
+} ld;
+
+typedef struct kvp {
+	yaml_node_t *k, *v;
+} kvp;
+
+/* The pairs of one mapping after `<<` merges (malloc'd). */
+typedef struct map {
+	kvp   *p;
+	size_t n, cap;
+	ax_pos pos;
+} map;
+
+/* --- positions and node helpers ---------------------------------------- */
+
+static ax_pos
+mark_pos(const ld *l, yaml_mark_t m)
+{
+	ax_pos p = { l->file, (uint32_t) m.line + 1, (uint32_t) m.column + 1,
+		     0 };
+	return p;
+}
+
+/* Position of a node's value: after the quote, or the first content line
+ * of a block scalar. */
+static ax_pos
+node_pos(const ld *l, const yaml_node_t *n)
+{
+	ax_pos p = mark_pos(l, n->start_mark);
+	if (n->type != YAML_SCALAR_NODE)
+		return p;
+	switch (n->data.scalar.style) {
+	case YAML_SINGLE_QUOTED_SCALAR_STYLE:
+	case YAML_DOUBLE_QUOTED_SCALAR_STYLE:
+		p.col++;
+		break;
+	case YAML_LITERAL_SCALAR_STYLE:
+	case YAML_FOLDED_SCALAR_STYLE: {
+		size_t i = n->start_mark.index;
+		while (i < l->len && l->src[i] != '\n')
+			i++;
+		if (i >= l->len)
+			break;
+		i++;
+		uint32_t ind = 0;
+		while (i + ind < l->len && l->src[i + ind] == ' ')
+			ind++;
+		p.line++;
+		p.col    = ind + 1;
+		p.indent = ind + 1;
+		break;
+	}
+	default:
+		break;
+	}
+	return p;
+}
+
+static yaml_node_t *
+node(const ld *l, int idx)
+{
+	return yaml_document_get_node(l->doc, idx);
+}
+
+static const char *
+what(const yaml_node_t *n)
+{
+	switch (n->type) {
+	case YAML_MAPPING_NODE:
+		return "a mapping";
+	case YAML_SEQUENCE_NODE:
+		return "a list";
+	default:
+		return "a scalar";
+	}
+}
+
+static const char *
+sval(const yaml_node_t *n)
+{
+	return (const char *) n->data.scalar.value;
+}
+
+static int
+is_null(const yaml_node_t *n)
+{
+	if (n == NULL)
+		return 1;
+	if (n->type != YAML_SCALAR_NODE ||
+	    n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return 0;
+	const char *s = sval(n);
+	return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
+	    strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
+}
+
+static char *
+adup(const ld *l, const yaml_node_t *n)
+{
+	return ax_dagset_strndup(l->set, sval(n), n->data.scalar.length);
+}
+
+#define ERR(l, pos, ...) ax_dagset_error((l)->set, (pos), __VA_ARGS__)
+
+/* --- mappings --------------------------------------------------------------
+ */
+
+static int
+map_push(map *m, yaml_node_t *k, yaml_node_t *v)
+{
+	if (m->n == m->cap) {
+		size_t nc = m->cap ? m->cap * 2 : 16;
+		kvp   *p  = realloc(m->p, nc * sizeof(kvp));
+		if (p == NULL)
+			return -1;
+		m->p   = p;
+		m->cap = nc;
+	}
+	m->p[m->n].k   = k;
+	m->p[m->n++].v = v;
+	return 0;
+}
+
+static kvp *
+map_find(const map *m, const char *key)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->p[i].k->type == YAML_SCALAR_NODE &&
+		    strcmp(sval(m->p[i].k), key) == 0)
+			return &m->p[i];
+	return NULL;
+}
+
+static void merge_into(ld *l, map *m, yaml_node_t *src, int depth);
+
+/*
+ * Collects the pairs of mapping node n into m: explicit keys first (a
+ * repeated key is an error), then keys from `<<` merges that are not
+ * already there. Returns -1 when n is not a mapping (reported as
+ * "expected a mapping" for `ctx`).
+ */
+static int
+map_load(ld *l, yaml_node_t *n, const char *ctx, map *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (n == NULL || n->type != YAML_MAPPING_NODE) {
+		if (n != NULL)
+			ERR(l, node_pos(l, n), "%s must be a mapping, got %s",
+			    ctx, what(n));
+		return -1;
+	}
+	m->pos = node_pos(l, n);
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+	     p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(l, p->key), *v = node(l, p->value);
+		if (k == NULL || v == NULL)
+			continue;
+		if (k->type != YAML_SCALAR_NODE) {
+			ERR(l, node_pos(l, k),
+			    "keys in %s must be strings, got %s", ctx,
+			    what(k));
+			continue;
+		}
+		if (strcmp(sval(k), "<<") == 0 &&
+		    k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+			continue;
+		kvp *old = map_find(m, sval(k));
+		if (old != NULL) {
+			ax_pos op = node_pos(l, old->k);
+			ERR(l, node_pos(l, k),
+			    "duplicate key '%s' in %s (first at line %u)",
+			    sval(k), ctx, op.line);
+			continue;
+		}
+		if (map_push(m, k, v) != 0)
+			return -1;
+	}
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+	     p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(l, p->key), *v = node(l, p->value);
+		if (k != NULL && v != NULL && k->type == YAML_SCALAR_NODE &&
+		    k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+		    strcmp(sval(k), "<<") == 0)
+			merge_into(l, m, v, 0);
+	}
+	return 0;
+}
+
+static void
+merge_into(ld *l, map *m, yaml_node_t *src, int depth)
+{
+	if (depth > 8)
+		return;
+	if (src->type == YAML_SEQUENCE_NODE) {
+		for (yaml_node_item_t *i = src->data.sequence.items.start;
+		     i < src->data.sequence.items.top; i++) {
+			yaml_node_t *e = node(l, *i);
+			if (e != NULL)
+				merge_into(l, m, e, depth + 1);
+		}
+		return;
+	}
+	if (src->type != YAML_MAPPING_NODE) {
+		ERR(l, node_pos(l, src),
+		    "'<<' merges a mapping or a list of mappings, got %s",
+		    what(src));
+		return;
+	}
+	for (yaml_node_pair_t *p = src->data.mapping.pairs.start;
+	     p < src->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(l, p->key), *v = node(l, p->value);
+		if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
+			continue;
+		if (strcmp(sval(k), "<<") == 0) {
+			merge_into(l, m, v, depth + 1);
+			continue;
+		}
+		if (map_find(m, sval(k)) == NULL)
+			map_push(m, k, v);
+	}
+}
+
+static void
+map_fini(map *m)
+{
+	free(m->p);
+	m->p = NULL;
+	m->n = 0;
+}
+
+/* Reports every key of m that is not in allowed, with a did-you-mean. */
+static void
+check_keys(ld *l, const map *m, const char *const *allowed, size_t n,
+           const char *ctx)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const char *k  = sval(m->p[i].k);
+		int         ok = 0;
+		for (size_t j = 0; j < n && !ok; j++)
+			ok = strcmp(k, allowed[j]) == 0;
+		if (ok)
+			continue;
+		const char *sug = ax_suggest(k, allowed, n);
+		if (sug != NULL)
+			ERR(l, node_pos(l, m->p[i].k),
+			    "unknown key '%s' in %s; did you mean '%s'?", k,
+			    ctx, sug);
+		else
+			ERR(l, node_pos(l, m->p[i].k),
+			    "unknown key '%s' in %s", k, ctx);
+	}
+}
+
+/* --- typed getters: 0 absent, 1 set, -1 reported error ------------------ */
+
+static yaml_node_t *
+get(const map *m, const char *key)
+{
+	kvp *p = map_find(m, key);
+	return p && !is_null(p->v) ? p->v : NULL;
+}
+
+static int
+want_scalar(ld *l, yaml_node_t *v, const char *key, const char *type)
+{
+	if (v->type == YAML_SCALAR_NODE)
+		return 0;
+	ERR(l, node_pos(l, v), "'%s' must be %s, got %s", key, type, what(v));
+	return -1;
+}
+
+static int
+get_str(ld *l, const map *m, const char *key, const char **out, ax_pos *pos)
+{
+	yaml_node_t *v = get(m, key);
+	if (v == NULL)
+		return 0;
+	if (want_scalar(l, v, key, "a string") != 0)
+		return -1;
+	*out = adup(l, v);
+	if (pos != NULL)
+		*pos = node_pos(l, v);
+	return 1;
+}
+
+static int
+parse_int(const char *s, long long *out)
+{
+	char *e;
+	if (*s == '\0')
+		return -1;
+	errno       = 0;
+	long long x = strtoll(s, &e, 10);
+	if (*e != '\0' || errno != 0)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+static int
+get_int(ld *l, const map *m, const char *key, long long min, long long max,
+        int *out)
+{
+	long long    x;
+	yaml_node_t *v = get(m, key);
+	if (v == NULL)
+		return 0;
+	if (want_scalar(l, v, key, "an integer") != 0)
+		return -1;
+	if (v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
+	    parse_int(sval(v), &x) != 0) {
+		ERR(l, node_pos(l, v), "'%s' must be an integer, got '%s'",
+		    key, sval(v));
+		return -1;
+	}
+	if (x < min || x > max) {
+		ERR(l, node_pos(l, v),
+		    "'%s' is %lld; it must be between %lld "
+		    "and %lld",
+		    key, x, min, max);
+		return -1;
+	}
+	*out = (int) x;
+	return 1;
+}
+
+static int
+get_bool(ld *l, const map *m, const char *key, int *out)
+{
+	yaml_node_t *v = get(m, key);
+	if (v == NULL)
+		return 0;
+	if (want_scalar(l, v, key, "true or false") != 0)
+		return -1;
+	const char *s = sval(v);
+	if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+	    (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 ||
+	     strcmp(s, "TRUE") == 0)) {
+		*out = 1;
+		return 1;
+	}
+	if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+	    (strcmp(s, "false") == 0 || strcmp(s, "False") == 0 ||
+	     strcmp(s, "FALSE") == 0)) {
+		*out = 0;
+		return 1;
+	}
+	ERR(l, node_pos(l, v), "'%s' must be true or false, got '%s'", key, s);
+	return -1;
+}
+
+/* Enum value, matched without regard to case; names[i] maps to i. */
+static int
+get_enum(ld *l, const map *m, const char *key, const char *const *names,
+         size_t n, int *out)
+{
+	char         list[256] = "";
+	yaml_node_t *v         = get(m, key);
+	if (v == NULL)
+		return 0;
+	if (want_scalar(l, v, key, "a string") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (strcasecmp(sval(v), names[i]) == 0) {
+			*out = (int) i;
+			return 1;
+		}
+	for (size_t i = 0; i < n; i++) {
+		size_t k = strlen(list);
+		snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "",
+		         names[i]);
+	}
+	const char *sug = ax_suggest(sval(v), names, n);
+	ERR(l, node_pos(l, v), "unknown %s '%s'; expected one of: %s%s%s%s",
+	    key, sval(v), list, sug ? "; did you mean '" : "", sug ? sug : "",
+	    sug ? "'?" : "");
+	return -1;
+}
+
+static int
+get_duration(ld *l, const map *m, const char *key, int64_t min_us,
+             int64_t max_us, int64_t *out)
+{
+	int64_t      us;
+	char         a[32], b[32];
+	yaml_node_t *v = get(m, key);
+	if (v == NULL)
+		return 0;
+	if (want_scalar(l, v, key, "a duration such as 30s, 5m or 2h") != 0)
+		return -1;
+	const char *s = sval(v);
+	if (s[0] == '-') {
+		ERR(l, node_pos(l, v),
+		    "'%s' is negative (%s); durations are "
+		    "positive, e.g. 30s, 5m, 2h",
+		    key, s);
+		return -1;
+	}
+	if (ax_duration_parse(s, &us) != AX_OK) {
+		ERR(l, node_pos(l, v),
+		    "'%s': %s; write e.g. 30s, 5m, 2h, 1h30m", key,
+		    ax_err_detail());
+		return -1;
+	}
+	if (us < min_us || us > max_us) {
+		ERR(l, node_pos(l, v),
+		    "'%s' is %s; it must be between %s and %s", key, s,
+		    ax_duration_fmt(min_us, a, sizeof(a)),
+		    ax_duration_fmt(max_us, b, sizeof(b)));
+		return -1;
+	}
+	*out = us;
+	return 1;
+}
+
+/* A list of scalars (tags, depends_on). */
+static int
+get_str_list(ld *l, const map *m, const char *key, const char ***out,
+             ax_pos **pos, size_t *n)
+{
+	yaml_node_t *v = get(m, key);
+	if (v == NULL)
+		return 0;
+	if (v->type != YAML_SEQUENCE_NODE) {
+		ERR(l, node_pos(l, v), "'%s' must be a list, got %s", key,
+		    what(v));
+		return -1;
+	}
+	size_t cnt = (size_t) (v->data.sequence.items.top -
+	                       v->data.sequence.items.start);
+	*out       = ax_dagset_alloc(l->set, (cnt + 1) * sizeof(char *));
+	if (pos != NULL)
+		*pos = ax_dagset_alloc(l->set, (cnt + 1) * sizeof(ax_pos));
+	if (*out == NULL || (pos != NULL && *pos == NULL))
+		return -1;
+	*n     = 0;
+	int rv = 1;
+	for (yaml_node_item_t *i = v->data.sequence.items.start;
+	     i < v->data.sequence.items.top; i++) {
+		yaml_node_t *e = node(l, *i);
+		if (e == NULL)
+			continue;
+		if (e->type != YAML_SCALAR_NODE || is_null(e)) {
+			ERR(l, node_pos(l, e),
+			    "items of '%s' must be strings, got %s", key,
+			    is_null(e) ? "null" : what(e));
+			rv = -1;
+			continue;
+		}
+		if (pos != NULL)
+			(*pos)[*n] = node_pos(l, e);
+		(*out)[(*n)++] = adup(l, e);
+	}
+	return rv;
+}
+
+/* A mapping of names to scalar values (params, env). */
+static int
+get_kvs(ld *l, const map *m, const char *key, ax_kvs *out)
+{
+	map          sub;
+	yaml_node_t *v = get(m, key);
+	if (v == NULL)
+		return 0;
+	if (map_load(l, v, key, &sub) != 0)
+		return -1;
+	out->v = ax_dagset_alloc(l->set, (sub.n + 1) * sizeof(ax_kv));
+	out->n = 0;
+	int rv = out->v ? 1 : -1;
+	for (size_t i = 0; out->v && i < sub.n; i++) {
+		yaml_node_t *val = sub.p[i].v;
+		if (val->type != YAML_SCALAR_NODE) {
+			ERR(l, node_pos(l, val),
+			    "%s.%s must be a string or number, got %s", key,
+			    sval(sub.p[i].k), what(val));
+			rv = -1;
+			continue;
+		}
+		ax_kv *kv   = &out->v[out->n++];
+		kv->key     = adup(l, sub.p[i].k);
+		kv->key_pos = node_pos(l, sub.p[i].k);
+		kv->value   = is_null(val) ? "" : adup(l, val);
+		kv->pos     = node_pos(l, val);
+	}
+	map_fini(&sub);
+	return rv;
+}
+
+/* --- resources ----------------------------------------------------------- */
+
+static int
+parse_memory(const char *s, int64_t *out)
+{
+	static const struct {
+		const char *sfx;
+		int64_t     mul;
+	} units[] = {
+		{ "Ki", 1LL << 10 },
+		{ "Mi", 1LL << 20 },
+		{ "Gi", 1LL << 30 },
+		{ "Ti", 1LL << 40 },
+		{ "K", 1000LL },
+		{ "M", 1000000LL },
+		{ "G", 1000000000LL },
+		{ "T", 1000000000000LL },
+		{ "", 1 },
+	};
+	char     *e;
+	long long x;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	x     = strtoll(s, &e, 10);
+	if (errno != 0)
+		return -1;
+	for (size_t i = 0; i < N_OF(units); i++)
+		if (strcmp(e, units[i].sfx) == 0) {
+			if (x > (1LL << 40) * 4 / units[i].mul)
+				return -1;
+			*out = x * units[i].mul;
+			return 0;
+		}
+	return -1;
+}
+
+static int
+parse_cpu(const char *s, int *milli)
+{
+	char  *e;
+	double x;
+
+	if ((*s < '0' || *s > '9') && *s != '.')
+		return -1;
+	errno = 0;
+	x     = strtod(s, &e);
+	if (errno != 0)
+		return -1;
+	if (strcmp(e, "m") == 0)
+		x /= 1000.0;
+	else if (*e != '\0')
+		return -1;
+	if (x < 0.001 || x > 1024)
+		return -1;
+	*milli = (int) (x * 1000 + 0.5);
+	return 0;
+}
+
+static const char *const resources_keys[] = { "cpu", "memory" };
+
+static void
+parse_resources(ld *l, yaml_node_t *v, ax_task_spec *s)
+{
+	map m;
+	if (map_load(l, v, "resources", &m) != 0)
+		return;
+	check_keys(l, &m, resources_keys, N_OF(resources_keys), "resources");
+	yaml_node_t *c = get(&m, "cpu"), *mem = get(&m, "memory");
+	if (c != NULL && want_scalar(l, c, "cpu", "a number") == 0) {
+		if (parse_cpu(sval(c), &s->cpu_milli) != 0)
+			ERR(l, node_pos(l, c),
+			    "'cpu' must be a number of cores between 0.001 "
+			    "and "
+			    "1024 (e.g. 0.5, 2, 500m), got '%s'",
+			    sval(c));
+		else
+			s->set |= AX_TF_CPU;
+	}
+	if (mem != NULL && want_scalar(l, mem, "memory", "a size") == 0) {
+		if (parse_memory(sval(mem), &s->memory_bytes) != 0 ||
+		    s->memory_bytes == 0)
+			ERR(l, node_pos(l, mem),
+			    "'memory' must be a size up to 4Ti such as 512Mi, "
+			    "2Gi or 1G, got '%s'",
+			    sval(mem));
+		else
+			s->set |= AX_TF_MEMORY;
+	}
+	map_fini(&m);
+}
+
+/* --- task spec ------------------------------------------------------------
+ */
+
+static const char *const channel_names[] = { "px", "p0", "k8s", "biz" };
+static const char *const backoff_names[] = { "fixed", "exponential" };
+static const char *const routing_names[] = { "round_robin", "random",
+	                                     "least_load", "consistent_hash",
+	                                     "pinned" };
+static const char *const retries_keys[]  = { "count", "backoff", "delay",
+	                                     "max_delay" };
+static const char *const routing_keys[]  = { "strategy", "key", "node" };
+
+#define DAY_US  (86400LL * AX_USEC_PER_SEC)
+#define HOUR_US (3600LL * AX_USEC_PER_SEC)
+
+static void
+parse_retries(ld *l, yaml_node_t *v, ax_task_spec *s)
+{
+	map m;
+	int x;
+
+	if (v->type == YAML_SCALAR_NODE) { /* retries: 3 */
+		long long n;
+		if (v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
+		    parse_int(sval(v), &n) != 0) {
+			ERR(l, node_pos(l, v),
+			    "'retries' must be a count or a mapping {count, "
+			    "backoff, delay, max_delay}, got '%s'",
+			    sval(v));
+			return;
+		}
+		if (n < 0 || n > 100) {
+			ERR(l, node_pos(l, v),
+			    "'retries' is %lld; it must be "
+			    "between 0 and 100",
+			    n);
+			return;
+		}
+		s->retries.count = (int) n;
+		s->set |= AX_TF_RETRY_COUNT;
+		return;
+	}
+	if (map_load(l, v, "retries", &m) != 0)
+		return;
+	check_keys(l, &m, retries_keys, N_OF(retries_keys), "retries");
+	if (get_int(l, &m, "count", 0, 100, &s->retries.count) == 1)
+		s->set |= AX_TF_RETRY_COUNT;
+	if (get_enum(l, &m, "backoff", backoff_names, N_OF(backoff_names),
+	             &x) == 1) {
+		s->retries.backoff = (ax_backoff) x;
+		s->set |= AX_TF_RETRY_BACKOFF;
+	}
+	if (get_duration(l, &m, "delay", 0, DAY_US, &s->retries.delay_us) == 1)
+		s->set |= AX_TF_RETRY_DELAY;
+	if (get_duration(l, &m, "max_delay", AX_USEC_PER_SEC, 7 * DAY_US,
+	                 &s->retries.max_delay_us) == 1)
+		s->set |= AX_TF_RETRY_MAX;
+	map_fini(&m);
+}
+
+static void
+parse_routing(ld *l, yaml_node_t *v, ax_task_spec *s)
+{
+	map m;
+	int x, rv;
+
+	if (v->type == YAML_SCALAR_NODE) { /* routing: least_load */
+		for (size_t i = 0; i < N_OF(routing_names); i++)
+			if (strcasecmp(sval(v), routing_names[i]) == 0) {
+				s->routing.kind = (ax_routing_kind) i;
+				s->set |= AX_TF_ROUTING;
+				if (i == AX_ROUTE_CONSISTENT_HASH ||
+				    i == AX_ROUTE_PINNED)
+					ERR(l, node_pos(l, v),
+					    "routing '%s' needs a %s: write "
+					    "routing: {strategy: %s, %s: ...}",
+					    routing_names[i],
+					    i == AX_ROUTE_PINNED ? "node"
+					                         : "key",
+					    routing_names[i],
+					    i == AX_ROUTE_PINNED ? "node"
+					                         : "key");
+				return;
+			}
+		const char *sug =
+		    ax_suggest(sval(v), routing_names, N_OF(routing_names));
+		ERR(l, node_pos(l, v),
+		    "unknown routing '%s'; expected one of: round_robin, "
+		    "random, least_load, consistent_hash, pinned%s%s%s",
+		    sval(v), sug ? "; did you mean '" : "", sug ? sug : "",
+		    sug ? "'?" : "");
+		return;
+	}
+	if (map_load(l, v, "routing", &m) != 0)
+		return;
+	check_keys(l, &m, routing_keys, N_OF(routing_keys), "routing");
+	rv = get_enum(l, &m, "strategy", routing_names, N_OF(routing_names),
+	              &x);
+	if (rv == 0)
+		ERR(l, m.pos,
+		    "routing needs a 'strategy' (round_robin, random, "
+		    "least_load, consistent_hash, pinned)");
+	if (rv == 1) {
+		s->routing.kind = (ax_routing_kind) x;
+		s->set |= AX_TF_ROUTING;
+	}
+	get_str(l, &m, "key", &s->routing.key, NULL);
+	get_str(l, &m, "node", &s->routing.node, NULL);
+	if (rv == 1 && x == AX_ROUTE_CONSISTENT_HASH && s->routing.key == NULL)
+		ERR(l, m.pos, "routing 'consistent_hash' needs a 'key'");
+	if (rv == 1 && x == AX_ROUTE_PINNED && s->routing.node == NULL)
+		ERR(l, m.pos, "routing 'pinned' needs a 'node'");
+	map_fini(&m);
+}
+
+/* Parses the spec keys of m (the caller checked which keys m may hold). */
+static void
+parse_spec(ld *l, const map *m, ax_task_spec *s)
+{
+	yaml_node_t *v;
+	int          x;
+
+	if (get_str(l, m, "type", &s->type, NULL) == 1)
+		s->set |= AX_TF_TYPE;
+	if (get_str(l, m, "command", &s->command, &s->command_pos) == 1)
+		s->set |= AX_TF_COMMAND;
+	if (get_int(l, m, "priority", 0, 100, &s->priority) == 1)
+		s->set |= AX_TF_PRIORITY;
+	if (get_enum(l, m, "channel", channel_names, N_OF(channel_names),
+	             &x) == 1) {
+		s->channel = (ax_channel) x;
+		s->set |= AX_TF_CHANNEL;
+	}
+	if (get_str(l, m, "worker_group", &s->worker_group, NULL) == 1)
+		s->set |= AX_TF_GROUP;
+	if (get_str(l, m, "pool", &s->pool, NULL) == 1)
+		s->set |= AX_TF_POOL;
+	if ((v = get(m, "retries")) != NULL)
+		parse_retries(l, v, s);
+	if (get_duration(l, m, "timeout", AX_USEC_PER_SEC, 7 * DAY_US,
+	                 &s->timeout_us) == 1)
+		s->set |= AX_TF_TIMEOUT;
+	if ((v = get(m, "resources")) != NULL)
+		parse_resources(l, v, s);
+	if (get_int(l, m, "shards", 1, 1024, &s->shards) == 1)
+		s->set |= AX_TF_SHARDS;
+	if ((v = get(m, "routing")) != NULL)
+		parse_routing(l, v, s);
+	get_kvs(l, m, "params", &s->params);
+	get_kvs(l, m, "env", &s->env);
+}
+
+#define SPEC_KEYS                                                             \
+	"type", "command", "priority", "channel", "worker_group", "pool",     \
+	    "retries", "timeout", "resources", "shards", "routing", "params", \
+	    "env"
+
+static const char *const task_keys[]     = { "name", "template", "depends_on",
+	                                     SPEC_KEYS };
+static const char *const template_keys[] = { "kind", "name", "description",
+	                                     SPEC_KEYS };
+static const char *const defaults_keys[] = {
+	"type",    "priority",  "channel", "worker_group", "pool",   "retries",
+	"timeout", "resources", "shards",  "routing",      "params", "env"
+};
+static const char *const dag_keys[]         = { "kind",        "name",
+	                                        "owner",       "impact",
+	                                        "description", "tags",
+	                                        "schedule",    "start",
+	                                        "end",         "catchup",
+	                                        "concurrency", "defaults",
+	                                        "params",      "depends_on_dags",
+	                                        "tasks" };
+static const char *const schedule_keys[]    = { "cron", "timezone", "every",
+	                                        "at" };
+static const char *const concurrency_keys[] = { "max_active_runs", "policy" };
+static const char *const dagdep_keys[]      = { "dag", "mode" };
+static const char *const impact_names[]     = { "P0", "P1", "P2", "P3" };
+static const char *const overlap_names[] = { "serial", "parallel", "discard",
+	                                     "replace" };
+static const char *const mode_names[]    = { "same_period", "latest_success" };
+static const char *const kind_names[]    = { "DAG", "TaskTemplate" };
+
+/* --- documents ------------------------------------------------------------
+ */
+
+static void
+parse_task(ld *l, yaml_node_t *n, ax_task *t)
+{
+	map m;
+
+	ax_task_spec_defaults(&t->spec);
+	t->pos = node_pos(l, n);
+	if (map_load(l, n, "a task", &m) != 0)
+		return;
+	check_keys(l, &m, task_keys, N_OF(task_keys), "task");
+	if (get_str(l, &m, "name", &t->name, &t->name_pos) == 0)
+		ERR(l, t->pos, "task has no 'name'");
+	get_str(l, &m, "template", &t->template_name, &t->template_pos);
+	get_str_list(l, &m, "depends_on", &t->depends_on, &t->depends_pos,
+	             &t->n_depends);
+	parse_spec(l, &m, &t->spec);
+	map_fini(&m);
+}
+
+static void
+parse_schedule(ld *l, yaml_node_t *v, ax_dag *d)
+{
+	map               m;
+	ax_schedule_spec *s     = &d->schedule;
+	int               kinds = 0;
+
+	if (map_load(l, v, "schedule", &m) != 0)
+		return;
+	check_keys(l, &m, schedule_keys, N_OF(schedule_keys), "schedule");
+	if (get_str(l, &m, "cron", &s->cron, &s->cron_pos) == 1) {
+		s->kind = AX_SCHED_CRON;
+		kinds++;
+	}
+	get_str(l, &m, "timezone", &s->timezone, &s->tz_pos);
+	if (get(&m, "every") != NULL) {
+		s->every_pos = node_pos(l, get(&m, "every"));
+		if (get_duration(l, &m, "every", AX_USEC_PER_SEC, 366 * DAY_US,
+		                 &s->every_us) == 1)
+			s->kind = AX_SCHED_EVERY;
+		kinds++;
+	}
+	if (get_str(l, &m, "at", &s->at, &s->at_pos) == 1) {
+		s->kind = AX_SCHED_AT;
+		kinds++;
+	}
+	if (kinds > 1)
+		ERR(l, m.pos,
+		    "schedule has more than one of 'cron', 'every' and "
+		    "'at'; keep one");
+	map_fini(&m);
+}
+
+static void
+parse_dag_deps(ld *l, yaml_node_t *v, ax_dag *d)
+{
+	if (v->type != YAML_SEQUENCE_NODE) {
+		ERR(l, node_pos(l, v),
+		    "'depends_on_dags' must be a list, got %s", what(v));
+		return;
+	}
+	size_t cnt = (size_t) (v->data.sequence.items.top -
+	                       v->data.sequence.items.start);
+	d->deps    = ax_dagset_alloc(l->set, (cnt + 1) * sizeof(ax_dag_dep));
+	if (d->deps == NULL)
+		return;
+	for (yaml_node_item_t *i = v->data.sequence.items.start;
+	     i < v->data.sequence.items.top; i++) {
+		yaml_node_t *e = node(l, *i);
+		ax_dag_dep  *dd;
+		map          m;
+		int          x;
+		if (e == NULL)
+			continue;
+		if (e->type == YAML_SCALAR_NODE && !is_null(e)) {
+			dd      = &d->deps[d->n_deps++];
+			dd->dag = adup(l, e);
+			dd->pos = node_pos(l, e);
+			continue;
+		}
+		if (map_load(l, e, "an item of depends_on_dags", &m) != 0)
+			continue;
+		check_keys(l, &m, dagdep_keys, N_OF(dagdep_keys),
+		           "depends_on_dags");
+		dd      = &d->deps[d->n_deps];
+		dd->pos = m.pos;
+		if (get_str(l, &m, "dag", &dd->dag, &dd->pos) == 1) {
+			d->n_deps++;
+			if (get_enum(l, &m, "mode", mode_names,
+			             N_OF(mode_names), &x) == 1)
+				dd->mode = (ax_dep_mode) x;
+		} else {
+			ERR(l, m.pos,
+			    "an item of depends_on_dags needs 'dag'");
+		}
+		map_fini(&m);
+	}
+}
+
+static void
+parse_tasks(ld *l, yaml_node_t *v, ax_dag *d)
+{
+	if (v->type != YAML_SEQUENCE_NODE) {
+		ERR(l, node_pos(l, v), "'tasks' must be a list, got %s",
+		    what(v));
+		return;
+	}
+	size_t cnt = (size_t) (v->data.sequence.items.top -
+	                       v->data.sequence.items.start);
+	if (cnt > l->set->limits.max_tasks) {
+		ERR(l, node_pos(l, v),
+		    "DAG has %zu tasks, more than the limit of %zu; split it "
+		    "into several DAGs",
+		    cnt, l->set->limits.max_tasks);
+		d->valid = 0;
+		return;
+	}
+	d->tasks = ax_dagset_alloc(l->set, (cnt + 1) * sizeof(ax_task));
+	if (d->tasks == NULL)
+		return;
+	for (yaml_node_item_t *i = v->data.sequence.items.start;
+	     i < v->data.sequence.items.top; i++) {
+		yaml_node_t *e = node(l, *i);
+		if (e != NULL)
+			parse_task(l, e, &d->tasks[d->n_tasks++]);
+	}
+}
+
+static void
+parse_dag(ld *l, const map *m, ax_dag *d)
+{
+	yaml_node_t *v;
+	int          x;
+
+	check_keys(l, m, dag_keys, N_OF(dag_keys), "DAG");
+	if (get_str(l, m, "name", &d->name, &d->name_pos) == 0)
+		ERR(l, d->pos, "DAG has no 'name'");
+	get_str(l, m, "owner", &d->owner, NULL);
+	if (get_enum(l, m, "impact", impact_names, N_OF(impact_names), &x) ==
+	    1)
+		d->impact = (ax_impact) x;
+	else
+		d->impact = AX_IMPACT_P2;
+	get_str(l, m, "description", &d->description, NULL);
+	get_str_list(l, m, "tags", &d->tags, NULL, &d->n_tags);
+	if ((v = get(m, "schedule")) != NULL)
+		parse_schedule(l, v, d);
+	get_str(l, m, "start", &d->start, &d->start_pos);
+	get_str(l, m, "end", &d->end, &d->end_pos);
+	get_bool(l, m, "catchup", &d->catchup);
+	if ((v = get(m, "concurrency")) != NULL) {
+		map c;
+		if (map_load(l, v, "concurrency", &c) == 0) {
+			check_keys(l, &c, concurrency_keys,
+			           N_OF(concurrency_keys), "concurrency");
+			get_int(l, &c, "max_active_runs", 1, 1000,
+			        &d->max_active_runs);
+			if (get_enum(l, &c, "policy", overlap_names,
+			             N_OF(overlap_names), &x) == 1)
+				d->policy = (ax_overlap) x;
+			map_fini(&c);
+		}
+	}
+	if ((v = get(m, "defaults")) != NULL) {
+		map dm;
+		if (map_load(l, v, "defaults", &dm) == 0) {
+			check_keys(l, &dm, defaults_keys, N_OF(defaults_keys),
+			           "defaults");
+			parse_spec(l, &dm, &d->defaults);
+			map_fini(&dm);
+		}
+	}
+	get_kvs(l, m, "params", &d->params);
+	if ((v = get(m, "depends_on_dags")) != NULL)
+		parse_dag_deps(l, v, d);
+	if ((v = get(m, "tasks")) != NULL)
+		parse_tasks(l, v, d);
+	else
+		ERR(l, d->pos, "DAG has no 'tasks'");
+}
+
+static void
+parse_template(ld *l, const map *m, ax_task_template *t)
+{
+	check_keys(l, m, template_keys, N_OF(template_keys), "TaskTemplate");
+	if (get_str(l, m, "name", &t->name, &t->name_pos) == 0)
+		ERR(l, t->pos, "TaskTemplate has no 'name'");
+	get_str(l, m, "description", &t->description, NULL);
+	parse_spec(l, m, &t->spec);
+}
+
+static const char *
+slice(ld *l, const yaml_document_t *doc)
+{
+	size_t a = doc->start_mark.index, b = doc->end_mark.index;
+	if (a > l->len || b > l->len || b < a)
+		return "";
+	return ax_dagset_strndup(l->set, l->src + a, b - a);
+}
+
+/* Walks one loaded document. */
+static void
+parse_document(ld *l)
+{
+	yaml_node_t *root = yaml_document_get_root_node(l->doc);
+	map          m;
+	int          kind;
+	size_t       before = l->set->n_diags + l->set->n_dropped;
+
+	if (root == NULL || is_null(root))
+		return; /* empty document, e.g. a trailing --- */
+	if (map_load(l, root, "the document", &m) != 0)
+		return;
+	yaml_node_t *k = get(&m, "kind");
+	if (k == NULL) {
+		ERR(l, m.pos,
+		    "document has no 'kind'; write 'kind: DAG' or "
+		    "'kind: TaskTemplate'");
+		map_fini(&m);
+		return;
+	}
+	if (get_enum(l, &m, "kind", kind_names, N_OF(kind_names), &kind) !=
+	    1) {
+		map_fini(&m);
+		return;
+	}
+	if (kind == 0) {
+		ax_dag *d = ax_dagset_add_dag(l->set);
+		if (d != NULL) {
+			d->pos  = m.pos;
+			d->yaml = slice(l, l->doc);
+			parse_dag(l, &m, d);
+			if (l->set->n_diags + l->set->n_dropped != before)
+				d->valid = 0;
+		}
+	} else {
+		ax_task_template *t = ax_dagset_add_template(l->set);
+		if (t != NULL) {
+			t->pos  = m.pos;
+			t->yaml = slice(l, l->doc);
+			parse_template(l, &m, t);
+			if (l->set->n_diags + l->set->n_dropped != before)
+				t->valid = 0;
+		}
+	}
+	map_fini(&m);
+}
+
+/* --- pre-pass: limits and syntax ------------------------------------------
+ */
+
+typedef struct anchor {
+	char  *name;
+	size_t size; /* nodes, aliases expanded, saturated */
+} anchor;
+
+typedef struct scan {
+	size_t *count; /* node count per open collection */
+	char  **aname; /* anchor per open collection */
+	size_t  depth;
+	anchor *anchors;
+	size_t  n_anchors, cap_anchors;
+	size_t  expanded; /* nodes added by aliases in this document */
+} scan;
+
+#define MAX_ANCHORS 1000
+
+static void
+scan_reset(scan *s)
+{
+	for (size_t i = 0; i < s->n_anchors; i++)
+		free(s->anchors[i].name);
+	s->n_anchors = 0;
+	s->expanded  = 0;
+	for (size_t i = 0; i < s->depth; i++)
+		free(s->aname[i]);
+	s->depth = 0;
+}
+
+static int
+scan_define(scan *s, const char *name, size_t size)
+{
+	if (s->n_anchors == s->cap_anchors) {
+		size_t  nc = s->cap_anchors ? s->cap_anchors * 2 : 16;
+		anchor *p  = realloc(s->anchors, nc * sizeof(anchor));
+		if (p == NULL)
+			return -1;
+		s->anchors     = p;
+		s->cap_anchors = nc;
+	}
+	s->anchors[s->n_anchors].name   = strdup(name);
+	s->anchors[s->n_anchors++].size = size;
+	return s->anchors[s->n_anchors - 1].name ? 0 : -1;
+}
+
+static void
+scan_add(scan *s, size_t n, size_t cap)
+{
+	if (s->depth > 0) {
+		size_t *c = &s->count[s->depth - 1];
+		*c        = *c + n > cap ? cap : *c + n;
+	}
+}
+
+static ax_err
+syntax_error(ld *l, yaml_parser_t *p)
+{
+	ax_pos pos = mark_pos(l, p->problem_mark);
+	if (p->error == YAML_MEMORY_ERROR)
+		return ax_err_set(AX_ENOMEM, "libyaml: out of memory");
+	if (p->context != NULL)
+		ERR(l, pos, "YAML syntax error: %s %s (line %zu)", p->problem,
+		    p->context, p->context_mark.line + 1);
+	else
+		ERR(l, pos, "YAML syntax error: %s",
+		    p->problem ? p->problem : "malformed input");
+	return AX_EPARSE;
+}
+
+/*
+ * Streams the events of the whole file once. Returns AX_OK when the file
+ * is within limits and well-formed, else the recorded error's code.
+ */
+static ax_err
+prescan(ld *l)
+{
+	const ax_dag_limits *lim = &l->set->limits;
+	yaml_parser_t        p;
+	yaml_event_t         ev;
+	scan                 s    = { 0 };
+	size_t               docs = 0, cap = lim->max_alias_nodes + 1;
+	ax_err               rv   = AX_OK;
+	int                  done = 0;
+
+	s.count = calloc(lim->max_depth + 1, sizeof(size_t));
+	s.aname = calloc(lim->max_depth + 1, sizeof(char *));
+	if (s.count == NULL || s.aname == NULL ||
+	    !yaml_parser_initialize(&p)) {
+		free(s.count);
+		free(s.aname);
+		return ax_err_set(AX_ENOMEM, "YAML pre-pass");
+	}
+	yaml_parser_set_input_string(&p, (const unsigned char *) l->src,
+	                             l->len);
+	while (!done && rv == AX_OK) {
+		if (!yaml_parser_parse(&p, &ev)) {
+			rv = syntax_error(l, &p);
+			break;
+		}
+		ax_pos      pos = mark_pos(l, ev.start_mark);
+		const char *an  = NULL;
+		switch (ev.type) {
+		case YAML_STREAM_END_EVENT:
+			done = 1;
+			break;
+		case YAML_DOCUMENT_START_EVENT:
+			scan_reset(&s);
+			if (++docs > lim->max_documents) {
+				ERR(l, pos,
+				    "more than %zu documents in one file",
+				    lim->max_documents);
+				rv = AX_ELIMIT;
+			}
+			break;
+		case YAML_SCALAR_EVENT:
+			an = (const char *) ev.data.scalar.anchor;
+			if (an != NULL && scan_define(&s, an, 1) != 0)
+				rv = AX_ENOMEM;
+			scan_add(&s, 1, cap);
+			break;
+		case YAML_SEQUENCE_START_EVENT:
+		case YAML_MAPPING_START_EVENT:
+			if (s.depth >= lim->max_depth) {
+				ERR(l, pos,
+				    "YAML nesting is deeper than %zu levels",
+				    lim->max_depth);
+				rv = AX_ELIMIT;
+				break;
+			}
+			an               = ev.type == YAML_SEQUENCE_START_EVENT
+			                  ? (const char *) ev.data.sequence_start.anchor
+			                  : (const char *) ev.data.mapping_start.anchor;
+			s.count[s.depth] = 1;
+			s.aname[s.depth] = an ? strdup(an) : NULL;
+			s.depth++;
+			break;
+		case YAML_SEQUENCE_END_EVENT:
+		case YAML_MAPPING_END_EVENT:
+			if (s.depth == 0)
+				break;
+			s.depth--;
+			if (s.aname[s.depth] != NULL) {
+				if (scan_define(&s, s.aname[s.depth],
+				                s.count[s.depth]) != 0)
+					rv = AX_ENOMEM;
+				free(s.aname[s.depth]);
+				s.aname[s.depth] = NULL;
+			}
+			scan_add(&s, s.count[s.depth], cap);
+			break;
+		case YAML_ALIAS_EVENT: {
+			const char *name = (const char *) ev.data.alias.anchor;
+			size_t      k    = s.n_anchors;
+			while (k > 0 &&
+			       strcmp(s.anchors[k - 1].name, name) != 0)
+				k--;
+			if (k == 0) {
+				ERR(l, pos,
+				    "alias '*%s' refers to no complete anchor "
+				    "before it (anchors cannot refer to "
+				    "themselves)",
+				    name);
+				rv = AX_EPARSE;
+				break;
+			}
+			s.expanded += s.anchors[k - 1].size;
+			if (s.expanded > lim->max_alias_nodes) {
+				ERR(l, pos,
+				    "aliases expand to more than %zu nodes; "
+				    "refusing the document (alias bomb?)",
+				    lim->max_alias_nodes);
+				rv = AX_ELIMIT;
+				break;
+			}
+			scan_add(&s, s.anchors[k - 1].size, cap);
+			break;
+		}
+		default:
+			break;
+		}
+		if (s.n_anchors > MAX_ANCHORS && rv == AX_OK) {
+			ERR(l, pos, "more than %d anchors in one document",
+			    MAX_ANCHORS);
+			rv = AX_ELIMIT;
+		}
+		yaml_event_delete(&ev);
+	}
+	scan_reset(&s);
+	free(s.anchors);
+	free(s.count);
+	free(s.aname);
+	yaml_parser_delete(&p);
+	return rv;
+}
+
+/* --- entry points ----------------------------------------------------------
+ */
+
+ax_err
+ax_dag_yaml_load_buf(ax_dagset *set, const char *file, const char *buf,
+                     size_t len)
+{
+	ld            l = { set, NULL, buf, len, NULL };
+	yaml_parser_t p;
+	ax_err        rv;
+	size_t        before = set->n_diags + set->n_dropped;
+
+	l.file = ax_dagset_strdup(set, file ? file : "<input>");
+	if (l.file == NULL)
+		return ax_err_set(AX_ENOMEM, "loading %s", file);
+	ax_pos top = { l.file, 1, 1, 0 };
+	if (len > set->limits.max_file_bytes) {
+		ERR(&l, top, "file is %zu bytes, larger than the limit of %zu",
+		    len, set->limits.max_file_bytes);
+		return AX_ELIMIT;
+	}
+	if (memchr(buf, '\0', len) != NULL) {
+		ERR(&l, top,
+		    "file holds a NUL byte; DAG files are UTF-8 text");
+		return AX_EPARSE;
+	}
+	if ((rv = prescan(&l)) != AX_OK)
+		return rv;
+	if (!yaml_parser_initialize(&p))
+		return ax_err_set(AX_ENOMEM, "libyaml");
+	yaml_parser_set_input_string(&p, (const unsigned char *) buf, len);
+	for (;;) {
+		yaml_document_t doc;
+		if (!yaml_parser_load(&p, &doc)) {
+			rv = syntax_error(&l, &p);
+			break;
+		}
+		if (yaml_document_get_root_node(&doc) == NULL) {
+			yaml_document_delete(&doc);
+			break; /* end of stream */
+		}
+		l.doc = &doc;
+		parse_document(&l);
+		yaml_document_delete(&doc);
+	}
+	yaml_parser_delete(&p);
+	if (rv != AX_OK)
+		return rv;
+	return set->n_diags + set->n_dropped != before ? AX_EPARSE : AX_OK;
+}
+
+ax_err
+ax_dag_yaml_load_file(ax_dagset *set, const char *path)
+{
+	ax_pos top = { ax_dagset_strdup(set, path), 1, 1, 0 };
+	FILE  *f   = fopen(path, "rb");
+	size_t cap = set->limits.max_file_bytes + 1, n;
+	char  *buf;
+	ax_err rv;
+
+	if (f == NULL) {
+		ax_dagset_error(set, top, "cannot read: %s", strerror(errno));
+		return ax_err_set(AX_EIO, "%s: %s", path, strerror(errno));
+	}
+	buf = malloc(cap);
+	if (buf == NULL) {
+		fclose(f);
+		return ax_err_set(AX_ENOMEM, "reading %s", path);
+	}
+	n = fread(buf, 1, cap, f);
+	if (ferror(f)) {
+		ax_dagset_error(set, top, "cannot read: %s", strerror(errno));
+		fclose(f);
+		free(buf);
+		return ax_err_set(AX_EIO, "%s: read error", path);
+	}
+	fclose(f);
+	if (n == cap) {
+		ax_dagset_error(set, top,
+		                "file is larger than the limit of %zu bytes",
+		                set->limits.max_file_bytes);
+		free(buf);
+		return AX_ELIMIT;
+	}
+	rv = ax_dag_yaml_load_buf(set, path, buf, n);
+	free(buf);
+	return rv;
+}

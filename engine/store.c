@@ -1,0 +1,1158 @@
+/*
+ * store.c - libpq connection, prepared statements, transactions, retries,
+ * reconnection and the batched hot-path writes (see store.h).
+ *
+ * Why the care around lost connections: the scheduler must ride through
+ * a PostgreSQL restart or failover without a human. Before every call the
+ * connection is probed without blocking (PQconsumeInput), so a connection
+ * the server already closed is replaced before a statement is sent, and
+ * the common "server restarted while we were idle" case costs no failed
+ * call at all. A statement that was sent on a connection that then broke
+ * has an unknown fate outside a transaction, so that call fails with
+ * AX_EDBCONN rather than being silently replayed.
+ */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+
+#define RECONNECT_TIMEOUT_US (5 * AX_USEC_PER_SEC)
+#define RECONNECT_DELAY0_US  (20 * AX_USEC_PER_MSEC)
+#define RECONNECT_DELAY_MAX  AX_USEC_PER_SEC
+#define TX_MAX_TRIES         10
+#define TX_BACKOFF0_US       1000LL
+#define TX_BACKOFF_MAX_US    (200 * AX_USEC_PER_MSEC)
+#define BATCH_MAX            10000
+
+typedef struct store_stmt {
+	char *name;
+	char *sql;
+	int   nparams;
+} store_stmt;
+
+struct ax_store {
+	PGconn     *conn;     /* NULL after a failed reconnect */
+	char       *dsn;      /* as given, with password: for reconnects */
+	char       *dsn_safe; /* password masked: for messages */
+	int         in_tx;    /* a transaction opened by ax_store_begin */
+	int64_t     reconnect_timeout_us;
+	uint64_t    reconnects;
+	uint64_t    retries;
+	unsigned    seed;  /* jitter of the retry backoff */
+	store_stmt *stmts; /* registered prepared statements */
+	size_t      nstmts;
+	size_t      capstmts;
+};
+
+/* ---------------------------------------------------------------------- */
+/* errors */
+
+ax_err
+ax_store_sqlstate_err(const char *st)
+{
+	if (st == NULL || strlen(st) != 5)
+		return AX_EDB;
+	if (strcmp(st, "23505") == 0)
+		return AX_EEXIST;
+	if (strcmp(st, "P0001") == 0)
+		return AX_ESTATE;
+	if (strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0)
+		return AX_ERETRY;
+	if (strncmp(st, "08", 2) == 0 || strcmp(st, "57P01") == 0 ||
+	    strcmp(st, "57P02") == 0 || strcmp(st, "57P03") == 0)
+		return AX_EDBCONN;
+	if (strcmp(st, "42501") == 0)
+		return AX_EPERM;
+	if (strcmp(st, "23503") == 0)
+		return AX_ENOENT;
+	if (strcmp(st, "23502") == 0 || strcmp(st, "23514") == 0 ||
+	    strncmp(st, "22", 2) == 0)
+		return AX_EINVAL;
+	if (strcmp(st, "57014") == 0)
+		return AX_ETIMEDOUT;
+	if (strcmp(st, "55P03") == 0)
+		return AX_EBUSY;
+	return AX_EDB;
+}
+
+/* Short name of a statement for messages: its name or its first words. */
+static void
+stmt_label(const char *what, char *buf, size_t len)
+{
+	size_t n = 0;
+	for (; what[n] != '\0' && n + 4 < len && n < 60; n++)
+		buf[n] = what[n] == '\n' || what[n] == '\t' ? ' ' : what[n];
+	strcpy(buf + n, what[n] != '\0' ? "..." : "");
+}
+
+/*
+ * Translates a failed result. Called with the result of a statement that
+ * did not succeed (r may be NULL). committing: the statement was COMMIT.
+ */
+static ax_err
+result_error(ax_store *s, PGresult *r, const char *what, int committing)
+{
+	char label[72];
+
+	stmt_label(what, label, sizeof(label));
+	if (s->conn == NULL || PQstatus(s->conn) == CONNECTION_BAD) {
+		int was_tx = s->in_tx;
+		s->in_tx   = 0;
+		ax_log_warn("store", "connection to %s lost during %s: %s",
+		            s->dsn_safe, label,
+		            s->conn != NULL ? PQerrorMessage(s->conn)
+		                            : "no connection");
+		if (was_tx && !committing)
+			return ax_err_set(
+			    AX_ERETRY,
+			    "store: connection lost during %s; the "
+			    "transaction "
+			    "was not committed and can be run again",
+			    label);
+		return ax_err_set(
+		    AX_EDBCONN, "store: connection to %s lost during %s%s",
+		    s->dsn_safe, label,
+		    committing ? "; the outcome of the COMMIT is unknown"
+		               : "");
+	}
+	const char *st   = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *msg  = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+	const char *det  = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
+	ax_err      rv   = ax_store_sqlstate_err(st);
+	return ax_err_set(
+	    rv, "store: %s: %s [SQLSTATE %s]%s%s%s%s", label,
+	    msg != NULL ? msg : PQerrorMessage(s->conn), st != NULL ? st : "?",
+	    det != NULL ? "; " : "", det != NULL ? det : "",
+	    hint != NULL ? "; hint: " : "", hint != NULL ? hint : "");
+}
+
+/* ---------------------------------------------------------------------- */
+/* DSN */
+
+static int
+needs_quotes(const char *v)
+{
+	if (*v == '\0')
+		return 1;
+	for (; *v != '\0'; v++)
+		if (*v == ' ' || *v == '\'' || *v == '\\' || *v == '\t')
+			return 1;
+	return 0;
+}
+
+char *
+ax_store_dsn_redact(const char *dsn, char *buf, size_t len)
+{
+	char             *err = NULL;
+	PQconninfoOption *opts;
+	size_t            n = 0;
+
+	if (len == 0)
+		return buf;
+	buf[0] = '\0';
+	if (dsn == NULL || *dsn == '\0') {
+		snprintf(buf, len,
+		         "(empty DSN: libpq defaults and PG* "
+		         "environment)");
+		return buf;
+	}
+	if ((opts = PQconninfoParse(dsn, &err)) == NULL) {
+		snprintf(buf, len, "(unparsable DSN: %s",
+		         err != NULL ? err : "out of memory");
+		n = strlen(buf);
+		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+			buf[--n] = '\0';
+		if (n + 1 < len)
+			strcpy(buf + n, ")");
+		PQfreemem(err);
+		return buf;
+	}
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+		const char *v = o->val;
+		if (v == NULL)
+			continue;
+		if (strcmp(o->keyword, "password") == 0)
+			v = "***";
+		int w;
+		if (needs_quotes(v)) {
+			char   q[256];
+			size_t k = 0;
+			for (const char *p = v;
+			     *p != '\0' && k + 3 < sizeof(q); p++) {
+				if (*p == '\'' || *p == '\\')
+					q[k++] = '\\';
+				q[k++] = *p;
+			}
+			q[k] = '\0';
+			w    = snprintf(buf + n, len - n, "%s%s='%s'",
+                                     n > 0 ? " " : "", o->keyword, q);
+		} else {
+			w = snprintf(buf + n, len - n, "%s%s=%s",
+			             n > 0 ? " " : "", o->keyword, v);
+		}
+		if (w < 0 || (size_t) w >= len - n)
+			break;
+		n += (size_t) w;
+	}
+	PQconninfoFree(opts);
+	return buf;
+}
+
+const char *
+ax_store_dsn(const ax_store *s)
+{
+	return s->dsn_safe;
+}
+
+/* ---------------------------------------------------------------------- */
+/* connection */
+
+static void
+notice_to_log(void *arg, const char *message)
+{
+	char   buf[512];
+	size_t n = strlen(message);
+	(void) arg;
+	while (n > 0 && message[n - 1] == '\n')
+		n--;
+	if (n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	memcpy(buf, message, n);
+	buf[n] = '\0';
+	ax_log_debug("store", "postgres: %s", buf);
+}
+
+/* Opens one connection: our defaults first, so the DSN overrides them. */
+static PGconn *
+connect_once(const char *dsn)
+{
+	const char *keys[] = { "connect_timeout", "fallback_application_name",
+		               "dbname", NULL };
+	const char *vals[] = { "10", "ax", dsn, NULL };
+	return PQconnectdbParams(keys, vals, 1);
+}
+
+static ax_err
+session_setup(ax_store *s)
+{
+	PQsetNoticeProcessor(s->conn, notice_to_log, s);
+	PGresult *r  = PQexec(s->conn, "SET TIME ZONE 'UTC'");
+	ax_err    rv = AX_OK;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		rv = result_error(s, r, "SET TIME ZONE", 0);
+	PQclear(r);
+	for (size_t i = 0; rv == AX_OK && i < s->nstmts; i++) {
+		store_stmt *st = &s->stmts[i];
+		r = PQprepare(s->conn, st->name, st->sql, st->nparams, NULL);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			rv = result_error(s, r, st->name, 0);
+		PQclear(r);
+	}
+	return rv;
+}
+
+ax_err
+ax_store_open(const char *dsn, ax_store **out)
+{
+	ax_store *s;
+	char      safe[512];
+	ax_err    rv;
+
+	*out = NULL;
+	if (dsn == NULL)
+		dsn = "";
+	ax_store_dsn_redact(dsn, safe, sizeof(safe));
+	if ((s = calloc(1, sizeof(*s))) == NULL ||
+	    (s->dsn = strdup(dsn)) == NULL ||
+	    (s->dsn_safe = strdup(safe)) == NULL) {
+		ax_store_close(s);
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
+	}
+	s->reconnect_timeout_us = RECONNECT_TIMEOUT_US;
+	s->seed = (unsigned) ax_clock_mono_us() ^ (unsigned) (uintptr_t) s;
+	s->conn = connect_once(dsn);
+	if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s",
+		         s->conn != NULL ? PQerrorMessage(s->conn)
+		                         : "out of memory");
+		size_t n = strlen(msg);
+		while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+			msg[--n] = '\0';
+		ax_store_close(s);
+		return ax_err_set(
+		    AX_EDBCONN,
+		    "cannot connect to PostgreSQL at %s: %s; check that the "
+		    "server runs and the DSN is right",
+		    safe, msg);
+	}
+	if ((rv = session_setup(s)) != AX_OK) {
+		ax_store_close(s);
+		return rv;
+	}
+	*out = s;
+	return AX_OK;
+}
+
+void
+ax_store_close(ax_store *s)
+{
+	if (s == NULL)
+		return;
+	if (s->conn != NULL)
+		PQfinish(s->conn);
+	for (size_t i = 0; i < s->nstmts; i++) {
+		free(s->stmts[i].name);
+		free(s->stmts[i].sql);
+	}
+	free(s->stmts);
+	free(s->dsn);
+	free(s->dsn_safe);
+	free(s);
+}
+
+PGconn *
+ax_store_conn(ax_store *s)
+{
+	return s->conn;
+}
+
+void
+ax_store_set_reconnect_timeout(ax_store *s, int64_t timeout_us)
+{
+	s->reconnect_timeout_us = timeout_us;
+}
+
+uint64_t
+ax_store_reconnects(const ax_store *s)
+{
+	return s->reconnects;
+}
+
+uint64_t
+ax_store_retries(const ax_store *s)
+{
+	return s->retries;
+}
+
+int
+ax_store_in_tx(const ax_store *s)
+{
+	return s->in_tx;
+}
+
+/* Replaces a broken connection, retrying with backoff until the timeout. */
+static ax_err
+reconnect(ax_store *s)
+{
+	int64_t t0    = ax_clock_mono_us();
+	int64_t delay = RECONNECT_DELAY0_US;
+	char    why[256];
+
+	snprintf(why, sizeof(why), "%s",
+	         s->conn != NULL ? PQerrorMessage(s->conn) : "not connected");
+	for (char *p = why; *p != '\0'; p++)
+		if (*p == '\n')
+			*p = ' ';
+	ax_log_warn("store", "connection to %s lost (%s); reconnecting",
+	            s->dsn_safe, why);
+	if (s->conn != NULL)
+		PQfinish(s->conn);
+	s->conn  = NULL;
+	s->in_tx = 0;
+	for (;;) {
+		s->conn = connect_once(s->dsn);
+		if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK &&
+		    session_setup(s) == AX_OK) {
+			s->reconnects++;
+			ax_log_info("store", "reconnected to %s after %lld ms",
+			            s->dsn_safe,
+			            (long long) ((ax_clock_mono_us() - t0) /
+			                         AX_USEC_PER_MSEC));
+			return AX_OK;
+		}
+		snprintf(why, sizeof(why), "%s",
+		         s->conn != NULL ? PQerrorMessage(s->conn)
+		                         : "out of memory");
+		if (s->conn != NULL)
+			PQfinish(s->conn);
+		s->conn = NULL;
+		if (ax_clock_mono_us() + delay - t0 > s->reconnect_timeout_us)
+			break;
+		ax_clock_sleep_us(delay);
+		delay = delay * 2 > RECONNECT_DELAY_MAX ? RECONNECT_DELAY_MAX
+		                                        : delay * 2;
+	}
+	for (char *p = why; *p != '\0'; p++)
+		if (*p == '\n')
+			*p = ' ';
+	ax_log_error("store", "could not reconnect to %s: %s", s->dsn_safe,
+	             why);
+	return ax_err_set(
+	    AX_EDBCONN,
+	    "store: connection to %s lost and not re-established within "
+	    "%lld ms: %s",
+	    s->dsn_safe,
+	    (long long) (s->reconnect_timeout_us / AX_USEC_PER_MSEC), why);
+}
+
+/*
+ * Makes sure a usable connection exists before a statement is sent. A
+ * connection the server closed while we were idle is noticed here without
+ * blocking. Inside a transaction a lost connection means the transaction
+ * is gone: AX_ERETRY after reconnecting.
+ */
+static ax_err
+ensure_conn(ax_store *s)
+{
+	/* Two reads: a server that went away left its FATAL message and
+	 * then EOF; the first read returns the message, the second sees
+	 * the EOF and marks the connection bad. */
+	if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK &&
+	    PQconsumeInput(s->conn) != 0 && PQconsumeInput(s->conn) != 0 &&
+	    PQstatus(s->conn) == CONNECTION_OK)
+		return AX_OK;
+	int    was_tx = s->in_tx;
+	ax_err rv     = reconnect(s);
+	if (rv != AX_OK)
+		return rv;
+	if (was_tx)
+		return ax_err_set(
+		    AX_ERETRY,
+		    "store: connection lost inside a transaction; it was not "
+		    "committed and can be run again");
+	return AX_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* statements */
+
+static store_stmt *
+find_stmt(ax_store *s, const char *name)
+{
+	for (size_t i = 0; i < s->nstmts; i++)
+		if (strcmp(s->stmts[i].name, name) == 0)
+			return &s->stmts[i];
+	return NULL;
+}
+
+ax_err
+ax_store_prepare(ax_store *s, const char *name, const char *sql, int nparams)
+{
+	ax_err rv;
+
+	if (find_stmt(s, name) != NULL)
+		return ax_err_set(AX_EEXIST,
+		                  "store: statement '%s' is already prepared",
+		                  name);
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	PGresult *r = PQprepare(s->conn, name, sql, nparams, NULL);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		rv = result_error(s, r, name, 0);
+		PQclear(r);
+		return rv;
+	}
+	PQclear(r);
+	if (s->nstmts == s->capstmts) {
+		size_t      cap = s->capstmts ? s->capstmts * 2 : 16;
+		store_stmt *n   = realloc(s->stmts, cap * sizeof(*n));
+		if (n == NULL)
+			return ax_err_set(AX_ENOMEM, "store: out of memory");
+		s->stmts    = n;
+		s->capstmts = cap;
+	}
+	store_stmt *st = &s->stmts[s->nstmts];
+	st->name       = strdup(name);
+	st->sql        = strdup(sql);
+	st->nparams    = nparams;
+	if (st->name == NULL || st->sql == NULL) {
+		free(st->name);
+		free(st->sql);
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
+	}
+	s->nstmts++;
+	return AX_OK;
+}
+
+static ax_err
+check_result(ax_store *s, PGresult *r, const char *what, PGresult **res)
+{
+	ExecStatusType st = PQresultStatus(r);
+	if (r != NULL && (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)) {
+		if (res != NULL)
+			*res = r;
+		else
+			PQclear(r);
+		return AX_OK;
+	}
+	ax_err rv = result_error(s, r, what, 0);
+	PQclear(r);
+	return rv;
+}
+
+ax_err
+ax_store_query(ax_store *s, const char *sql, int nparams,
+               const char *const *params, PGresult **res)
+{
+	ax_err rv;
+
+	if (res != NULL)
+		*res = NULL;
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	PGresult *r =
+	    PQexecParams(s->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	return check_result(s, r, sql, res);
+}
+
+ax_err
+ax_store_exec(ax_store *s, const char *sql, int nparams,
+              const char *const *params)
+{
+	return ax_store_query(s, sql, nparams, params, NULL);
+}
+
+ax_err
+ax_store_query_prepared(ax_store *s, const char *name, int nparams,
+                        const char *const *params, PGresult **res)
+{
+	ax_err rv;
+
+	if (res != NULL)
+		*res = NULL;
+	if (find_stmt(s, name) == NULL)
+		return ax_err_set(AX_ENOENT,
+		                  "store: no prepared statement named '%s'",
+		                  name);
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	PGresult *r =
+	    PQexecPrepared(s->conn, name, nparams, params, NULL, NULL, 0);
+	return check_result(s, r, name, res);
+}
+
+ax_err
+ax_store_query_int64(ax_store *s, const char *sql, int nparams,
+                     const char *const *params, int64_t *out)
+{
+	PGresult *r;
+	ax_err    rv;
+	char      label[72];
+
+	if ((rv = ax_store_query(s, sql, nparams, params, &r)) != AX_OK)
+		return rv;
+	if (PQntuples(r) < 1 || PQnfields(r) < 1 || PQgetisnull(r, 0, 0)) {
+		PQclear(r);
+		stmt_label(sql, label, sizeof(label));
+		return ax_err_set(AX_ENOENT, "store: %s: no value", label);
+	}
+	*out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return AX_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* transactions */
+
+static ax_err
+begin_with(ax_store *s, const char *sql)
+{
+	ax_err rv;
+
+	if (s->in_tx)
+		return ax_err_set(
+		    AX_EINVAL,
+		    "store: a transaction is already open on this connection");
+	if ((rv = ax_store_exec(s, sql, 0, NULL)) != AX_OK)
+		return rv;
+	s->in_tx = 1;
+	return AX_OK;
+}
+
+ax_err
+ax_store_begin(ax_store *s)
+{
+	return begin_with(s, "BEGIN");
+}
+
+ax_err
+ax_store_commit(ax_store *s)
+{
+	ax_err rv;
+
+	if (!s->in_tx)
+		return ax_err_set(AX_EINVAL, "store: COMMIT without BEGIN");
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	PGresult *r = PQexec(s->conn, "COMMIT");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		rv = result_error(s, r, "COMMIT", 1);
+		PQclear(r);
+		s->in_tx = 0;
+		return rv;
+	}
+	s->in_tx = 0;
+	/* COMMIT of a transaction aborted by an earlier error rolls back. */
+	if (strcmp(PQcmdStatus(r), "ROLLBACK") == 0) {
+		PQclear(r);
+		return ax_err_set(
+		    AX_EDB,
+		    "store: the transaction was aborted by an earlier error "
+		    "and has been rolled back");
+	}
+	PQclear(r);
+	return AX_OK;
+}
+
+ax_err
+ax_store_rollback(ax_store *s)
+{
+	int was  = s->in_tx;
+	s->in_tx = 0;
+	if (!was || s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK)
+		return AX_OK;
+	PGresult *r = PQexec(s->conn, "ROLLBACK");
+	PQclear(r);
+	return AX_OK;
+}
+
+static ax_err
+run_tx(ax_store *s, const char *begin_sql, ax_store_tx_fn fn, void *arg)
+{
+	int64_t backoff = TX_BACKOFF0_US;
+	ax_err  rv;
+
+	if (s->in_tx)
+		return ax_err_set(
+		    AX_EINVAL,
+		    "store: ax_store_tx inside an open transaction");
+	for (int attempt = 1;; attempt++) {
+		if ((rv = begin_with(s, begin_sql)) == AX_OK) {
+			if ((rv = fn(s, arg)) == AX_OK)
+				rv = ax_store_commit(s);
+			else
+				ax_store_rollback(s);
+		}
+		if (rv != AX_ERETRY)
+			return rv;
+		if (attempt >= TX_MAX_TRIES) {
+			return ax_err_set(
+			    AX_ERETRY,
+			    "store: transaction still conflicting after %d "
+			    "tries (last: %s)",
+			    attempt, ax_err_detail());
+		}
+		s->retries++;
+		ax_logf(AX_LOG_INFO, "store", "TX_RETRY", NULL,
+		        "retrying transaction (try %d of %d) in %lld us: %s",
+		        attempt + 1, TX_MAX_TRIES, (long long) backoff,
+		        ax_err_detail());
+		/* Jitter so that two conflicting writers do not collide
+		 * again in lock step. */
+		int64_t j = backoff / 2 +
+		    (int64_t) (rand_r(&s->seed) %
+		               (unsigned) (backoff / 2 + 1));
+		ax_clock_sleep_us(j);
+		backoff = backoff * 2 > TX_BACKOFF_MAX_US ? TX_BACKOFF_MAX_US
+		                                          : backoff * 2;
+	}
+}
+
+ax_err
+ax_store_tx(ax_store *s, ax_store_tx_fn fn, void *arg)
+{
+	return run_tx(s, "BEGIN", fn, arg);
+}
+
+ax_err
+ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg)
+{
+	return run_tx(s, "BEGIN ISOLATION LEVEL SERIALIZABLE", fn, arg);
+}
+
+/* ---------------------------------------------------------------------- */
+/* array parameters for the batched writes */
+
+/* A growing PostgreSQL array literal, "{a,b,...}". */
+typedef struct arr {
+	char  *buf;
+	size_t len;
+	size_t cap;
+	int    n;   /* elements so far */
+	int    oom; /* an allocation failed; the literal is unusable */
+} arr;
+
+static void
+arr_put(arr *a, const char *s, size_t n)
+{
+	if (a->oom)
+		return;
+	if (a->len + n + 3 > a->cap) {
+		size_t cap = a->cap ? a->cap : 256;
+		while (a->len + n + 3 > cap)
+			cap *= 2;
+		char *b = realloc(a->buf, cap);
+		if (b == NULL) {
+			a->oom = 1;
+			return;
+		}
+		a->buf = b;
+		a->cap = cap;
+	}
+	memcpy(a->buf + a->len, s, n);
+	a->len += n;
+	a->buf[a->len] = '\0';
+}
+
+static void
+arr_sep(arr *a)
+{
+	arr_put(a, a->n++ == 0 ? "{" : ",", 1);
+}
+
+static void
+arr_int(arr *a, int64_t v)
+{
+	char b[24];
+	int  n = snprintf(b, sizeof(b), "%lld", (long long) v);
+	arr_sep(a);
+	arr_put(a, b, (size_t) n);
+}
+
+/* Text element: always quoted, " and \ escaped; NULL is SQL NULL. */
+static void
+arr_text(arr *a, const char *s)
+{
+	arr_sep(a);
+	if (s == NULL) {
+		arr_put(a, "NULL", 4);
+		return;
+	}
+	arr_put(a, "\"", 1);
+	for (const char *p = s; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\')
+			arr_put(a, "\\", 1);
+		arr_put(a, p, 1);
+	}
+	arr_put(a, "\"", 1);
+}
+
+/* Finishes the literal; returns it, or NULL when out of memory. */
+static const char *
+arr_end(arr *a)
+{
+	arr_put(a, a->n == 0 ? "{}" : "}", a->n == 0 ? 2 : 1);
+	return a->oom ? NULL : a->buf;
+}
+
+static void
+arrs_free(arr *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(a[i].buf);
+}
+
+/* Prepares one of this module's own statements on first use. */
+static ax_err
+own_stmt(ax_store *s, const char *name, const char *sql, int nparams)
+{
+	if (find_stmt(s, name) != NULL)
+		return AX_OK;
+	return ax_store_prepare(s, name, sql, nparams);
+}
+
+/* Runs fn in its own transaction, or in the caller's when one is open. */
+static ax_err
+in_tx(ax_store *s, ax_store_tx_fn fn, void *arg)
+{
+	return s->in_tx ? fn(s, arg) : ax_store_tx(s, fn, arg);
+}
+
+/* ---------------------------------------------------------------------- */
+/* batched, idempotent insert of task instances and attempts */
+
+#define SQL_INSERT_TI                                                         \
+	"INSERT INTO task_instances (dag_run_id, dag_id, task, "              \
+	"logical_time, "                                                      \
+	"shard, shard_total, priority, channel, worker_group, pool, "         \
+	"max_tries, state, reason, ready_at) "                                \
+	"SELECT r, d, t, ax_ts(lt), sh, st, pr, coalesce(ch, 'Px'), "         \
+	"coalesce(wg, 'default'), pl, mt, s, rs, "                            \
+	"CASE WHEN s = 'READY' THEN now() END "                               \
+	"FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], "  \
+	"$5::int[], $6::int[], $7::int[], $8::text[], $9::text[], "           \
+	"$10::text[], $11::int[], $12::text[], $13::text[]) "                 \
+	"AS u(r, d, t, lt, sh, st, pr, ch, wg, pl, mt, s, rs) "               \
+	"ORDER BY d, t, lt, sh "                                              \
+	"ON CONFLICT (dag_id, task, logical_time, shard) DO NOTHING "         \
+	"RETURNING id"
+
+/* Second round trip, in a new snapshot (READ COMMITTED), so rows that a
+ * concurrent writer committed while we waited on its key are visible. */
+#define SQL_INSERT_ATT                                                        \
+	"WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], "          \
+	"$3::bigint[], $4::int[], $5::text[], $6::int[], $7::bigint[]) "      \
+	"WITH ORDINALITY AS u(d, t, lt, sh, rid, num, due, ord)), "           \
+	"k AS (SELECT u.*, ti.id AS iid FROM u JOIN task_instances ti "       \
+	"ON ti.dag_id = u.d AND ti.task = u.t "                               \
+	"AND ti.logical_time = ax_ts(u.lt) AND ti.shard = u.sh), "            \
+	"ins AS (INSERT INTO attempts (run_id, instance_id, number, due_at) " \
+	"SELECT rid::uuid, iid, num, ax_ts(due) FROM k "                      \
+	"WHERE rid IS NOT NULL ORDER BY iid, num "                            \
+	"ON CONFLICT DO NOTHING RETURNING instance_id, number, run_id) "      \
+	"SELECT k.ord, k.iid, (ins.run_id IS NOT NULL)::int, "                \
+	"coalesce(ins.run_id, a.run_id)::text FROM k "                        \
+	"LEFT JOIN ins ON ins.instance_id = k.iid AND ins.number = k.num "    \
+	"LEFT JOIN attempts a ON a.instance_id = k.iid AND a.number = k.num"
+
+/* Third round trip, only when an attempt was created concurrently. */
+#define SQL_ATT_RUN_ID                                                        \
+	"SELECT run_id::text FROM attempts WHERE instance_id = $1 "           \
+	"AND number = $2"
+
+typedef struct ti_batch {
+	ax_store_ti_row *rows;
+	size_t           n;
+	int64_t         *new_ids; /* ids this call inserted, sorted */
+	size_t           nnew;
+} ti_batch;
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+	return x < y ? -1 : x > y;
+}
+
+static ax_err
+ti_validate(const ax_store_ti_row *rows, size_t n)
+{
+	if (n > BATCH_MAX)
+		return ax_err_set(
+		    AX_EINVAL,
+		    "store: batch of %zu instances is over the limit of %d", n,
+		    BATCH_MAX);
+	for (size_t i = 0; i < n; i++) {
+		const ax_store_ti_row *r   = &rows[i];
+		const char            *bad = NULL;
+		if (r->task == NULL || r->task[0] == '\0')
+			bad = "task is empty";
+		else if (r->shard_total < 1 || r->shard < 0 ||
+		         r->shard >= r->shard_total)
+			bad = "shard must satisfy 0 <= shard < shard_total";
+		else if (r->max_tries < 1)
+			bad = "max_tries must be >= 1";
+		else if (r->state != AX_TI_PENDING && r->state != AX_TI_READY)
+			bad = "initial state must be PENDING or READY";
+		else if (r->run_id != NULL && r->attempt < 1)
+			bad = "attempt number must be >= 1";
+		if (bad != NULL)
+			return ax_err_set(AX_EINVAL,
+			                  "store: instance row %zu (task "
+			                  "'%s', shard %d): %s",
+			                  i, r->task != NULL ? r->task : "",
+			                  r->shard, bad);
+	}
+	return AX_OK;
+}
+
+/* First round trip: the instances; remembers which ids are new. */
+static ax_err
+ti_insert_instances(ax_store *s, ti_batch *b)
+{
+	arr         a[13];
+	const char *p[13];
+	PGresult   *r  = NULL;
+	ax_err      rv = AX_OK;
+
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < b->n; i++) {
+		const ax_store_ti_row *x = &b->rows[i];
+		arr_int(&a[0], x->dag_run_id);
+		arr_int(&a[1], x->dag_id);
+		arr_text(&a[2], x->task);
+		arr_int(&a[3], x->logical_time_us);
+		arr_int(&a[4], x->shard);
+		arr_int(&a[5], x->shard_total);
+		arr_int(&a[6], x->priority);
+		arr_text(&a[7], x->channel);
+		arr_text(&a[8], x->worker_group);
+		arr_text(&a[9], x->pool);
+		arr_int(&a[10], x->max_tries);
+		arr_text(&a[11], ax_state_name(x->state));
+		arr_text(&a[12], x->reason);
+	}
+	for (int i = 0; i < 13; i++)
+		if ((p[i] = arr_end(&a[i])) == NULL)
+			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_store.insert_ti", 13, p,
+		                             &r);
+	arrs_free(a, 13);
+	if (rv != AX_OK)
+		return rv;
+	b->nnew    = (size_t) PQntuples(r);
+	b->new_ids = malloc(sizeof(int64_t) * (b->nnew + 1));
+	if (b->new_ids == NULL) {
+		PQclear(r);
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
+	}
+	for (size_t i = 0; i < b->nnew; i++)
+		b->new_ids[i] = strtoll(PQgetvalue(r, (int) i, 0), NULL, 10);
+	PQclear(r);
+	qsort(b->new_ids, b->nnew, sizeof(int64_t), cmp_i64);
+	return AX_OK;
+}
+
+/* A concurrent writer created attempt (iid, num) after our snapshot. */
+static ax_err
+ti_reread_run_id(ax_store *s, ax_store_ti_row *x)
+{
+	char        id[24], num[16];
+	const char *p[2] = { id, num };
+	PGresult   *r;
+	ax_err      rv;
+
+	snprintf(id, sizeof(id), "%lld", (long long) x->instance_id);
+	snprintf(num, sizeof(num), "%d", x->attempt);
+	rv = ax_store_query_prepared(s, "ax_store.att_run_id", 2, p, &r);
+	if (rv != AX_OK)
+		return rv;
+	if (PQntuples(r) == 1)
+		snprintf(x->attempt_run_id, sizeof(x->attempt_run_id), "%s",
+		         PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return AX_OK;
+}
+
+/* Second round trip: attempts, and every row's instance id. */
+static ax_err
+ti_insert_attempts(ax_store *s, ti_batch *b)
+{
+	arr         a[7];
+	const char *p[7];
+	PGresult   *r  = NULL;
+	ax_err      rv = AX_OK;
+
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < b->n; i++) {
+		const ax_store_ti_row *x = &b->rows[i];
+		arr_int(&a[0], x->dag_id);
+		arr_text(&a[1], x->task);
+		arr_int(&a[2], x->logical_time_us);
+		arr_int(&a[3], x->shard);
+		arr_text(&a[4], x->run_id);
+		arr_int(&a[5], x->run_id != NULL ? x->attempt : 0);
+		arr_int(&a[6], x->due_at_us);
+	}
+	for (int i = 0; i < 7; i++)
+		if ((p[i] = arr_end(&a[i])) == NULL)
+			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_store.insert_att", 7, p,
+		                             &r);
+	arrs_free(a, 7);
+	if (rv != AX_OK)
+		return rv;
+	for (int i = 0; i < PQntuples(r); i++) {
+		long long ord = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+		if (ord < 1 || (size_t) ord > b->n)
+			continue;
+		ax_store_ti_row *x = &b->rows[ord - 1];
+		x->instance_id     = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		x->attempt_created =
+		    x->run_id != NULL && strcmp(PQgetvalue(r, i, 2), "1") == 0;
+		snprintf(x->attempt_run_id, sizeof(x->attempt_run_id), "%s",
+		         PQgetvalue(r, i, 3));
+		x->created = bsearch(&x->instance_id, b->new_ids, b->nnew,
+		                     sizeof(int64_t), cmp_i64) != NULL;
+	}
+	PQclear(r);
+	for (size_t i = 0; rv == AX_OK && i < b->n; i++) {
+		ax_store_ti_row *x = &b->rows[i];
+		if (x->instance_id == 0)
+			return ax_err_set(
+			    AX_EINTERNAL,
+			    "store: instance row %zu (task '%s') was neither "
+			    "inserted nor found",
+			    i, x->task);
+		if (x->run_id != NULL && x->attempt_run_id[0] == '\0')
+			rv = ti_reread_run_id(s, x);
+	}
+	return rv;
+}
+
+static ax_err
+ti_batch_tx(ax_store *s, void *arg)
+{
+	ti_batch *b = arg;
+	ax_err    rv;
+
+	/* The body may run again after a retry: start from scratch. */
+	free(b->new_ids);
+	b->new_ids = NULL;
+	b->nnew    = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		b->rows[i].instance_id       = 0;
+		b->rows[i].created           = 0;
+		b->rows[i].attempt_created   = 0;
+		b->rows[i].attempt_run_id[0] = '\0';
+	}
+	if ((rv = ti_insert_instances(s, b)) != AX_OK)
+		return rv;
+	return ti_insert_attempts(s, b);
+}
+
+ax_err
+ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
+                          size_t *inserted)
+{
+	ti_batch b = { .rows = rows, .n = n };
+	ax_err   rv;
+
+	if (inserted != NULL)
+		*inserted = 0;
+	if ((rv = ti_validate(rows, n)) != AX_OK || n == 0)
+		return rv;
+	if ((rv = own_stmt(s, "ax_store.insert_ti", SQL_INSERT_TI, 13)) !=
+	        AX_OK ||
+	    (rv = own_stmt(s, "ax_store.insert_att", SQL_INSERT_ATT, 7)) !=
+	        AX_OK ||
+	    (rv = own_stmt(s, "ax_store.att_run_id", SQL_ATT_RUN_ID, 2)) !=
+	        AX_OK)
+		return rv;
+	rv = in_tx(s, ti_batch_tx, &b);
+	if (rv == AX_OK && inserted != NULL)
+		*inserted = b.nnew;
+	free(b.new_ids);
+	return rv;
+}
+
+/* ---------------------------------------------------------------------- */
+/* batched state moves guarded by the state machine */
+
+#define SQL_MOVE_TI                                                           \
+	"UPDATE task_instances t SET state = u.to_s, reason = u.rs, "         \
+	"updated_at = now(), "                                                \
+	"ready_at = CASE WHEN u.to_s = 'READY' THEN now() "                   \
+	"WHEN u.to_s = 'PENDING' THEN NULL ELSE t.ready_at END, "             \
+	"started_at = CASE WHEN u.to_s = 'RUNNING' THEN now() "               \
+	"WHEN u.to_s = 'PENDING' THEN NULL ELSE t.started_at END, "           \
+	"ended_at = CASE WHEN u.to_s IN ('SUCCESS', 'FAILED', 'TIMEOUT', "    \
+	"'CANCELED', 'SKIPPED') THEN now() "                                  \
+	"WHEN u.to_s IN ('PENDING', 'READY') THEN NULL ELSE t.ended_at END "  \
+	"FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) "      \
+	"AS u(id, from_s, to_s, rs) "                                         \
+	"WHERE t.id = u.id AND t.state = u.from_s RETURNING t.id"
+
+typedef struct move_batch {
+	ax_store_ti_move *moves;
+	size_t            n;
+	size_t            applied;
+} move_batch;
+
+static ax_err
+move_tx(ax_store *s, void *arg)
+{
+	move_batch *b = arg;
+	arr         a[4];
+	const char *p[4];
+	PGresult   *r  = NULL;
+	ax_err      rv = AX_OK;
+
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < b->n; i++) {
+		b->moves[i].applied = 0;
+		arr_int(&a[0], b->moves[i].instance_id);
+		arr_text(&a[1], ax_state_name(b->moves[i].from));
+		arr_text(&a[2], ax_state_name(b->moves[i].to));
+		arr_text(&a[3], b->moves[i].reason);
+	}
+	for (int i = 0; i < 4; i++)
+		if ((p[i] = arr_end(&a[i])) == NULL)
+			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_store.move_ti", 4, p, &r);
+	arrs_free(a, 4);
+	if (rv != AX_OK)
+		return rv;
+	b->applied   = (size_t) PQntuples(r);
+	int64_t *ids = malloc(sizeof(int64_t) * (b->applied + 1));
+	if (ids == NULL) {
+		PQclear(r);
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
+	}
+	for (size_t i = 0; i < b->applied; i++)
+		ids[i] = strtoll(PQgetvalue(r, (int) i, 0), NULL, 10);
+	PQclear(r);
+	qsort(ids, b->applied, sizeof(int64_t), cmp_i64);
+	for (size_t i = 0; i < b->n; i++)
+		b->moves[i].applied =
+		    bsearch(&b->moves[i].instance_id, ids, b->applied,
+		            sizeof(int64_t), cmp_i64) != NULL;
+	free(ids);
+	return AX_OK;
+}
+
+static ax_err
+moves_validate(const ax_store_ti_move *moves, size_t n)
+{
+	ax_err rv;
+
+	if (n > BATCH_MAX)
+		return ax_err_set(
+		    AX_EINVAL,
+		    "store: batch of %zu moves is over the limit of %d", n,
+		    BATCH_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if ((rv = ax_state_check(moves[i].from, moves[i].to)) !=
+		    AX_OK) {
+			char d[256];
+			snprintf(d, sizeof(d), "%s", ax_err_detail());
+			return ax_err_set(
+			    rv, "store: move %zu (instance %lld): %s", i,
+			    (long long) moves[i].instance_id, d);
+		}
+	}
+	int64_t *ids = malloc(sizeof(int64_t) * (n + 1));
+	if (ids == NULL)
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
+	for (size_t i = 0; i < n; i++)
+		ids[i] = moves[i].instance_id;
+	qsort(ids, n, sizeof(int64_t), cmp_i64);
+	rv = AX_OK;
+	for (size_t i = 1; i < n && rv == AX_OK; i++)
+		if (ids[i] == ids[i - 1])
+			rv = ax_err_set(
+			    AX_EINVAL,
+			    "store: instance %lld appears twice in one batch "
+			    "of moves",
+			    (long long) ids[i]);
+	free(ids);
+	return rv;
+}
+
+ax_err
+ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,
+                        size_t *applied)
+{
+	move_batch b = { .moves = moves, .n = n };
+	ax_err     rv;
+
+	if (applied != NULL)
+		*applied = 0;
+	if ((rv = moves_validate(moves, n)) != AX_OK || n == 0)
+		return rv;
+	if ((rv = own_stmt(s, "ax_store.move_ti", SQL_MOVE_TI, 4)) != AX_OK)
+		return rv;
+	rv = in_tx(s, move_tx, &b);
+	if (rv == AX_OK && applied != NULL)
+		*applied = b.applied;
+	return rv;
+}

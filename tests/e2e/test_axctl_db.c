@@ -1,0 +1,257 @@
+/*
+ * test_axctl_db.c - `axctl db` driven as a user drives it: the real axctl
+ * binary (path in $AXCTL, set by tests/meson.build), a real embedded
+ * cluster in a temp home, and a harness cluster for `--dsn`.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pg_harness.h"
+
+static char home[64];
+
+/* Output (stdout then stderr) and exit status of the last run. */
+static char out[16384];
+static char err[16384];
+
+static int
+rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void) sb;
+	(void) flag;
+	(void) ftw;
+	return remove(path);
+}
+
+static void
+slurp(int fd, char *buf, size_t cap)
+{
+	size_t  n = 0;
+	ssize_t r;
+	while ((r = read(fd, buf + n, cap - 1 - n)) > 0 ||
+	       (r < 0 && errno == EINTR))
+		if (r > 0)
+			n += (size_t) r;
+	buf[n] = '\0';
+	close(fd);
+}
+
+/* Runs $AXCTL with the NULL-terminated arguments; returns exit status. */
+static int
+axctl(const char *arg, ...)
+{
+	const char *bin = getenv("AXCTL");
+	char       *argv[16];
+	int         argc = 0, po[2], pe[2], st;
+	va_list     ap;
+
+	cr_assert_not_null(bin, "AXCTL is not set (run through meson test)");
+	argv[argc++] = (char *) bin;
+	va_start(ap, arg);
+	for (const char *a = arg; a != NULL && argc < 15;
+	     a             = va_arg(ap, const char *))
+                argv[argc++] = (char *) a;
+	va_end(ap);
+	argv[argc] = NULL;
+	cr_assert_eq(pipe(po), 0);
+	cr_assert_eq(pipe(pe), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		close(po[0]);
+		close(pe[0]);
+		execv(bin, argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	/* Outputs are small: read stderr after stdout without deadlock. */
+	slurp(po[0], out, sizeof(out));
+	slurp(pe[0], err, sizeof(err));
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "axctl died: status %d", st);
+	return WEXITSTATUS(st);
+}
+
+static void
+setup(void)
+{
+	unsetenv("AX_DSN");
+	unsetenv("AX_HOME");
+	snprintf(home, sizeof(home), "/tmp/ax-test-axctl-XXXXXX");
+	cr_assert_not_null(mkdtemp(home));
+	cr_assert_eq(chmod(home, 0711), 0);
+}
+
+static void
+teardown(void)
+{
+	axctl("db", "down", "--home", home, NULL);
+	nftw(home, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(axctl_db, .init = setup, .fini = teardown, .timeout = 180);
+
+#define HAS(buf, s)                                                           \
+	cr_assert(strstr(buf, s) != NULL, "no '%s' in:\n%s", s, buf)
+
+Test(axctl_db, up_status_migrate_down)
+{
+	int rc;
+
+	rc = axctl("db", "status", "--home", home, NULL);
+	cr_assert_eq(rc, 1, "status before up: %s%s", out, err);
+	HAS(out, "not created");
+
+	rc = axctl("db", "up", "--home", home, NULL);
+	cr_assert_eq(rc, 0, "up: %s%s", out, err);
+	HAS(out, "created and started");
+	HAS(out, "schema: applied");
+
+	rc = axctl("db", "status", "--home", home, NULL);
+	cr_assert_eq(rc, 0, "status: %s%s", out, err);
+	HAS(out, "server: running");
+	HAS(out, "schema: migrated");
+	HAS(out, home);
+
+	/* migrate twice: nothing left to apply, both succeed. */
+	for (int k = 0; k < 2; k++) {
+		rc = axctl("db", "migrate", "--home", home, NULL);
+		cr_assert_eq(rc, 0, "migrate #%d: %s%s", k + 1, out, err);
+		HAS(out, "schema: up to date");
+	}
+
+	/* A second up reuses the running cluster. */
+	rc = axctl("db", "up", "--home", home, NULL);
+	cr_assert_eq(rc, 0, "second up: %s%s", out, err);
+	HAS(out, "already running");
+
+	rc = axctl("db", "psql", "--home", home, "--", "-At", "-c",
+	           "SELECT current_database()", NULL);
+	cr_assert_eq(rc, 0, "psql: %s%s", out, err);
+	cr_assert_str_eq(out, "ax\n");
+
+	rc = axctl("db", "down", "--home", home, NULL);
+	cr_assert_eq(rc, 0, "down: %s%s", out, err);
+	HAS(out, "server: stopped");
+
+	rc = axctl("db", "status", "--home", home, NULL);
+	cr_assert_eq(rc, 1, "status after down: %s%s", out, err);
+	HAS(out, "server: stopped");
+
+	rc = axctl("db", "down", "--home", home, NULL);
+	cr_assert_eq(rc, 0, "second down: %s%s", out, err);
+	HAS(out, "was not running");
+
+	/* Restart keeps the schema: status after up says migrated. */
+	rc = axctl("db", "up", "--home", home, NULL);
+	cr_assert_eq(rc, 0, "restart: %s%s", out, err);
+	HAS(out, "server: started");
+	HAS(out, "schema: up to date");
+}
+
+/* AX_HOME is the default home when --home is not given. */
+Test(axctl_db, home_from_environment)
+{
+	setenv("AX_HOME", home, 1);
+	int rc = axctl("db", "status", NULL);
+	cr_assert_eq(rc, 1);
+	HAS(out, home);
+}
+
+/* --dsn: a database nobody migrated yet, migrated twice. */
+Test(axctl_db, dsn_migrate_twice)
+{
+	ax_test_pg *pg;
+	int         rc;
+	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
+	const char *dsn = ax_test_pg_dsn(pg);
+
+	rc = axctl("db", "status", "--dsn", dsn, NULL);
+	cr_assert_eq(rc, 0, "%s%s", out, err);
+	HAS(out, "server: reachable");
+	HAS(out, "pending");
+
+	rc = axctl("db", "migrate", "--dsn", dsn, NULL);
+	cr_assert_eq(rc, 0, "%s%s", out, err);
+	HAS(out, "schema: applied");
+
+	rc = axctl("db", "migrate", "--dsn", dsn, NULL);
+	cr_assert_eq(rc, 0, "%s%s", out, err);
+	HAS(out, "schema: up to date");
+
+	setenv("AX_DSN", dsn, 1);
+	rc = axctl("db", "status", NULL);
+	cr_assert_eq(rc, 0, "%s%s", out, err);
+	HAS(out, "schema: migrated");
+
+	/* axctl never stops a database it did not start. */
+	rc = axctl("db", "down", NULL);
+	cr_assert_eq(rc, 1);
+	HAS(err, "DSN");
+	ax_test_pg_stop(pg);
+}
+
+Test(axctl_db, dsn_without_server_fails)
+{
+	const char *dsn = "host=127.0.0.1 port=1 dbname=ax password=hunter2 "
+	                  "connect_timeout=5";
+	const char *cmds[] = { "status", "migrate", "up" };
+	for (size_t k = 0; k < 3; k++) {
+		int rc = axctl("db", cmds[k], "--dsn", dsn, NULL);
+		cr_assert_eq(rc, 1, "db %s: %s%s", cmds[k], out, err);
+		HAS(err, "axctl db ");
+		HAS(err, "127.0.0.1");
+		cr_assert(strstr(err, "hunter2") == NULL &&
+		              strstr(out, "hunter2") == NULL,
+		          "password shown: %s%s", out, err);
+	}
+}
+
+Test(axctl_db, home_not_usable)
+{
+	char bad[128];
+	snprintf(bad, sizeof(bad), "%s/file", home);
+	FILE *f = fopen(bad, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	strcat(bad, "/home");
+	int rc = axctl("db", "up", "--home", bad, NULL);
+	cr_assert_eq(rc, 1, "%s%s", out, err);
+	HAS(err, bad);
+}
+
+Test(axctl_db, missing_pgbin)
+{
+	setenv("AX_PGBIN", "/nonexistent/bin", 1);
+	int rc = axctl("db", "up", "--home", home, NULL);
+	unsetenv("AX_PGBIN");
+	cr_assert_eq(rc, 1, "%s%s", out, err);
+	HAS(err, "/nonexistent/bin/");
+	HAS(err, "AX_PGBIN");
+}
+
+Test(axctl_db, usage_errors_exit_2)
+{
+	cr_assert_eq(axctl("db", NULL), 2);
+	HAS(err, "usage: axctl db");
+	cr_assert_eq(axctl("db", "bogus", NULL), 2);
+	HAS(err, "unknown command 'bogus'");
+	cr_assert_eq(axctl("db", "up", "--home", NULL), 2);
+	HAS(err, "--home needs a value");
+	cr_assert_eq(axctl("db", "up", "--frob", NULL), 2);
+	HAS(err, "--frob");
+	cr_assert_eq(axctl("db", "up", "down", NULL), 2);
+	cr_assert_eq(axctl("db", "--help", NULL), 0);
+	HAS(out, "migrate");
+}

@@ -1,0 +1,498 @@
+/*
+ * test_store.c - the libpq store against a real PostgreSQL: the state
+ * machine refused by C and by the database (and the two tables agree),
+ * SQLSTATE translation, append-only and immutable tables, batched
+ * idempotent inserts (also from concurrent writers), guarded batched
+ * moves, retry on serialization failure, and reconnection after the
+ * server restarts (idle, and in the middle of a transaction).
+ */
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "migrate.h"
+#include "pg_harness.h"
+#include "state.h"
+#include "store.h"
+
+static ax_test_pg *pg;
+static ax_store   *st;
+static int64_t     dag_id, run_id;
+
+static const int64_t LOGICAL_US = 1774749600000000LL; /* 2026-03-29 */
+
+static int64_t
+q64(const char *sql)
+{
+	int64_t v = -1;
+	cr_assert_eq(ax_store_query_int64(st, sql, 0, NULL, &v), AX_OK,
+	             "%s: %s", sql, ax_err_detail());
+	return v;
+}
+
+static void
+setup(void)
+{
+	ax_log_init(AX_LOG_ERROR, 2);
+	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), NULL), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK, "%s",
+	             ax_err_detail());
+	dag_id = q64("INSERT INTO dags (name) VALUES ('d1') RETURNING id");
+	q64("WITH v AS (INSERT INTO dag_versions (dag_id, version, "
+	    "content_hash, yaml, definition) SELECT id, 1, repeat('a', 64), "
+	    "'name: d1', '{}' FROM dags WHERE name = 'd1' RETURNING id) "
+	    "SELECT id FROM v");
+	run_id =
+	    q64("INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	        "logical_date, interval_start, interval_end) "
+	        "SELECT dag_id, id, 'scheduled', ax_ts(1774749600000000), "
+	        "ax_ts(1774749600000000), ax_ts(1774749600000000) "
+	        "FROM dag_versions RETURNING id");
+}
+
+static void
+teardown(void)
+{
+	ax_store_close(st);
+	st = NULL;
+	ax_test_pg_stop(pg);
+}
+
+TestSuite(store, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Fills row i of a batch: task "t<i>", shard 0, PENDING, attempt 1. */
+static void
+fill_row(ax_store_ti_row *r, int i, const char *run_uuid)
+{
+	static char tasks[512][16];
+	snprintf(tasks[i], sizeof(tasks[i]), "t%d", i);
+	memset(r, 0, sizeof(*r));
+	r->dag_run_id      = run_id;
+	r->dag_id          = dag_id;
+	r->task            = tasks[i];
+	r->logical_time_us = LOGICAL_US;
+	r->shard_total     = 1;
+	r->max_tries       = 3;
+	r->state           = AX_TI_PENDING;
+	r->run_id          = run_uuid;
+	r->attempt         = 1;
+	r->due_at_us       = LOGICAL_US;
+}
+
+static int64_t
+one_instance(void)
+{
+	ax_store_ti_row r;
+	fill_row(&r, 0, NULL);
+	cr_assert_eq(ax_store_insert_instances(st, &r, 1, NULL), AX_OK, "%s",
+	             ax_err_detail());
+	return r.instance_id;
+}
+
+Test(store, c_and_sql_state_tables_agree)
+{
+	PGresult *r;
+	cr_assert_eq(
+	    ax_store_query(
+	        st,
+	        "SELECT f, t, ax_ti_move_legal(f, t)::int FROM "
+	        "unnest(ARRAY['PENDING','READY','RUNNING','SUCCESS',"
+	        "'FAILED','TIMEOUT','CANCELED','SKIPPED','UNKNOWN']) f,"
+	        " unnest(ARRAY['PENDING','READY','RUNNING','SUCCESS',"
+	        "'FAILED','TIMEOUT','CANCELED','SKIPPED','UNKNOWN']) t",
+	        0, NULL, &r),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(PQntuples(r), AX_TI_STATE_COUNT_ * AX_TI_STATE_COUNT_);
+	for (int i = 0; i < PQntuples(r); i++) {
+		ax_ti_state f, t;
+		cr_assert_eq(ax_state_parse(PQgetvalue(r, i, 0), &f), AX_OK);
+		cr_assert_eq(ax_state_parse(PQgetvalue(r, i, 1), &t), AX_OK);
+		cr_expect_eq(atoi(PQgetvalue(r, i, 2)), ax_state_legal(f, t),
+		             "%s -> %s", PQgetvalue(r, i, 0),
+		             PQgetvalue(r, i, 1));
+	}
+	PQclear(r);
+}
+
+Test(store, illegal_move_refused_by_c_before_writing)
+{
+	int64_t          id   = one_instance();
+	ax_store_ti_move m[2] = {
+		{ .instance_id = id,
+		  .from        = AX_TI_PENDING,
+		  .to          = AX_TI_READY },
+		{ .instance_id = id + 1000,
+		  .from        = AX_TI_PENDING,
+		  .to          = AX_TI_SUCCESS },
+	};
+	size_t applied = 99;
+	cr_assert_eq(ax_store_move_instances(st, m, 2, &applied), AX_ESTATE);
+	cr_assert(strstr(ax_err_detail(),
+	                 "PENDING -> SUCCESS is not a legal move") != NULL,
+	          "%s", ax_err_detail());
+	cr_assert_eq(applied, 0);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances "
+	                 "WHERE state = 'PENDING'"),
+	             1, "the legal move of the batch was not written either");
+}
+
+Test(store, illegal_move_refused_by_sql_trigger)
+{
+	char        id[24];
+	const char *p[1] = { id };
+	snprintf(id, sizeof(id), "%lld", (long long) one_instance());
+	cr_assert_eq(
+	    ax_store_exec(st,
+	                  "UPDATE task_instances SET state = 'SUCCESS' "
+	                  "WHERE id = $1",
+	                  1, p),
+	    AX_ESTATE);
+	cr_assert(strstr(ax_err_detail(),
+	                 "PENDING -> SUCCESS is not a legal move") != NULL,
+	          "%s", ax_err_detail());
+	/* A legal raw move passes; an update not touching state passes. */
+	cr_assert_eq(ax_store_exec(st,
+	                           "UPDATE task_instances SET state = 'READY' "
+	                           "WHERE id = $1",
+	                           1, p),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(
+	    ax_store_exec(
+	        st, "UPDATE task_instances SET priority = 5 WHERE id = $1", 1,
+	        p),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_exec(st,
+	                           "UPDATE task_instances SET state = 'BOGUS' "
+	                           "WHERE id = $1",
+	                           1, p),
+	             AX_ESTATE, "unknown states are not legal targets");
+}
+
+Test(store, guarded_moves_apply_only_from_expected_state)
+{
+	ax_store_ti_row rows[3];
+	for (int i = 0; i < 3; i++)
+		fill_row(&rows[i], i, NULL);
+	cr_assert_eq(ax_store_insert_instances(st, rows, 3, NULL), AX_OK);
+	ax_store_ti_move m[3] = {
+		{ rows[0].instance_id, AX_TI_PENDING, AX_TI_READY, "ADMIT",
+		  0 },
+		{ rows[1].instance_id, AX_TI_READY, AX_TI_RUNNING, NULL, 0 },
+		{ rows[2].instance_id, AX_TI_PENDING, AX_TI_SKIPPED, NULL, 0 },
+	};
+	size_t applied = 0;
+	cr_assert_eq(ax_store_move_instances(st, m, 3, &applied), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(applied, 2);
+	cr_assert_eq(m[0].applied, 1);
+	cr_assert_eq(m[1].applied, 0, "row 1 was PENDING, not READY");
+	cr_assert_eq(m[2].applied, 1);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE state = "
+	                 "'READY' AND reason = 'ADMIT' AND ready_at IS NOT "
+	                 "NULL"),
+	             1);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE state = "
+	                 "'SKIPPED' AND ended_at IS NOT NULL"),
+	             1);
+	/* Same batch again: nothing is in the expected states any more. */
+	cr_assert_eq(ax_store_move_instances(st, m, 3, &applied), AX_OK);
+	cr_assert_eq(applied, 0);
+	/* A duplicate id in one batch is refused. */
+	m[1] = m[0];
+	cr_assert_eq(ax_store_move_instances(st, m, 2, &applied), AX_EINVAL);
+}
+
+Test(store, batched_insert_is_idempotent)
+{
+	enum { N = 200 };
+	static ax_store_ti_row rows[N];
+	static char            ids[N][37], ids2[N][37];
+	static int64_t         first[N];
+	size_t                 inserted = 0;
+
+	for (int i = 0; i < N; i++) {
+		snprintf(ids[i], 37, "00000000-0000-4000-8000-%012d", i);
+		snprintf(ids2[i], 37, "00000000-0000-4000-9000-%012d", i);
+		fill_row(&rows[i], i, ids[i]);
+	}
+	cr_assert_eq(ax_store_insert_instances(st, rows, N, &inserted), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(inserted, N);
+	for (int i = 0; i < N; i++) {
+		cr_assert(rows[i].created && rows[i].attempt_created);
+		cr_assert_str_eq(rows[i].attempt_run_id, ids[i]);
+		first[i] = rows[i].instance_id;
+	}
+	/* Again, with fresh run_ids: nothing new, the stored ids come back. */
+	for (int i = 0; i < N; i++)
+		fill_row(&rows[i], i, ids2[i]);
+	cr_assert_eq(ax_store_insert_instances(st, rows, N, &inserted), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(inserted, 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(rows[i].instance_id, first[i]);
+		cr_assert(!rows[i].created && !rows[i].attempt_created);
+		cr_assert_str_eq(rows[i].attempt_run_id, ids[i]);
+	}
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), N);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts"), N);
+	/* due_at round-trips exactly through ax_ts / ax_us. */
+	cr_assert_eq(q64("SELECT count(*) FROM attempts "
+	                 "WHERE ax_us(due_at) = 1774749600000000"),
+	             N);
+}
+
+Test(store, batched_insert_rejects_bad_rows)
+{
+	ax_store_ti_row r[2];
+	fill_row(&r[0], 0, NULL);
+	fill_row(&r[1], 1, NULL);
+	r[1].shard = 1; /* shard_total is 1 */
+	cr_assert_eq(ax_store_insert_instances(st, r, 2, NULL), AX_EINVAL);
+	cr_assert(strstr(ax_err_detail(), "row 1") != NULL, "%s",
+	          ax_err_detail());
+	fill_row(&r[1], 1, NULL);
+	r[1].state = AX_TI_RUNNING;
+	cr_assert_eq(ax_store_insert_instances(st, r, 2, NULL), AX_EINVAL);
+	fill_row(&r[1], 1, NULL);
+	r[1].channel = "P9";
+	cr_assert_eq(ax_store_insert_instances(st, r, 2, NULL), AX_EINVAL,
+	             "CHECK violation -> AX_EINVAL: %s", ax_err_detail());
+	fill_row(&r[1], 1, NULL);
+	r[1].dag_run_id = 424242;
+	cr_assert_eq(ax_store_insert_instances(st, r, 2, NULL), AX_ENOENT,
+	             "%s", ax_err_detail());
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), 0,
+	             "a failed batch writes nothing");
+}
+
+struct writer {
+	int    index;
+	ax_err rv;
+	char   detail[256];
+	char   run_ids[100][37]; /* the run_id each key ended up with */
+};
+
+static void *
+writer_thread(void *arg)
+{
+	struct writer  *w = arg;
+	ax_store       *s;
+	ax_store_ti_row rows[100];
+	char            mine[100][37];
+
+	if ((w->rv = ax_store_open(ax_test_pg_dsn(pg), &s)) != AX_OK)
+		return NULL;
+	for (int i = 0; i < 100; i++) {
+		snprintf(mine[i], 37, "00000000-0000-4000-8%03d-%012d",
+		         w->index, i);
+		fill_row(&rows[i], i, mine[i]);
+	}
+	w->rv = ax_store_insert_instances(s, rows, 100, NULL);
+	snprintf(w->detail, sizeof(w->detail), "%s", ax_err_detail());
+	for (int i = 0; i < 100; i++)
+		memcpy(w->run_ids[i], rows[i].attempt_run_id, 37);
+	ax_store_close(s);
+	return NULL;
+}
+
+Test(store, unique_keys_hold_under_concurrent_writers)
+{
+	enum { W = 6 };
+	static struct writer   w[W];
+	pthread_t              th[W];
+	static ax_store_ti_row warm;
+
+	fill_row(&warm, 0, NULL); /* fills the static task names */
+	for (int i = 0; i < W; i++) {
+		w[i].index = i;
+		pthread_create(&th[i], NULL, writer_thread, &w[i]);
+	}
+	for (int i = 0; i < W; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < W; i++)
+		cr_assert_eq(w[i].rv, AX_OK, "writer %d: %s", i, w[i].detail);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), 100);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts"), 100);
+	/* Every writer was told the same, stored run_id for each key. */
+	for (int k = 0; k < 100; k++)
+		for (int i = 1; i < W; i++)
+			cr_assert_str_eq(w[i].run_ids[k], w[0].run_ids[k],
+			                 "key %d", k);
+}
+
+struct ser_arg {
+	ax_store *other;
+	int       calls;
+};
+
+/* Reads a counter, lets another session change it on the first call,
+ * then writes it: SERIALIZABLE must fail the first try with 40001. */
+static ax_err
+ser_body(ax_store *s, void *argp)
+{
+	struct ser_arg *a = argp;
+	int64_t         v;
+	ax_err          rv;
+
+	a->calls++;
+	if ((rv = ax_store_query_int64(s, "SELECT v FROM t_counter", 0, NULL,
+	                               &v)) != AX_OK)
+		return rv;
+	if (a->calls == 1 &&
+	    (rv = ax_store_exec(a->other, "UPDATE t_counter SET v = v + 1", 0,
+	                        NULL)) != AX_OK)
+		return rv;
+	return ax_store_exec(s, "UPDATE t_counter SET v = v + 1", 0, NULL);
+}
+
+Test(store, serialization_failure_is_retried)
+{
+	struct ser_arg a = { 0 };
+	cr_assert_eq(
+	    ax_store_exec(st, "CREATE TABLE t_counter (v int)", 0, NULL),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(
+	    ax_store_exec(st, "INSERT INTO t_counter VALUES (0)", 0, NULL),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &a.other), AX_OK);
+	cr_assert_eq(ax_store_tx_serializable(st, ser_body, &a), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(a.calls, 2);
+	cr_assert_eq(ax_store_retries(st), 1);
+	cr_assert_eq(q64("SELECT v FROM t_counter"), 2);
+	ax_store_close(a.other);
+}
+
+Test(store, sqlstates_translate)
+{
+	cr_assert_eq(ax_store_exec(st, "INSERT INTO dags (name) VALUES ('d1')",
+	                           0, NULL),
+	             AX_EEXIST);
+	cr_assert(strstr(ax_err_detail(), "23505") != NULL);
+	cr_assert_eq(ax_store_exec(st, "SELECT * FROM no_such_table", 0, NULL),
+	             AX_EDB);
+	cr_assert(strstr(ax_err_detail(), "no_such_table") != NULL);
+	cr_assert_eq(ax_store_sqlstate_err("40001"), AX_ERETRY);
+	cr_assert_eq(ax_store_sqlstate_err("40P01"), AX_ERETRY);
+	cr_assert_eq(ax_store_sqlstate_err("P0001"), AX_ESTATE);
+	cr_assert_eq(ax_store_sqlstate_err("08006"), AX_EDBCONN);
+	cr_assert_eq(ax_store_sqlstate_err("23503"), AX_ENOENT);
+	cr_assert_eq(ax_store_sqlstate_err("22P02"), AX_EINVAL);
+	cr_assert_eq(ax_store_sqlstate_err(NULL), AX_EDB);
+	cr_assert_eq(ax_store_sqlstate_err("XX000"), AX_EDB);
+}
+
+Test(store, event_log_is_append_only_and_versions_immutable)
+{
+	cr_assert_eq(
+	    ax_store_exec(st,
+	                  "INSERT INTO event_log (event_id, type) VALUES "
+	                  "(gen_random_uuid(), 'test')",
+	                  0, NULL),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(
+	    ax_store_exec(st, "UPDATE event_log SET type = 'x'", 0, NULL),
+	    AX_EPERM);
+	cr_assert(strstr(ax_err_detail(), "append-only") != NULL, "%s",
+	          ax_err_detail());
+	cr_assert_eq(ax_store_exec(st, "DELETE FROM event_log", 0, NULL),
+	             AX_EPERM);
+	cr_assert_eq(ax_store_exec(st, "TRUNCATE event_log", 0, NULL),
+	             AX_EPERM);
+	cr_assert_eq(
+	    ax_store_exec(st, "UPDATE dag_versions SET yaml = 'x'", 0, NULL),
+	    AX_EPERM);
+	cr_assert(strstr(ax_err_detail(), "immutable") != NULL);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log"), 1);
+}
+
+Test(store, prepared_statements_and_errors)
+{
+	PGresult   *r;
+	const char *p[1] = { "41" };
+	cr_assert_eq(ax_store_prepare(st, "plus1", "SELECT $1::int + 1", 1),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_prepare(st, "plus1", "SELECT 1", 0), AX_EEXIST);
+	cr_assert_eq(ax_store_prepare(st, "bad", "SELEC 1", 0), AX_EDB);
+	cr_assert_eq(ax_store_query_prepared(st, "bad", 0, NULL, &r),
+	             AX_ENOENT);
+	cr_assert_null(r);
+	cr_assert_eq(ax_store_query_prepared(st, "plus1", 1, p, &r), AX_OK);
+	cr_assert_str_eq(PQgetvalue(r, 0, 0), "42");
+	PQclear(r);
+}
+
+Test(store, connect_error_masks_password)
+{
+	ax_store *s = (ax_store *) 1;
+	cr_assert_eq(
+	    ax_store_open("postgresql://ax:hunter2@/ax?host=/nowhere", &s),
+	    AX_EDBCONN);
+	cr_assert_null(s);
+	cr_assert(strstr(ax_err_detail(), "hunter2") == NULL, "%s",
+	          ax_err_detail());
+	cr_assert(strstr(ax_err_detail(), "/nowhere") != NULL, "%s",
+	          ax_err_detail());
+	char buf[128];
+	ax_store_dsn_redact("host=h password='a b' user=u", buf, sizeof(buf));
+	cr_assert_str_eq(buf, "user=u password=*** host=h");
+}
+
+static void
+restart_server(void)
+{
+	ax_pg_embed *e = ax_test_pg_embed(pg);
+	cr_assert_eq(ax_pg_embed_down(e), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_pg_embed_up(e), AX_OK, "%s", ax_err_detail());
+}
+
+Test(store, reconnects_after_server_restart)
+{
+	PGresult   *r;
+	const char *p[1] = { "1" };
+	cr_assert_eq(ax_store_prepare(st, "plus1", "SELECT $1::int + 1", 1),
+	             AX_OK);
+	restart_server();
+	cr_assert_eq(ax_store_query_prepared(st, "plus1", 1, p, &r), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_str_eq(PQgetvalue(r, 0, 0), "2", "re-prepared");
+	PQclear(r);
+	cr_assert_eq(ax_store_reconnects(st), 1);
+	cr_assert_eq(q64("SELECT count(*) FROM dags"), 1);
+}
+
+struct restart_arg {
+	int calls;
+};
+
+static ax_err
+restart_body(ax_store *s, void *argp)
+{
+	struct restart_arg *a = argp;
+	ax_err              rv;
+	if ((rv = ax_store_exec(s,
+	                        "INSERT INTO pools (name, slots) VALUES "
+	                        "('p1', 4)",
+	                        0, NULL)) != AX_OK)
+		return rv;
+	if (++a->calls == 1)
+		restart_server(); /* the open transaction dies with it */
+	return ax_store_exec(s, "UPDATE pools SET slots = 5", 0, NULL);
+}
+
+Test(store, transaction_survives_server_restart)
+{
+	struct restart_arg a = { 0 };
+	cr_assert_eq(ax_store_tx(st, restart_body, &a), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(a.calls, 2);
+	cr_assert_eq(q64("SELECT slots FROM pools WHERE name = 'p1'"), 5);
+	cr_assert_eq(q64("SELECT count(*) FROM pools"), 1);
+}

@@ -1,0 +1,297 @@
+/*
+ * pg_harness.c - throwaway PostgreSQL clusters for integration and e2e
+ * tests. See pg_harness.h for the contract.
+ *
+ * Role: makes a cluster start cost a directory copy plus a server start
+ * instead of an initdb: the template is built once per build directory
+ * (in /tmp, where the server's user can always write, then copied into the
+ * build directory), and every cluster copies it.
+ *
+ * Invariants: the template directory appears only complete (copied to
+ * pg-template.tmp, then renamed); building and sweeping happen under the
+ * template lock. Each cluster directory holds an `owner` file with the pid
+ * of the test process that started it; the sweep removes clusters whose
+ * owner is gone.
+ *
+ * Workload: a few clusters per test binary, many binaries in parallel.
+ */
+#include "pg_harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ax_config.h"
+
+#define TEMPLATE_DIR  AX_BUILD_ROOT "/pg-template"
+#define TEMPLATE_TMP  AX_BUILD_ROOT "/pg-template.tmp"
+#define TEMPLATE_LOCK AX_BUILD_ROOT "/pg-template.lock"
+#define CLUSTER_GLOB  "/tmp/ax-test-pg-*"
+
+extern char **environ;
+
+struct ax_test_pg {
+	char         home[64]; /* /tmp/ax-test-pg-XXXXXX */
+	ax_pg_embed *embed;
+};
+
+static int
+rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void) sb;
+	(void) flag;
+	(void) ftw;
+	return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+static void
+rm_rf(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0)
+		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* `cp -a src dst` without a shell; dst must not exist. */
+static ax_err
+copy_tree(const char *src, const char *dst)
+{
+	char *argv[] = { "cp", "-a", "--", (char *) src, (char *) dst, NULL };
+	pid_t pid;
+	int   st, rc = posix_spawnp(&pid, "cp", NULL, NULL, argv, environ);
+	if (rc != 0)
+		return ax_err_set(AX_EIO, "cannot run cp: %s", strerror(rc));
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return ax_err_set(AX_EIO, "waitpid(cp): %s",
+			                  strerror(errno));
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return ax_err_set(AX_EIO, "cp -a %s %s failed (status %d)",
+		                  src, dst, st);
+	return AX_OK;
+}
+
+/*
+ * A fresh temp directory that the server's user can traverse (mkdtemp
+ * makes it 0700; as root the server runs as `postgres`).
+ */
+static ax_err
+make_tmp_home(char *buf, size_t cap, const char *pattern)
+{
+	snprintf(buf, cap, "%s", pattern);
+	if (mkdtemp(buf) == NULL)
+		return ax_err_set(AX_EIO, "mkdtemp %s: %s", pattern,
+		                  strerror(errno));
+	if (chmod(buf, 0711) != 0) {
+		int err = errno;
+		rm_rf(buf);
+		return ax_err_set(AX_EIO, "chmod %s: %s", buf, strerror(err));
+	}
+	return AX_OK;
+}
+
+/* Whether pid runs; a zombie (killed, not yet reaped) counts as dead. */
+static int
+owner_alive(pid_t pid)
+{
+	char  path[64], stat[512];
+	FILE *f;
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long) pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 1;
+	size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	stat[n]   = '\0';
+	char *end = strrchr(stat, ')');
+	return !(end != NULL && end[1] == ' ' && end[2] == 'Z');
+}
+
+/* Stops and removes clusters whose test process died without stopping. */
+static void
+sweep_orphans(void)
+{
+	glob_t g;
+	if (glob(CLUSTER_GLOB "/owner", 0, NULL, &g) != 0)
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		long  owner = 0;
+		FILE *f     = fopen(g.gl_pathv[i], "re");
+		if (f == NULL)
+			continue;
+		if (fscanf(f, "%ld", &owner) != 1)
+			owner = 0;
+		fclose(f);
+		if (owner <= 0 || owner_alive((pid_t) owner))
+			continue;
+		char *home = strdup(g.gl_pathv[i]);
+		if (home == NULL)
+			continue;
+		*strrchr(home, '/') = '\0';
+		ax_pg_embed *e;
+		if (ax_pg_embed_new(home, NULL, &e) == AX_OK) {
+			ax_pg_embed_down(e);
+			ax_pg_embed_free(e);
+		}
+		rm_rf(home);
+		free(home);
+	}
+	globfree(&g);
+}
+
+/* initdb + database "ax" in /tmp, stopped cleanly, copied to the build. */
+static ax_err
+build_template(void)
+{
+	char         home[64], data[128];
+	ax_pg_embed *e = NULL;
+	ax_err       rv;
+
+	if ((rv = make_tmp_home(home, sizeof(home),
+	                        "/tmp/ax-test-pgtpl-XXXXXX")) != AX_OK)
+		return rv;
+	if ((rv = ax_pg_embed_new(home, NULL, &e)) == AX_OK) {
+		ax_pg_embed_set_fast(e, 1);
+		if ((rv = ax_pg_embed_up(e)) == AX_OK)
+			rv = ax_pg_embed_down(e);
+		ax_pg_embed_free(e);
+	}
+	snprintf(data, sizeof(data), "%s/pg/data", home);
+	if (rv == AX_OK) {
+		rm_rf(TEMPLATE_TMP);
+		rv = copy_tree(data, TEMPLATE_TMP);
+	}
+	if (rv == AX_OK && rename(TEMPLATE_TMP, TEMPLATE_DIR) != 0)
+		rv = ax_err_set(AX_EIO, "rename %s: %s", TEMPLATE_TMP,
+		                strerror(errno));
+	if (rv != AX_OK) {
+		char detail[1024];
+		snprintf(detail, sizeof(detail), "%s", ax_err_detail());
+		rm_rf(home);
+		rm_rf(TEMPLATE_TMP);
+		return ax_err_set(rv, "building the test cluster template: %s",
+		                  detail);
+	}
+	rm_rf(home);
+	return AX_OK;
+}
+
+static ax_err
+ensure_template(void)
+{
+	struct stat st;
+	ax_err      rv = AX_OK;
+	int fd = open(TEMPLATE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return ax_err_set(AX_EIO, "cannot open %s: %s", TEMPLATE_LOCK,
+		                  strerror(errno));
+	while (flock(fd, LOCK_EX) != 0)
+		if (errno != EINTR) {
+			int err = errno;
+			close(fd);
+			return ax_err_set(AX_EIO, "flock %s: %s",
+			                  TEMPLATE_LOCK, strerror(err));
+		}
+	sweep_orphans();
+	if (stat(TEMPLATE_DIR "/PG_VERSION", &st) != 0)
+		rv = build_template();
+	close(fd);
+	return rv;
+}
+
+static ax_err
+write_owner(const char *home)
+{
+	char  path[128];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/owner", home);
+	if ((f = fopen(path, "we")) == NULL)
+		return ax_err_set(AX_EIO, "cannot write %s: %s", path,
+		                  strerror(errno));
+	fprintf(f, "%ld\n", (long) getpid());
+	fclose(f);
+	return AX_OK;
+}
+
+ax_err
+ax_test_pg_start(ax_test_pg **out)
+{
+	char        pgdir[128], data[160], detail[1024];
+	ax_test_pg *pg;
+	ax_err      rv;
+
+	*out = NULL;
+	if ((rv = ensure_template()) != AX_OK)
+		return rv;
+	if ((pg = calloc(1, sizeof(*pg))) == NULL)
+		return ax_err_set(AX_ENOMEM, "out of memory");
+	if ((rv = make_tmp_home(pg->home, sizeof(pg->home),
+	                        "/tmp/ax-test-pg-XXXXXX")) != AX_OK) {
+		free(pg);
+		return rv;
+	}
+	snprintf(pgdir, sizeof(pgdir), "%s/pg", pg->home);
+	snprintf(data, sizeof(data), "%s/data", pgdir);
+	if ((rv = write_owner(pg->home)) != AX_OK)
+		goto fail;
+	if (mkdir(pgdir, 0700) != 0) {
+		rv =
+		    ax_err_set(AX_EIO, "mkdir %s: %s", pgdir, strerror(errno));
+		goto fail;
+	}
+	if ((rv = copy_tree(TEMPLATE_DIR, data)) != AX_OK ||
+	    (rv = ax_pg_embed_new(pg->home, NULL, &pg->embed)) != AX_OK)
+		goto fail;
+	ax_pg_embed_set_fast(pg->embed, 1);
+	if ((rv = ax_pg_embed_up(pg->embed)) != AX_OK)
+		goto fail;
+	*out = pg;
+	return AX_OK;
+fail:
+	snprintf(detail, sizeof(detail), "%s", ax_err_detail());
+	ax_test_pg_stop(pg);
+	return ax_err_set(rv, "%s", detail);
+}
+
+const char *
+ax_test_pg_dsn(const ax_test_pg *pg)
+{
+	return ax_pg_embed_dsn(pg->embed);
+}
+
+const char *
+ax_test_pg_home(const ax_test_pg *pg)
+{
+	return pg->home;
+}
+
+ax_pg_embed *
+ax_test_pg_embed(ax_test_pg *pg)
+{
+	return pg->embed;
+}
+
+void
+ax_test_pg_stop(ax_test_pg *pg)
+{
+	if (pg == NULL)
+		return;
+	if (pg->embed != NULL) {
+		ax_pg_embed_down(pg->embed);
+		ax_pg_embed_free(pg->embed);
+	}
+	rm_rf(pg->home);
+	free(pg);
+}

@@ -1,0 +1,565 @@
+/*
+ * test_executor.c - the worker's executors: local (bash) and noop.
+ *
+ * Each test runs real processes under a fresh temporary directory and
+ * drives the executor the way ax-worker's loop does: poll(2) on
+ * ax_exec_fd() with a timeout from ax_exec_next_deadline(), then
+ * ax_exec_poll().
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "executor.h"
+
+static char     tmpdir[64];
+static ax_exec *ex;
+
+static void
+setup_local(void)
+{
+	strcpy(tmpdir, "/tmp/ax-exec-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+	cr_assert_eq(ax_exec_new(&ax_exec_local_ops, &ex), AX_OK, "%s",
+	             ax_err_detail());
+}
+
+static void
+teardown(void)
+{
+	char cmd[128];
+	ax_exec_free(ex);
+	ex = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		cr_log_warn("could not remove %s", tmpdir);
+}
+
+TestSuite(executor, .init = setup_local, .fini = teardown, .timeout = 30);
+
+/* A spec with the usual ids and a log file under tmpdir. */
+static ax_exec_spec
+spec_for(const char *run_id, const char *command, char *log, size_t cap)
+{
+	snprintf(log, cap, "%s/logs/%s.log", tmpdir, run_id);
+	return (ax_exec_spec) {
+		.run_id       = run_id,
+		.dag          = "demo.dag",
+		.task         = "t1",
+		.logical_date = "2026-01-01T00:00:00Z",
+		.attempt      = 1,
+		.shard_index  = 0,
+		.shard_total  = 1,
+		.command      = command,
+		.workdir      = tmpdir,
+		.log_path     = log,
+	};
+}
+
+/*
+ * Runs the loop until want results arrived or limit_ms passed; returns
+ * how many arrived.
+ */
+static size_t
+drain(ax_exec *e, ax_exec_result *out, size_t want, int limit_ms)
+{
+	size_t  got = 0;
+	int64_t end = ax_clock_mono_us() + limit_ms * AX_USEC_PER_MSEC;
+
+	while (got < want) {
+		int64_t now = ax_clock_mono_us();
+		if (now >= end)
+			break;
+		int64_t dl = ax_exec_next_deadline(e);
+		int64_t to = (dl < end ? dl : end) - now;
+		if (to < 0)
+			to = 0;
+		struct pollfd pfd = { .fd = ax_exec_fd(e), .events = POLLIN };
+		poll(&pfd, 1, (int) ((to + 999) / 1000));
+		size_t n = 0;
+		cr_assert_eq(ax_exec_poll(e, ax_clock_mono_us(), out + got,
+		                          want - got, &n),
+		             AX_OK);
+		got += n;
+	}
+	return got;
+}
+
+static char *
+slurp(const char *path)
+{
+	static char buf[8192];
+	FILE       *f = fopen(path, "r");
+	size_t      n;
+	if (f == NULL)
+		return NULL;
+	n      = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static ax_exec_result
+run_one(ax_exec_spec *s, int limit_ms)
+{
+	ax_exec_result r;
+	cr_assert_eq(ax_exec_start(ex, s), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(drain(ex, &r, 1, limit_ms), 1, "attempt did not end");
+	cr_assert_str_eq(r.run_id, s->run_id);
+	return r;
+}
+
+Test(executor, success_sees_ax_env_in_log)
+{
+	char        log[256];
+	int         cookie = 42;
+	char *const env[] = { "FOO=first", "FOO=bar", "AX_DAG=spoofed", NULL };
+	ax_exec_spec s =
+	    spec_for("run-env",
+	             "echo \"$AX_RUN_ID|$AX_DAG|$AX_TASK|$AX_LOGICAL_DATE|"
+	             "$AX_ATTEMPT|$AX_SHARD_INDEX|$AX_SHARD_TOTAL|$FOO\"",
+	             log, sizeof(log));
+	s.attempt      = 2;
+	s.shard_index  = 1;
+	s.shard_total  = 3;
+	s.env          = env;
+	s.user         = &cookie;
+	int64_t before = ax_clock_utc_us();
+
+	ax_exec_result r = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.term_signal, 0);
+	cr_assert_eq(r.user, &cookie);
+	cr_assert_gt(r.pid, 0);
+	cr_assert_geq(r.started_at, before);
+	cr_assert_geq(r.ended_at, r.started_at);
+	cr_assert_leq(r.ended_at, ax_clock_utc_us());
+	cr_assert_str_eq(slurp(log),
+	                 "run-env|demo.dag|t1|"
+	                 "2026-01-01T00:00:00Z|2|1|3|bar\n");
+	cr_assert_eq(r.log_bytes, (int64_t) strlen(slurp(log)));
+	cr_assert_gt(r.max_rss_kb, 0);
+	cr_assert_eq(ax_exec_running(ex), 0);
+}
+
+Test(executor, cpu_time_is_reported)
+{
+	char           log[256];
+	ax_exec_spec   s = spec_for("run-cpu",
+	                            "i=0; while [ $i -lt 200000 ]; do "
+	                              "i=$((i+1)); done",
+	                            log, sizeof(log));
+	ax_exec_result r = run_one(&s, 20000);
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	cr_assert_gt(r.cpu_user_us + r.cpu_sys_us, 10000, "%lld",
+	             (long long) r.cpu_user_us);
+	cr_assert_eq(r.log_bytes, 0);
+}
+
+Test(executor, nonzero_exit_is_failed)
+{
+	char           log[256];
+	ax_exec_spec   s = spec_for("run-exit3", "exit 3", log, sizeof(log));
+	ax_exec_result r = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_FAILED);
+	cr_assert_eq(r.exit_code, 3);
+	cr_assert_eq(r.term_signal, 0);
+}
+
+Test(executor, signal_death_is_reported)
+{
+	char         log[256];
+	ax_exec_spec s =
+	    spec_for("run-sig", "kill -USR1 $$", log, sizeof(log));
+	ax_exec_result r = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_FAILED);
+	cr_assert_eq(r.exit_code, -1);
+	cr_assert_eq(r.term_signal, SIGUSR1);
+}
+
+Test(executor, timeout_kills_the_whole_group)
+{
+	char         log[256];
+	ax_exec_spec s = spec_for("run-to", "sleep 100 & sleep 100 & wait",
+	                          log, sizeof(log));
+	s.timeout_us   = 200 * AX_USEC_PER_MSEC;
+	s.grace_us     = 5 * AX_USEC_PER_SEC;
+	int64_t t0     = ax_clock_mono_us();
+
+	ax_exec_result r    = run_one(&s, 5000);
+	int64_t        took = ax_clock_mono_us() - t0;
+	cr_assert_eq(r.status, AX_EXEC_TIMEOUT);
+	cr_assert_eq(r.term_signal, SIGTERM);
+	cr_assert_geq(took, 200 * AX_USEC_PER_MSEC);
+	/* the sleeps die of SIGTERM: no need to wait for the grace */
+	cr_assert_lt(took, 2 * AX_USEC_PER_SEC, "took %lld us",
+	             (long long) took);
+	cr_assert_eq(kill(-r.pid, 0), -1, "process group %d survived", r.pid);
+	cr_assert_eq(errno, ESRCH);
+	cr_assert_not_null(strstr(slurp(log), "ax: timeout"));
+}
+
+Test(executor, timeout_sigkills_a_group_that_ignores_sigterm)
+{
+	char         log[256];
+	ax_exec_spec s =
+	    spec_for("run-to9", "trap '' TERM; sleep 100 & sleep 100 & wait",
+	             log, sizeof(log));
+	s.timeout_us = 100 * AX_USEC_PER_MSEC;
+	s.grace_us   = 300 * AX_USEC_PER_MSEC;
+	int64_t t0   = ax_clock_mono_us();
+
+	ax_exec_result r    = run_one(&s, 5000);
+	int64_t        took = ax_clock_mono_us() - t0;
+	cr_assert_eq(r.status, AX_EXEC_TIMEOUT);
+	cr_assert_eq(r.term_signal, SIGKILL);
+	cr_assert_geq(took, 400 * AX_USEC_PER_MSEC);
+	cr_assert_eq(kill(-r.pid, 0), -1, "process group %d survived", r.pid);
+	cr_assert_eq(errno, ESRCH);
+}
+
+Test(executor, leftovers_of_a_finished_task_are_killed)
+{
+	char         log[256];
+	ax_exec_spec s =
+	    spec_for("run-left", "sleep 100 & exit 0", log, sizeof(log));
+	ax_exec_result r = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	cr_assert_eq(kill(-r.pid, 0), -1, "process group %d survived", r.pid);
+	cr_assert_eq(errno, ESRCH);
+}
+
+Test(executor, kill_request)
+{
+	char           log[256];
+	ax_exec_spec   s = spec_for("run-kill", "sleep 100", log, sizeof(log));
+	ax_exec_result r;
+
+	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_exec_running(ex), 1);
+	cr_assert_eq(ax_exec_kill(ex, "no-such-run"), AX_ENOENT);
+	cr_assert_eq(ax_exec_kill(ex, "run-kill"), AX_OK);
+	cr_assert_eq(ax_exec_kill(ex, "run-kill"), AX_OK); /* idempotent */
+	cr_assert_eq(drain(ex, &r, 1, 5000), 1);
+	cr_assert_eq(r.status, AX_EXEC_KILLED);
+	cr_assert_eq(r.term_signal, SIGTERM);
+	cr_assert_eq(kill(-r.pid, 0), -1);
+	cr_assert_eq(ax_exec_kill(ex, "run-kill"), AX_ENOENT);
+	cr_assert_not_null(strstr(slurp(log), "ax: kill requested"));
+}
+
+Test(executor, missing_command_exits_127)
+{
+	char         log[256];
+	ax_exec_spec s =
+	    spec_for("run-127", "no_such_command_ax_xyz", log, sizeof(log));
+	ax_exec_result r = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_FAILED);
+	cr_assert_eq(r.exit_code, 127);
+	cr_assert_not_null(strstr(slurp(log), "command not found"));
+}
+
+Test(executor, missing_argv_program_fails_to_start)
+{
+	char         log[256];
+	char *const  argv[] = { "no_such_program_ax_xyz", NULL };
+	ax_exec_spec s      = spec_for("run-noprog", NULL, log, sizeof(log));
+	s.argv              = argv;
+	cr_assert_eq(ax_exec_start(ex, &s), AX_ENOENT);
+	cr_assert_not_null(strstr(ax_err_detail(), "no_such_program_ax_xyz"));
+	cr_assert_not_null(strstr(slurp(log), "ax: cannot start"));
+	cr_assert_eq(ax_exec_running(ex), 0);
+}
+
+Test(executor, argv_runs_without_a_shell)
+{
+	char         log[256];
+	char *const  argv[] = { "printf", "%s-%s", "$HOME", "x y", NULL };
+	ax_exec_spec s      = spec_for("run-argv", NULL, log, sizeof(log));
+	s.argv              = argv;
+	ax_exec_result r    = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	cr_assert_str_eq(slurp(log), "$HOME-x y");
+}
+
+Test(executor, log_gets_stdout_and_stderr_appended)
+{
+	char         log[256];
+	ax_exec_spec s =
+	    spec_for("run-log", "echo out; echo err >&2", log, sizeof(log));
+	cr_assert_eq(run_one(&s, 5000).status, AX_EXEC_SUCCESS);
+	s.run_id = "run-log-2"; /* a second attempt appends to the same file */
+	s.command = "echo again";
+	cr_assert_eq(run_one(&s, 5000).status, AX_EXEC_SUCCESS);
+	cr_assert_str_eq(slurp(log), "out\nerr\nagain\n");
+}
+
+Test(executor, rlimits_are_applied)
+{
+	char         log[256];
+	ax_exec_spec s         = spec_for("run-ulimit",
+	                                  "ulimit -n; ulimit -t; "
+	                                          "ulimit -v; ulimit -f",
+	                                  log, sizeof(log));
+	s.limits.open_files    = 77;
+	s.limits.cpu_seconds   = 30;
+	s.limits.address_space = 1024LL * 1024 * 1024;
+	s.limits.file_size     = 1024LL * 1024;
+	ax_exec_result r       = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	/* ulimit -v and -f print KiB (bash: -f in 1024-byte blocks) */
+	cr_assert_str_eq(slurp(log), "77\n30\n1048576\n1024\n");
+}
+
+Test(executor, rlimit_above_hard_limit_fails_to_start)
+{
+	char         log[256];
+	ax_exec_spec s = spec_for("run-rl", "true", log, sizeof(log));
+	/* above fs.nr_open: refused even for root */
+	s.limits.open_files = 1LL << 40;
+	ax_err rv           = ax_exec_start(ex, &s);
+	cr_assert(rv == AX_EPERM || rv == AX_EIO, "got %s", ax_errname(rv));
+	cr_assert_not_null(strstr(ax_err_detail(), "RLIMIT_NOFILE"), "%s",
+	                   ax_err_detail());
+	cr_assert_eq(ax_exec_running(ex), 0);
+}
+
+Test(executor, stdin_is_dev_null_and_no_fd_leaks)
+{
+	char         log[256];
+	int          leak = open("/dev/null", O_RDONLY); /* no CLOEXEC */
+	ax_exec_spec s    = spec_for("run-fds",
+	                             "cat; ls /proc/self/fd | sort -n | tr "
+	                                "'\\n' ' '",
+	                             log, sizeof(log));
+	cr_assert_geq(leak, 3);
+	ax_exec_result r = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	/* 0 1 2, and 3 is the directory ls itself is reading */
+	cr_assert_str_eq(slurp(log), "0 1 2 3 ");
+	close(leak);
+}
+
+Test(executor, workdir_is_used_and_a_missing_one_fails)
+{
+	char         log[256];
+	char         dir[128];
+	char         want[160];
+	ax_exec_spec s = spec_for("run-pwd", "pwd", log, sizeof(log));
+	snprintf(dir, sizeof(dir), "%s/wd", tmpdir);
+	cr_assert_eq(mkdir(dir, 0755), 0);
+	s.workdir = dir;
+	cr_assert_eq(run_one(&s, 5000).status, AX_EXEC_SUCCESS);
+	snprintf(want, sizeof(want), "%s\n", dir);
+	cr_assert_str_eq(slurp(log), want);
+
+	s.run_id  = "run-nowd";
+	s.workdir = "/nonexistent/ax/dir";
+	cr_assert_eq(ax_exec_start(ex, &s), AX_ENOENT);
+	cr_assert_not_null(strstr(ax_err_detail(), "/nonexistent/ax/dir"));
+	cr_assert_eq(ax_exec_running(ex), 0);
+}
+
+Test(executor, many_concurrent_attempts_are_all_reaped)
+{
+	enum { N = 50 };
+	char           ids[N][16];
+	ax_exec_result r[N];
+	int            seen[N] = { 0 };
+
+	for (int i = 0; i < N; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "many-%d", i);
+		ax_exec_spec s = {
+			.run_id  = ids[i],
+			.attempt = 1,
+			.command = "true",
+		};
+		cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s",
+		             ax_err_detail());
+	}
+	/* a small out array: results beyond it wait for the next poll */
+	size_t  got = 0;
+	int64_t end = ax_clock_mono_us() + 10 * AX_USEC_PER_SEC;
+	while (got < N && ax_clock_mono_us() < end)
+		got += drain(ex, r + got, got + 7 < N ? 7 : N - got, 10000);
+	cr_assert_eq(got, N);
+	for (int i = 0; i < N; i++) {
+		int k;
+		cr_assert_eq(sscanf(r[i].run_id, "many-%d", &k), 1);
+		cr_assert_eq(seen[k]++, 0, "%s returned twice", r[i].run_id);
+		cr_assert_eq(r[i].status, AX_EXEC_SUCCESS);
+	}
+	cr_assert_eq(ax_exec_running(ex), 0);
+	cr_assert_eq(ax_exec_next_deadline(ex), INT64_MAX);
+	cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a child was left");
+	cr_assert_eq(errno, ECHILD);
+}
+
+Test(executor, deadline_follows_the_timeout)
+{
+	char         log[256];
+	ax_exec_spec s = spec_for("run-dl", "sleep 100", log, sizeof(log));
+	cr_assert_eq(ax_exec_next_deadline(ex), INT64_MAX);
+	s.timeout_us = 30 * AX_USEC_PER_SEC;
+	int64_t t0   = ax_clock_mono_us();
+	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
+	int64_t dl = ax_exec_next_deadline(ex);
+	cr_assert_geq(dl, t0 + s.timeout_us);
+	cr_assert_leq(dl, ax_clock_mono_us() + s.timeout_us);
+	cr_assert_eq(ax_exec_start(ex, &s), AX_EEXIST);
+	cr_assert_eq(ax_exec_kill(ex, "run-dl"), AX_OK);
+	ax_exec_result r;
+	cr_assert_eq(drain(ex, &r, 1, 5000), 1);
+	cr_assert_eq(r.status, AX_EXEC_KILLED);
+}
+
+/* Bad specs: each is refused with AX_EINVAL and a detail naming it. */
+struct bad_case {
+	char name[32];
+	char detail[48]; /* expected in ax_err_detail() */
+};
+
+ParameterizedTestParameters(executor, bad_spec_is_refused)
+{
+	static struct bad_case cases[] = {
+		{ "empty_run_id", "run_id is empty" },
+		{ "long_run_id", "run_id is" },
+		{ "no_command", "exactly one of command and argv" },
+		{ "both", "exactly one of command and argv" },
+		{ "empty_argv", "argv[0] is empty" },
+		{ "attempt0", "attempt number 0" },
+		{ "shard", "shard 3 of 3" },
+		{ "neg_timeout", "negative timeout" },
+		{ "neg_limit", "negative rlimit" },
+		{ "bad_env", "env[0] \"NOEQUALS\"" },
+	};
+	return cr_make_param_array(struct bad_case, cases,
+	                           sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct bad_case *c, executor, bad_spec_is_refused)
+{
+	char         longid[200];
+	char *const  argv[]  = { "true", NULL };
+	char *const  eargv[] = { "", NULL };
+	char *const  env[]   = { "NOEQUALS", NULL };
+	ax_exec_spec s = { .run_id = "bad", .attempt = 1, .command = "true" };
+
+	memset(longid, 'x', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	if (strcmp(c->name, "empty_run_id") == 0)
+		s.run_id = "";
+	else if (strcmp(c->name, "long_run_id") == 0)
+		s.run_id = longid;
+	else if (strcmp(c->name, "no_command") == 0)
+		s.command = NULL;
+	else if (strcmp(c->name, "both") == 0)
+		s.argv = argv;
+	else if (strcmp(c->name, "empty_argv") == 0) {
+		s.command = NULL;
+		s.argv    = eargv;
+	} else if (strcmp(c->name, "attempt0") == 0)
+		s.attempt = 0;
+	else if (strcmp(c->name, "shard") == 0) {
+		s.shard_index = 3;
+		s.shard_total = 3;
+	} else if (strcmp(c->name, "neg_timeout") == 0)
+		s.timeout_us = -1;
+	else if (strcmp(c->name, "neg_limit") == 0)
+		s.limits.open_files = -5;
+	else if (strcmp(c->name, "bad_env") == 0)
+		s.env = env;
+	cr_assert_eq(ax_exec_start(ex, &s), AX_EINVAL, "%s", c->name);
+	cr_assert_not_null(strstr(ax_err_detail(), c->detail), "%s: '%s'",
+	                   c->name, ax_err_detail());
+	cr_assert_eq(ax_exec_running(ex), 0);
+}
+
+Test(executor, free_kills_running_attempts)
+{
+	char         log[256];
+	ax_exec_spec s =
+	    spec_for("run-free", "sleep 100 & sleep 100", log, sizeof(log));
+	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
+	ax_exec_free(ex);
+	ex = NULL;
+	cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a child was left");
+}
+
+Test(executor, ops_lookup_and_resource_mapping)
+{
+	ax_exec_limits l = { .open_files = 9 };
+	cr_assert_eq(ax_exec_ops_find("bash"), &ax_exec_local_ops);
+	cr_assert_eq(ax_exec_ops_find("noop"), &ax_exec_noop_ops);
+	cr_assert_null(ax_exec_ops_find("sql"));
+	cr_assert_null(ax_exec_ops_find(NULL));
+	cr_assert_eq(ax_exec_ops_of(ex), &ax_exec_local_ops);
+
+	ax_exec_limits_from_resources(0.5, 512LL << 20, 10 * AX_USEC_PER_SEC,
+	                              &l);
+	cr_assert_eq(l.cpu_seconds, 5);
+	cr_assert_eq(l.address_space, 512LL << 20);
+	cr_assert_eq(l.open_files, 9); /* untouched */
+	ax_exec_limits_from_resources(2, 0, 0, &l);
+	cr_assert_eq(l.cpu_seconds, 0); /* no timeout: no CPU budget */
+	cr_assert_eq(l.address_space, 0);
+	ax_exec_limits_from_resources(0.001, 0, AX_USEC_PER_SEC, &l);
+	cr_assert_eq(l.cpu_seconds, 1);
+	cr_assert_str_eq(ax_exec_status_name(AX_EXEC_TIMEOUT), "TIMEOUT");
+}
+
+/* ---- noop ---- */
+
+Test(executor, noop_completes_immediately)
+{
+	ax_exec       *nx;
+	ax_exec_result r[3];
+	struct pollfd  pfd;
+	size_t         n  = 0;
+	int            u  = 7;
+	ax_exec_spec   s  = { .run_id = "noop-1", .attempt = 1, .user = &u };
+	int64_t        t0 = ax_clock_utc_us();
+
+	cr_assert_eq(ax_exec_new(&ax_exec_noop_ops, &nx), AX_OK);
+	pfd = (struct pollfd) { .fd = ax_exec_fd(nx), .events = POLLIN };
+	cr_assert_eq(poll(&pfd, 1, 0), 0, "readable before any start");
+	cr_assert_eq(ax_exec_start(nx, &s), AX_OK);
+	cr_assert_eq(ax_exec_start(nx, &s), AX_EEXIST);
+	s.run_id = "noop-2";
+	cr_assert_eq(ax_exec_start(nx, &s), AX_OK);
+	cr_assert_eq(ax_exec_running(nx), 2);
+	cr_assert_eq(poll(&pfd, 1, 0), 1, "fd must wake the loop");
+
+	cr_assert_eq(ax_exec_poll(nx, ax_clock_mono_us(), r, 1, &n), AX_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(ax_exec_next_deadline(nx), 0, "one result still waits");
+	cr_assert_eq(ax_exec_poll(nx, ax_clock_mono_us(), r + 1, 2, &n),
+	             AX_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(r[0].run_id, "noop-1");
+	cr_assert_str_eq(r[1].run_id, "noop-2");
+	cr_assert_eq(r[0].status, AX_EXEC_SUCCESS);
+	cr_assert_eq(r[0].exit_code, 0);
+	cr_assert_eq(r[0].pid, 0);
+	cr_assert_eq(r[0].user, &u);
+	cr_assert_geq(r[0].started_at, t0);
+	cr_assert_eq(r[0].ended_at, r[0].started_at);
+	cr_assert_eq(ax_exec_running(nx), 0);
+	cr_assert_eq(ax_exec_next_deadline(nx), INT64_MAX);
+	cr_assert_eq(poll(&pfd, 1, 0), 0, "drained fd must be quiet");
+	cr_assert_eq(ax_exec_kill(nx, "noop-1"), AX_ENOENT);
+	s.run_id = "";
+	cr_assert_eq(ax_exec_start(nx, &s), AX_EINVAL);
+	ax_exec_free(nx);
+}

@@ -1,0 +1,230 @@
+/*
+ * executor.h - how a worker runs one attempt: the executor plug-in point.
+ *
+ * Role: ax-worker receives rendered attempts from the queue service and
+ * hands each to the executor of its task type ("bash" -> the local
+ * executor, "noop" -> the built-in no-op executor; k8s later). An executor
+ * is a const ops table with designated initialisers, as nng does for its
+ * protocols; ax_exec wraps one instance of it behind a stable API so the
+ * worker's main loop does not care which kind it drives.
+ *
+ * Event loop contract: an executor never blocks for long and never uses
+ * threads or signal handlers. The worker's loop polls ax_exec_fd() for
+ * readability with a timeout derived from ax_exec_next_deadline(), then
+ * calls ax_exec_poll(now), which reaps finished attempts, enforces
+ * timeouts and kill grace periods, and returns the attempts that ended.
+ * One ax_exec is used by one thread at a time (the caller serialises).
+ *
+ * Local executor (executor_local.c), for "bash" tasks:
+ *  - fork/exec of `/bin/bash -c COMMAND` (or an argv) in a new process
+ *    group; stdin is /dev/null; stdout and stderr are appended to the
+ *    per-attempt log file (its directories are created); every other fd is
+ *    closed on exec, so no worker fd leaks into user code.
+ *  - environment: the worker's, then the task env, then AX_RUN_ID, AX_DAG,
+ *    AX_TASK, AX_LOGICAL_DATE, AX_ATTEMPT, AX_SHARD_INDEX, AX_SHARD_TOTAL
+ *    (AX_* win over a task env entry of the same name).
+ *  - rlimits applied in the child (see ax_exec_limits).
+ *  - started_at is taken right after exec succeeded (learnt through a
+ *    CLOEXEC pipe); an exec failure is reported by ax_exec_start itself.
+ *  - timeout and kill: SIGTERM to the whole group, SIGKILL to the group
+ *    after the grace period. Processes of the group that outlive the
+ *    task's main process (e.g. `sleep 100 &`) get the same TERM -> KILL
+ *    sequence, also after a normal exit: an attempt is reported only once
+ *    its process group is empty (or SIGKILL was sent and a further 2 s
+ *    passed), so no orphan survives it. A process that leaves the group on
+ *    purpose (setsid, setpgid) escapes this; only cgroups would catch it.
+ *  - reaping: one pidfd per child, all in one epoll set (ax_exec_fd); no
+ *    SIGCHLD handler. The executor makes its process a child subreaper
+ *    (prctl), so processes orphaned by a task are reparented to the worker
+ *    rather than to an init that may never reap them (zombies would keep
+ *    a process group alive); poll() reaps them, and also any other dead
+ *    child it did not start. So: in a process that uses the local
+ *    executor (ax-worker), every child process belongs to it; do not set
+ *    SIGCHLD to SIG_IGN, and do not wait for children elsewhere.
+ *  - cgroups are not used (this host has cgroup v1 only, and the worker
+ *    may run unprivileged): limits are rlimits + process groups.
+ *
+ * Noop executor (executor_noop.c): an attempt succeeds at once, inside
+ * the worker, with no process; for measuring the scheduler without
+ * fork/exec costs. Its fd (an eventfd) is readable while results wait.
+ *
+ * Workload: a worker runs tens to a few hundred concurrent attempts; the
+ * per-attempt lookups are linear scans over that set.
+ */
+#ifndef AX_EXECUTOR_H
+#define AX_EXECUTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ax_err.h"
+
+#define AX_EXEC_RUN_ID_MAX      128 /* run_id buffer, NUL included */
+#define AX_EXEC_DEFAULT_GRACE   (10 * 1000000LL) /* kill grace, us */
+#define AX_EXEC_REAP_AFTER_KILL (2 * 1000000LL)  /* see header comment */
+
+/*
+ * Resource limits applied to the task's processes with setrlimit(2) in the
+ * child; 0 means "inherit the worker's". Each process of the task gets the
+ * limit separately (RLIMIT_NPROC counts the whole user and is ignored for
+ * root). See ax_exec_limits_from_resources() for the DAG format mapping.
+ */
+typedef struct ax_exec_limits {
+	int64_t cpu_seconds;   /* RLIMIT_CPU (SIGXCPU, then SIGKILL +1s) */
+	int64_t address_space; /* RLIMIT_AS, bytes */
+	int64_t open_files;    /* RLIMIT_NOFILE */
+	int64_t processes;     /* RLIMIT_NPROC */
+	int64_t file_size;     /* RLIMIT_FSIZE, bytes */
+} ax_exec_limits;
+
+/*
+ * One attempt to run. The executor copies what it keeps, so every pointer
+ * only has to stay valid during ax_exec_start(). Exactly one of command
+ * and argv is set.
+ */
+typedef struct ax_exec_spec {
+	const char    *run_id; /* required, unique among running attempts */
+	const char    *dag;    /* AX_DAG */
+	const char    *task;   /* AX_TASK */
+	const char    *logical_date; /* AX_LOGICAL_DATE, ISO 8601 */
+	int32_t        attempt;      /* AX_ATTEMPT, >= 1 */
+	int32_t        shard_index;  /* AX_SHARD_INDEX, 0 <= index < total */
+	int32_t        shard_total;  /* AX_SHARD_TOTAL, >= 1 (0 means 1) */
+	const char    *command;      /* run as /bin/bash -c COMMAND */
+	char *const   *argv;       /* or argv, NULL-terminated; PATH search */
+	char *const   *env;        /* extra "NAME=VALUE", NULL-terminated */
+	const char    *workdir;    /* NULL: the worker's current directory */
+	int64_t        timeout_us; /* 0: none */
+	int64_t        grace_us;   /* TERM -> KILL; 0: AX_EXEC_DEFAULT_GRACE */
+	ax_exec_limits limits;
+	const char    *log_path; /* stdout+stderr appended; NULL: /dev/null */
+	void          *user;     /* returned untouched in the result */
+} ax_exec_spec;
+
+typedef enum ax_exec_status {
+	AX_EXEC_SUCCESS = 0, /* exited with status 0 */
+	AX_EXEC_FAILED,      /* exited non-zero, or died of a signal */
+	AX_EXEC_TIMEOUT,     /* killed because timeout_us passed */
+	AX_EXEC_KILLED,      /* killed on request (ax_exec_kill) */
+} ax_exec_status;
+
+/* How one attempt ended; filled by ax_exec_poll(). */
+typedef struct ax_exec_result {
+	char           run_id[AX_EXEC_RUN_ID_MAX];
+	void          *user; /* spec.user */
+	ax_exec_status status;
+	int            exit_code;   /* exit status, or -1 if signalled */
+	int            term_signal; /* signal that ended it, or 0 */
+	int64_t        started_at;  /* UTC us, right after exec succeeded */
+	int64_t        ended_at;    /* UTC us, when its end was observed */
+	int            pid;         /* also the process group id; 0: noop */
+	int64_t        cpu_user_us; /* rusage of the main process and of */
+	int64_t        cpu_sys_us;  /* the descendants it waited for */
+	int64_t        max_rss_kb;  /* peak RSS among those, KiB */
+	int64_t        log_bytes;   /* log file size at the end; 0: none */
+} ax_exec_result;
+
+/*
+ * The plug-in interface. `self` is the executor's private state made by
+ * init. Contracts are those of the ax_exec_* wrappers below.
+ */
+typedef struct ax_exec_ops {
+	const char *name; /* task type it serves, e.g. "bash" */
+	ax_err (*init)(void **self);
+	void (*fini)(void *self);
+	ax_err (*start)(void *self, const ax_exec_spec *spec);
+	ax_err (*kill)(void *self, const char *run_id);
+	int (*fd)(void *self);
+	int64_t (*next_deadline)(void *self);
+	ax_err (*poll)(void *self, int64_t now_us, ax_exec_result *out,
+	               size_t cap, size_t *n);
+	size_t (*running)(void *self);
+} ax_exec_ops;
+
+extern const ax_exec_ops ax_exec_local_ops; /* "bash" */
+extern const ax_exec_ops ax_exec_noop_ops;  /* "noop" */
+
+typedef struct ax_exec ax_exec;
+
+/* The ops table serving a task type ("bash", "noop"); NULL if none. */
+const ax_exec_ops *ax_exec_ops_find(const char *type);
+
+/*
+ * Creates an executor of the given kind. *out is owned by the caller and
+ * freed with ax_exec_free(). Errors: AX_EINVAL (NULL ops), AX_ENOMEM,
+ * AX_EIO (epoll/eventfd failed).
+ */
+ax_err ax_exec_new(const ax_exec_ops *ops, ax_exec **out);
+
+/*
+ * Frees an executor; accepts NULL. Attempts still running are killed at
+ * once (SIGKILL to each process group) and reaped, without results: drain
+ * with ax_exec_poll() first to report them.
+ */
+void ax_exec_free(ax_exec *ex);
+
+/* The ops table the executor was made with. */
+const ax_exec_ops *ax_exec_ops_of(const ax_exec *ex);
+
+/*
+ * Starts an attempt. On AX_OK the attempt runs (local: its process has
+ * exec'd) and will be returned exactly once by ax_exec_poll(). Errors:
+ * AX_EINVAL (bad spec: detail names the field), AX_EEXIST (run_id already
+ * running), AX_ENOENT (argv[0] not found / not executable, workdir
+ * missing), AX_EPERM, AX_EIO (log file, fork, rlimit ...), AX_ENOMEM. On an
+ * error nothing runs; for exec-time failures a line saying why is also
+ * appended to the log file, so the user sees it next to the task output.
+ */
+ax_err ax_exec_start(ax_exec *ex, const ax_exec_spec *spec);
+
+/*
+ * Asks a running attempt to stop: SIGTERM to its process group now,
+ * SIGKILL after its grace period; its result says AX_EXEC_KILLED (unless it
+ * had already ended or timed out). Returns AX_ENOENT when no attempt with
+ * that run_id is running. Calling it twice does not restart the grace.
+ */
+ax_err ax_exec_kill(ax_exec *ex, const char *run_id);
+
+/*
+ * A file descriptor that becomes readable when ax_exec_poll() has work
+ * (a child ended, a noop result waits). Owned by the executor; -1 if the
+ * executor has none. Deadlines do not make it readable: see below.
+ */
+int ax_exec_fd(const ax_exec *ex);
+
+/*
+ * The earliest monotonic instant (ax_clock_mono_us) at which ax_exec_poll()
+ * must be called even if the fd stays quiet (a timeout, a grace period, a
+ * wait for a process group to empty), or INT64_MAX when there is none.
+ */
+int64_t ax_exec_next_deadline(const ax_exec *ex);
+
+/*
+ * Reaps, enforces deadlines against now_us (monotonic), and copies up to
+ * cap ended attempts into out[0..*n). Never blocks. When more than cap
+ * attempts have ended, the rest wait for the next call (and
+ * ax_exec_next_deadline() returns a past instant). Returns AX_OK, or
+ * AX_EINVAL for bad arguments.
+ */
+ax_err ax_exec_poll(ax_exec *ex, int64_t now_us, ax_exec_result *out,
+                    size_t cap, size_t *n);
+
+/* Attempts started and not yet returned by ax_exec_poll(). */
+size_t ax_exec_running(const ax_exec *ex);
+
+/*
+ * Maps a task's `resources` (DAG format) and timeout to rlimits:
+ * memory -> RLIMIT_AS (bytes of address space per process); cpu (cores,
+ * may be fractional) -> RLIMIT_CPU = ceil(cpu * timeout) seconds, a budget
+ * a task using its cores for its whole timeout would not exceed (no CPU
+ * limit without a timeout: rlimits cannot cap a rate; cgroups could).
+ * Zero or negative inputs leave the matching limit at 0 (inherit). Other
+ * fields of out are left untouched.
+ */
+void ax_exec_limits_from_resources(double cpu, int64_t memory_bytes,
+                                   int64_t timeout_us, ax_exec_limits *out);
+
+/* "SUCCESS", "FAILED", "TIMEOUT", "KILLED". */
+const char *ax_exec_status_name(ax_exec_status s);
+
+#endif /* AX_EXECUTOR_H */
