@@ -2,8 +2,10 @@
  * cmd_dag.c - `axctl dag`: validate DAG files, load a folder into the
  * database, print the JSON form.
  *
- * Role: the command-line face of dag_yaml / dag_validate / dag_store;
- * `axctl standalone` loads its DAG folder the same way (ax_dag_load_dir).
+ * Role: the command-line face of dag_yaml / dag_validate / dag_store. A
+ * folder loader elsewhere (standalone, the DAG loader actor) does the same
+ * three steps: ax_dag_yaml_load_file per file, ax_dagset_validate once,
+ * ax_dag_store_submit[_template] per valid DAG and template.
  * Errors go to stderr as FILE:LINE:COL: error: MESSAGE, sorted by file and
  * position. Exit status: 0 all valid (and stored), 1 any error, 2 usage.
  */

@@ -1,0 +1,25 @@
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "uuid.h"
+
+Test(uuid, v4_is_canonical_and_distinct)
+{
+	char a[AX_UUID_LEN], b[AX_UUID_LEN];
+	ax_uuid_v4(a);
+	ax_uuid_v4(b);
+	cr_assert(ax_uuid_valid(a), "%s", a);
+	cr_assert_eq(a[14], '4', "version nibble in %s", a);
+	cr_assert(strchr("89ab", a[19]) != NULL, "variant in %s", a);
+	cr_assert_str_neq(a, b);
+}
+
+Test(uuid, valid_rejects_malformed)
+{
+	cr_assert_not(ax_uuid_valid(NULL));
+	cr_assert_not(ax_uuid_valid(""));
+	cr_assert_not(ax_uuid_valid("123e4567-e89b-12d3-a456-42661417400"));
+	cr_assert_not(ax_uuid_valid("123e4567xe89b-12d3-a456-426614174000"));
+	cr_assert_not(ax_uuid_valid("123e4567-e89b-12d3-a456-42661417400g"));
+	cr_assert(ax_uuid_valid("123e4567-e89b-12d3-a456-426614174000"));
+}
