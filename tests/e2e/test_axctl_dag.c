@@ -18,60 +18,13 @@
 #include "migrate.h"
 #include "pg_harness.h"
 
+#include "cli_run.h"
+
 static char out[65536];
 static char err[65536];
 static char dir[64];
 
-static void
-slurp(int fd, char *buf, size_t cap)
-{
-	size_t  n = 0;
-	ssize_t r;
-	while ((r = read(fd, buf + n, cap - 1 - n)) > 0 ||
-	       (r < 0 && errno == EINTR))
-		if (r > 0)
-			n += (size_t) r;
-	buf[n] = '\0';
-	close(fd);
-}
-
-/* Runs $AXCTL with the NULL-terminated arguments; returns exit status. */
-static int
-axctl(const char *arg, ...)
-{
-	const char *bin = getenv("AXCTL");
-	char       *argv[32];
-	int         argc = 0, po[2], pe[2], st;
-	va_list     ap;
-
-	cr_assert_not_null(bin, "AXCTL is not set (run through meson test)");
-	argv[argc++] = (char *) bin;
-	va_start(ap, arg);
-	for (const char *a = arg; a != NULL && argc < 31;
-	     a             = va_arg(ap, const char *))
-                argv[argc++] = (char *) a;
-	va_end(ap);
-	argv[argc] = NULL;
-	cr_assert_eq(pipe(po), 0);
-	cr_assert_eq(pipe(pe), 0);
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		close(po[0]);
-		close(pe[0]);
-		execv(bin, argv);
-		_exit(127);
-	}
-	close(po[1]);
-	close(pe[1]);
-	slurp(po[0], out, sizeof(out));
-	slurp(pe[0], err, sizeof(err));
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st), "axctl died: status %d", st);
-	return WEXITSTATUS(st);
-}
+#define axctl(...) AX_CLI_AXCTL(__VA_ARGS__)
 
 static void
 write_file(const char *name, const char *text)
