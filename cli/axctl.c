@@ -13,11 +13,18 @@
 #include "cmd_dag.h"
 #include "cmd_cron.h"
 #include "cmd_db.h"
+#include "cmd_token.h"
+#include "cmd_bench.h"
+#include "cmd_standalone.h"
 
 static const ax_cmd commands[] = {
+	{ "bench", ax_cmd_bench, "measure scheduling latency and throughput" },
 	{ "cron", ax_cmd_cron, "cron expressions: next fire times" },
 	{ "dag", ax_cmd_dag, "DAG files: validate, json, load" },
 	{ "db", ax_cmd_db, "database: up, down, status, migrate, psql" },
+	{ "token", ax_cmd_token, "API tokens: create" },
+	{ "standalone", ax_cmd_standalone,
+	  "run PostgreSQL, axd, workers and the API on this machine" },
 	{ NULL, NULL, NULL },
 };
 

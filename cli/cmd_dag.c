@@ -227,8 +227,8 @@ store_set(ax_store *s, ax_dagset *set)
 	return failed;
 }
 
-static int
-cmd_load(const char *dir, const char *home, const char *dsn)
+int
+ax_dag_load_dir(const char *dir, const char *home, const char *dsn)
 {
 	char      **files = NULL;
 	int         n     = 0, r, failed;
@@ -327,7 +327,7 @@ ax_cmd_dag(int argc, char **argv)
 			free(args);
 			return 2;
 		}
-		rc = cmd_load(args[0], home, dsn);
+		rc = ax_dag_load_dir(args[0], home, dsn);
 	} else {
 		if (sub != NULL)
 			fprintf(stderr,

@@ -910,6 +910,16 @@ handle_timers(ax_actor *a, int64_t now)
 	ax_err rv;
 
 	atomic_fetch_add(&a->sys->pending, 1);
+	if (a->deadline > 0 && now >= a->deadline &&
+	    atomic_load(&a->sys->state) == SYS_NEW) {
+		/* a deadline set before start (the first tick of an actor
+		 * that loads at start) while ax_actor_system_start is still
+		 * creating threads: keep it for when the system runs, instead
+		 * of consuming it without a tick */
+		atomic_fetch_sub(&a->sys->pending, 1);
+		ax_clock_sleep_us(100);
+		return;
+	}
 	if (a->deadline > 0 && now >= a->deadline) {
 		a->deadline = 0;
 		if (a->ops->tick != NULL &&

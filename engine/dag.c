@@ -634,3 +634,427 @@ ax_json_hash(const json_t *j, char hex[AX_SHA256_HEX_LEN])
 	free(s);
 	return AX_OK;
 }
+
+/* --- JSON back to a DAG -------------------------------------------------- */
+
+/*
+ * Reading the stored definition back (ax_dag_from_json). Every accessor
+ * records the JSON pointer of the first problem in the reader; the caller
+ * turns it into one AX_EPARSE. The form read is exactly what
+ * ax_dag_to_json writes, so a DAG survives a round trip with its hash.
+ */
+typedef struct jreader {
+	ax_dagset *set;
+	char       where[160]; /* JSON pointer of the first error */
+	char       what[160];
+	int        bad;
+} jreader;
+
+static void
+jr_fail(jreader *r, const char *where, const char *fmt, const char *arg)
+{
+	if (r->bad)
+		return;
+	r->bad = 1;
+	snprintf(r->where, sizeof(r->where), "%s", where);
+	snprintf(r->what, sizeof(r->what), fmt, arg);
+}
+
+/* String member (NULL allowed when nullable). */
+static const char *
+jr_str(jreader *r, const json_t *o, const char *key, const char *ptr,
+       int nullable)
+{
+	const json_t *v = json_object_get(o, key);
+	char          p[160];
+
+	snprintf(p, sizeof(p), "%s/%s", ptr, key);
+	if ((v == NULL || json_is_null(v)) && nullable)
+		return NULL;
+	if (!json_is_string(v)) {
+		jr_fail(r, p, "expected a string%s",
+		        nullable ? " or null" : "");
+		return NULL;
+	}
+	const char *s = ax_dagset_strdup(r->set, json_string_value(v));
+	if (s == NULL)
+		jr_fail(r, p, "out of memory%s", "");
+	return s;
+}
+
+static int64_t
+jr_int(jreader *r, const json_t *o, const char *key, const char *ptr)
+{
+	const json_t *v = json_object_get(o, key);
+	char          p[160];
+
+	if (!json_is_integer(v)) {
+		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_fail(r, p, "expected an integer%s", "");
+		return 0;
+	}
+	return (int64_t) json_integer_value(v);
+}
+
+/* Duration text as written by dur_json; null gives 0 when nullable. */
+static int64_t
+jr_dur(jreader *r, const json_t *o, const char *key, const char *ptr,
+       int nullable)
+{
+	const char *s  = jr_str(r, o, key, ptr, nullable);
+	int64_t     us = 0;
+	char        p[160];
+
+	if (s == NULL)
+		return 0;
+	if (ax_duration_parse(s, &us) != AX_OK) {
+		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_fail(r, p, "bad duration '%s'", s);
+	}
+	return us;
+}
+
+/* Index of name in names[0..n) (an enum spelling), or -1 + error. */
+static int
+jr_enum(jreader *r, const json_t *o, const char *key, const char *ptr,
+        const char *(*name_of)(int), int n)
+{
+	const char *s = jr_str(r, o, key, ptr, 0);
+	char        p[160];
+
+	if (s == NULL)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (strcmp(name_of(i), s) == 0)
+			return i;
+	snprintf(p, sizeof(p), "%s/%s", ptr, key);
+	jr_fail(r, p, "unknown value '%s'", s);
+	return 0;
+}
+
+static const char *
+impact_name_i(int i)
+{
+	return ax_impact_name((ax_impact) i);
+}
+static const char *
+channel_name_i(int i)
+{
+	return ax_channel_name((ax_channel) i);
+}
+static const char *
+overlap_name_i(int i)
+{
+	return ax_overlap_name((ax_overlap) i);
+}
+static const char *
+dep_mode_name_i(int i)
+{
+	return ax_dep_mode_name((ax_dep_mode) i);
+}
+static const char *
+backoff_name_i(int i)
+{
+	return ax_backoff_name((ax_backoff) i);
+}
+static const char *
+routing_name_i(int i)
+{
+	return ax_routing_name((ax_routing_kind) i);
+}
+static const char *
+sched_kind_name_i(int i)
+{
+	return ax_sched_kind_name((ax_sched_kind) i);
+}
+
+static const json_t *
+jr_obj(jreader *r, const json_t *o, const char *key, const char *ptr)
+{
+	const json_t *v = json_object_get(o, key);
+	char          p[160];
+
+	if (!json_is_object(v)) {
+		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_fail(r, p, "expected an object%s", "");
+		return NULL;
+	}
+	return v;
+}
+
+static const json_t *
+jr_arr(jreader *r, const json_t *o, const char *key, const char *ptr)
+{
+	const json_t *v = json_object_get(o, key);
+	char          p[160];
+
+	if (!json_is_array(v)) {
+		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_fail(r, p, "expected an array%s", "");
+		return NULL;
+	}
+	return v;
+}
+
+static void
+jr_kvs(jreader *r, const json_t *o, const char *key, const char *ptr,
+       ax_kvs *out)
+{
+	const json_t *m = jr_obj(r, o, key, ptr);
+	const char   *k;
+	json_t       *v;
+	char          p[160];
+
+	memset(out, 0, sizeof(*out));
+	if (m == NULL || json_object_size(m) == 0)
+		return;
+	out->v = ax_dagset_alloc(r->set, json_object_size(m) * sizeof(ax_kv));
+	if (out->v == NULL) {
+		jr_fail(r, ptr, "out of memory%s", "");
+		return;
+	}
+	json_object_foreach((json_t *) m, k, v)
+	{
+		snprintf(p, sizeof(p), "%s/%s/%s", ptr, key, k);
+		if (!json_is_string(v)) {
+			jr_fail(r, p, "expected a string%s", "");
+			return;
+		}
+		out->v[out->n].key = ax_dagset_strdup(r->set, k);
+		out->v[out->n].value =
+		    ax_dagset_strdup(r->set, json_string_value(v));
+		out->n++;
+	}
+}
+
+/* The inverse of spec_json; every field becomes "set". */
+static void
+jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
+{
+	const json_t *rt, *res, *ro;
+	char          p[256];
+
+	ax_task_spec_defaults(s);
+	s->set      = (1u << AX_TF_COUNT_) - 1;
+	s->type     = jr_str(r, o, "type", ptr, 0);
+	s->command  = jr_str(r, o, "command", ptr, 1);
+	s->priority = (int) jr_int(r, o, "priority", ptr);
+	s->channel =
+	    (ax_channel) jr_enum(r, o, "channel", ptr, channel_name_i, 4);
+	s->worker_group = jr_str(r, o, "worker_group", ptr, 1);
+	s->pool         = jr_str(r, o, "pool", ptr, 1);
+	snprintf(p, sizeof(p), "%s/retries", ptr);
+	if ((rt = jr_obj(r, o, "retries", ptr)) != NULL) {
+		s->retries.count    = (int) jr_int(r, rt, "count", p);
+		s->retries.backoff  = (ax_backoff) jr_enum(r, rt, "backoff", p,
+		                                           backoff_name_i, 2);
+		s->retries.delay_us = jr_dur(r, rt, "delay", p, 0);
+		s->retries.max_delay_us = jr_dur(r, rt, "max_delay", p, 0);
+	}
+	s->timeout_us = jr_dur(r, o, "timeout", ptr, 1);
+	snprintf(p, sizeof(p), "%s/resources", ptr);
+	if ((res = jr_obj(r, o, "resources", ptr)) != NULL) {
+		s->cpu_milli    = (int) jr_int(r, res, "cpu_milli", p);
+		s->memory_bytes = jr_int(r, res, "memory_bytes", p);
+	}
+	s->shards = (int) jr_int(r, o, "shards", ptr);
+	snprintf(p, sizeof(p), "%s/routing", ptr);
+	if ((ro = jr_obj(r, o, "routing", ptr)) != NULL) {
+		s->routing.kind = (ax_routing_kind) jr_enum(
+		    r, ro, "strategy", p, routing_name_i, 5);
+		s->routing.key  = jr_str(r, ro, "key", p, 1);
+		s->routing.node = jr_str(r, ro, "node", p, 1);
+	}
+	jr_kvs(r, o, "params", ptr, &s->params);
+	jr_kvs(r, o, "env", ptr, &s->env);
+}
+
+static void
+jr_task(jreader *r, const json_t *tj, const char *ptr, ax_task *t)
+{
+	const json_t *dj;
+	const char   *thash;
+
+	jr_spec(r, tj, ptr, &t->eff);
+	t->spec          = t->eff;
+	t->name          = jr_str(r, tj, "name", ptr, 0);
+	t->template_name = jr_str(r, tj, "template", ptr, 1);
+	thash            = jr_str(r, tj, "template_hash", ptr, 1);
+	if (thash != NULL) {
+		/* a stand-in carrying the name and hash the JSON records; the
+		 * template's own spec is already merged into eff */
+		ax_task_template *tpl = ax_dagset_alloc(r->set, sizeof(*tpl));
+		if (tpl == NULL || strlen(thash) >= AX_SHA256_HEX_LEN) {
+			jr_fail(r, ptr, "bad template_hash%s", "");
+			return;
+		}
+		tpl->name  = t->template_name;
+		tpl->valid = 1;
+		memcpy(tpl->hash, thash, strlen(thash) + 1);
+		ax_task_spec_defaults(&tpl->spec);
+		t->template = tpl;
+	}
+	if ((dj = jr_arr(r, tj, "depends_on", ptr)) == NULL)
+		return;
+	t->n_depends = json_array_size(dj);
+	if (t->n_depends == 0)
+		return;
+	t->depends_on =
+	    ax_dagset_alloc(r->set, t->n_depends * sizeof(const char *));
+	t->depends_pos =
+	    ax_dagset_alloc(r->set, t->n_depends * sizeof(ax_pos));
+	t->deps = ax_dagset_alloc(r->set, t->n_depends * sizeof(size_t));
+	if (!t->depends_on || !t->depends_pos || !t->deps) {
+		jr_fail(r, ptr, "out of memory%s", "");
+		return;
+	}
+	for (size_t k = 0; k < t->n_depends; k++) {
+		const json_t *v = json_array_get(dj, k);
+		if (!json_is_string(v)) {
+			jr_fail(r, ptr, "depends_on: expected strings%s", "");
+			return;
+		}
+		t->depends_on[k] =
+		    ax_dagset_strdup(r->set, json_string_value(v));
+	}
+}
+
+static void
+jr_dag(jreader *r, const json_t *j, ax_dag *d)
+{
+	const json_t *sched, *conc, *arr;
+	char          p[160];
+
+	d->name   = jr_str(r, j, "name", "", 0);
+	d->owner  = jr_str(r, j, "owner", "", 1);
+	d->impact = (ax_impact) jr_enum(r, j, "impact", "", impact_name_i, 4);
+	d->description = jr_str(r, j, "description", "", 1);
+	if ((arr = jr_arr(r, j, "tags", "")) != NULL &&
+	    json_array_size(arr) > 0) {
+		d->n_tags = json_array_size(arr);
+		d->tags = ax_dagset_alloc(r->set, d->n_tags * sizeof(char *));
+		for (size_t i = 0; d->tags && i < d->n_tags; i++) {
+			const json_t *v = json_array_get(arr, i);
+			if (!json_is_string(v))
+				jr_fail(r, "/tags", "expected strings%s", "");
+			else
+				d->tags[i] = ax_dagset_strdup(
+				    r->set, json_string_value(v));
+		}
+	}
+	if ((sched = jr_obj(r, j, "schedule", "")) != NULL) {
+		d->schedule.kind = (ax_sched_kind) jr_enum(
+		    r, sched, "kind", "/schedule", sched_kind_name_i, 4);
+		d->schedule.cron = jr_str(r, sched, "cron", "/schedule", 1);
+		d->schedule.timezone =
+		    jr_str(r, sched, "timezone", "/schedule", 1);
+		d->schedule.every_us =
+		    jr_dur(r, sched, "every", "/schedule", 1);
+		d->schedule.at = jr_str(r, sched, "at", "/schedule", 1);
+	}
+	d->start = jr_str(r, j, "start", "", 1);
+	d->end   = jr_str(r, j, "end", "", 1);
+	if (!json_is_boolean(json_object_get(j, "catchup")))
+		jr_fail(r, "/catchup", "expected a boolean%s", "");
+	d->catchup = json_is_true(json_object_get(j, "catchup"));
+	if ((conc = jr_obj(r, j, "concurrency", "")) != NULL) {
+		d->max_active_runs =
+		    (int) jr_int(r, conc, "max_active_runs", "/concurrency");
+		d->policy = (ax_overlap) jr_enum(
+		    r, conc, "policy", "/concurrency", overlap_name_i, 4);
+	}
+	ax_task_spec_defaults(&d->defaults);
+	jr_kvs(r, j, "params", "", &d->params);
+	if ((arr = jr_arr(r, j, "depends_on_dags", "")) != NULL &&
+	    json_array_size(arr) > 0) {
+		d->n_deps = json_array_size(arr);
+		d->deps =
+		    ax_dagset_alloc(r->set, d->n_deps * sizeof(ax_dag_dep));
+		for (size_t i = 0; d->deps && i < d->n_deps; i++) {
+			const json_t *dj = json_array_get(arr, i);
+			snprintf(p, sizeof(p), "/depends_on_dags/%zu", i);
+			d->deps[i].dag  = jr_str(r, dj, "dag", p, 0);
+			d->deps[i].mode = (ax_dep_mode) jr_enum(
+			    r, dj, "mode", p, dep_mode_name_i, 2);
+		}
+	}
+	if ((arr = jr_arr(r, j, "tasks", "")) == NULL)
+		return;
+	d->n_tasks = json_array_size(arr);
+	if (d->n_tasks > 0)
+		d->tasks =
+		    ax_dagset_alloc(r->set, d->n_tasks * sizeof(ax_task));
+	for (size_t i = 0; d->tasks && i < d->n_tasks; i++) {
+		snprintf(p, sizeof(p), "/tasks/%zu", i);
+		jr_task(r, json_array_get(arr, i), p, &d->tasks[i]);
+	}
+}
+
+/* Resolves depends_on names into indices; 0 or an error in r. */
+static void
+jr_resolve(jreader *r, ax_dag *d)
+{
+	char p[160];
+
+	for (size_t i = 0; i < d->n_tasks && !r->bad; i++) {
+		ax_task *t = &d->tasks[i];
+		for (size_t k = 0; k < t->n_depends; k++) {
+			long ix = ax_dag_task_index(d, t->depends_on[k]);
+			if (ix < 0) {
+				snprintf(p, sizeof(p),
+				         "/tasks/%zu/depends_on/%zu", i, k);
+				jr_fail(r, p, "unknown task '%s'",
+				        t->depends_on[k]);
+				return;
+			}
+			t->deps[k] = (size_t) ix;
+		}
+	}
+}
+
+ax_err
+ax_dag_from_json(ax_dagset *set, const json_t *j, ax_dag **out)
+{
+	jreader r = { .set = set };
+	ax_dag *d;
+	json_t *back;
+	ax_err  rv;
+
+	*out = NULL;
+	if (!json_is_object(j))
+		return ax_err_set(AX_EPARSE,
+		                  "DAG definition: expected a JSON "
+		                  "object");
+	if (!json_is_string(json_object_get(j, "kind")) ||
+	    strcmp(json_string_value(json_object_get(j, "kind")), "DAG") != 0)
+		return ax_err_set(AX_EPARSE,
+		                  "DAG definition /kind: expected \"DAG\"");
+	if ((d = ax_dagset_add_dag(set)) == NULL)
+		return ax_err_set(AX_ENOMEM, "DAG definition");
+	jr_dag(&r, j, d);
+	if (!r.bad)
+		jr_resolve(&r, d);
+	if (r.bad) {
+		set->n_dags--; /* drop the half-built DAG (arena keeps bytes)
+		                */
+		return ax_err_set(AX_EPARSE, "DAG definition %s: %s",
+		                  r.where[0] ? r.where : "/", r.what);
+	}
+	if ((rv = ax_dag_toposort(set, d)) != AX_OK) {
+		set->n_dags--;
+		return rv;
+	}
+	if ((back = ax_dag_to_json(d)) == NULL) {
+		set->n_dags--;
+		return ax_err_set(AX_ENOMEM, "DAG definition");
+	}
+	rv = ax_json_hash(back, d->hash);
+	json_decref(back);
+	if (rv != AX_OK) {
+		set->n_dags--;
+		return rv;
+	}
+	d->valid = 1;
+	*out     = d;
+	return AX_OK;
+}

@@ -88,12 +88,17 @@ typedef enum ax_routing_kind {
 	AX_ROUTE_PINNED,          /* one node */
 } ax_routing_kind;
 
+/* Also declared, identically, by schedule.h: whichever comes first wins,
+ * so a module may include both. */
+#ifndef AX_SCHED_KIND_DEFINED
+#define AX_SCHED_KIND_DEFINED
 typedef enum ax_sched_kind {
 	AX_SCHED_NONE = 0, /* API / manual triggers only */
 	AX_SCHED_CRON,
 	AX_SCHED_EVERY, /* fixed rate anchored at start */
 	AX_SCHED_AT,    /* one instant */
 } ax_sched_kind;
+#endif
 
 /* Enum <-> YAML spelling ("P0", "px", "serial", ...). */
 const char *ax_impact_name(ax_impact v);
@@ -341,6 +346,19 @@ ax_err ax_dag_toposort(ax_dagset *set, ax_dag *dag);
  */
 json_t *ax_dag_to_json(const ax_dag *dag);
 json_t *ax_template_to_json(const ax_task_template *tpl);
+
+/*
+ * The inverse of ax_dag_to_json: rebuilds a DAG from its stored definition
+ * (dag_versions.definition) into set. The result has effective tasks
+ * (spec == eff), resolved deps, topo, valid = 1 and the content hash of
+ * its canonical JSON, which equals the hash of the DAG that was stored.
+ * Positions are unknown (0). A task's template is a stand-in carrying
+ * only the name and hash the JSON records. Errors: AX_EPARSE naming the
+ * JSON pointer of the first bad member ("DAG definition /tasks/2/shards:
+ * expected an integer"), AX_EINVAL for a dependency cycle, AX_ENOMEM.
+ * *out (owned by set) is NULL on failure.
+ */
+ax_err ax_dag_from_json(ax_dagset *set, const json_t *j, ax_dag **out);
 
 /* SHA-256 hex of the canonical dump of j (sorted keys, compact). */
 ax_err ax_json_hash(const json_t *j, char hex[AX_SHA256_HEX_LEN]);

@@ -280,10 +280,11 @@ validate_templates(vctx *v)
 			}
 		}
 		if ((t->spec.set & AX_TF_TYPE) &&
-		    strcmp(t->spec.type, "bash") != 0)
+		    strcmp(t->spec.type, "bash") != 0 &&
+		    strcmp(t->spec.type, "noop") != 0)
 			ERR(set, t->pos,
 			    "task type '%s' is not supported yet; supported: "
-			    "bash",
+			    "bash, noop",
 			    t->spec.type);
 		check_spec_names(set, &t->spec, t->pos);
 		check_layer(set, &any, &t->spec, NULL);
@@ -399,9 +400,12 @@ resolve_task(vctx *v, ax_dag *d, ax_task *t)
 		}
 	}
 	merge_spec(set, &t->eff, &t->spec);
-	if (strcmp(t->eff.type, "bash") != 0)
+	/* noop: completes inside the worker without a process (benchmarks) */
+	if (strcmp(t->eff.type, "bash") != 0 &&
+	    strcmp(t->eff.type, "noop") != 0)
 		ERR(set, t->name_pos.line ? t->name_pos : t->pos,
-		    "task type '%s' is not supported yet; supported: bash",
+		    "task type '%s' is not supported yet; supported: bash, "
+		    "noop",
 		    t->eff.type);
 	if (t->eff.command == NULL &&
 	    (t->template_name == NULL || t->template))

@@ -34,12 +34,16 @@
 #define AX_SCHED_NO_START INT64_MIN
 #define AX_SCHED_NO_END   INT64_MAX
 
+/* Also declared, identically, by dag.h (see there). */
+#ifndef AX_SCHED_KIND_DEFINED
+#define AX_SCHED_KIND_DEFINED
 typedef enum ax_sched_kind {
 	AX_SCHED_NONE = 0,
 	AX_SCHED_CRON,
 	AX_SCHED_EVERY,
 	AX_SCHED_AT,
 } ax_sched_kind;
+#endif
 
 /* What to build; strings are copied, tz is borrowed (see below). */
 typedef struct ax_sched_spec {

@@ -1,33 +1,69 @@
 /*
  * ax_worker.c - one worker of a worker group: pulls attempts, runs them and
- * reports results (DESIGN.md section 4).
+ * reports results (DESIGN.md section 4). Options and signals here; the
+ * loop and protocol live in worker_client.c.
+ *
+ * Signals: SIGTERM and SIGINT write one byte to a self-pipe that the
+ * loop polls (first: drain; second: kill the attempts and exit).
+ * SIGCHLD keeps its default: the executors reap every child.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "ax_config.h"
+#include "clock.h"
+#include "config.h"
 #include "log.h"
+#include "worker_client.h"
+
+static int stop_pipe[2] = { -1, -1 };
+
+static void
+on_stop(int sig)
+{
+	int  saved = errno;
+	char b     = (char) sig;
+	if (write(stop_pipe[1], &b, 1) < 0)
+		(void) 0;
+	errno = saved;
+}
 
 static void
 usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: ax-worker [--config FILE] [--help] [--version]\n"
+	    "usage: ax-worker [--config FILE] [--server URL] [--group G]\n"
+	    "                 [--slots N] [--id NAME] [--log-dir DIR]\n"
 	    "\n"
-	    "The AX scheduler: hosts the actor pipeline (DAG loader, time,\n"
-	    "dependency and resource detectors, instance generator, "
-	    "renderer,\n"
-	    "hooks, result handler, event emitter) and the queue service.\n"
+	    "One worker of an AX worker group: registers with the queue\n"
+	    "service, pulls attempts for its free slots, runs them (bash,\n"
+	    "noop), reports their start and result, heartbeats.\n"
 	    "\n"
-	    "  -c, --config FILE  configuration file (YAML); AX_* variables\n"
-	    "                     override its keys\n"
-	    "  -h, --help         show this help\n"
-	    "  -V, --version      show the version\n"
+	    "  -c, --config FILE   configuration file (YAML); AX_* "
+	    "variables\n"
+	    "                      override its keys, flags override "
+	    "both\n"
+	    "  -s, --server URL    queue address (worker.server), "
+	    "tcp:// or ipc://\n"
+	    "  -g, --group G       worker group (worker.group)\n"
+	    "  -n, --slots N       attempts run at once (worker.slots)\n"
+	    "  -i, --id NAME       worker id (worker.id; default "
+	    "hostname:pid)\n"
+	    "  -l, --log-dir DIR   attempt logs (worker.log_dir)\n"
+	    "  -h, --help          show this help\n"
+	    "  -V, --version       show the version\n"
 	    "\n"
-	    "Exit status: 0 after a clean shutdown, 1 on a runtime error,\n"
-	    "2 on a usage error.\n");
+	    "SIGTERM drains (finish running attempts, report, leave);\n"
+	    "a second SIGTERM kills the running attempts and exits.\n"
+	    "Exit status: 0 after a drain, 1 on a runtime error or a\n"
+	    "forced stop, 2 on a usage or configuration error.\n");
 }
 
 int
@@ -35,15 +71,44 @@ main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
+		{ "server", required_argument, NULL, 's' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "slots", required_argument, NULL, 'n' },
+		{ "id", required_argument, NULL, 'i' },
+		{ "log-dir", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	const char *path = NULL, *flags[5][2] = { { 0 } };
+	size_t      nflags = 0;
+	ax_config  *cfg;
+	ax_worker  *w;
+	ax_err      rv;
+	char        logs[1024];
+	int         c, lvl;
 
-	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:g:n:i:l:hV", opts, NULL)) !=
+	       -1) {
+		const char *key = NULL;
 		switch (c) {
 		case 'c':
+			path = optarg;
+			break;
+		case 's':
+			key = "worker.server";
+			break;
+		case 'g':
+			key = "worker.group";
+			break;
+		case 'n':
+			key = "worker.slots";
+			break;
+		case 'i':
+			key = "worker.id";
+			break;
+		case 'l':
+			key = "worker.log_dir";
 			break;
 		case 'h':
 			usage(stdout);
@@ -55,7 +120,69 @@ main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+		if (key != NULL && nflags < 5) {
+			flags[nflags][0]   = key;
+			flags[nflags++][1] = optarg;
+		}
 	}
-	ax_log_error("worker", "the worker is not built yet");
-	return 1;
+	if (optind < argc) {
+		fprintf(stderr, "ax-worker: unexpected argument '%s'\n",
+		        argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if ((rv = ax_config_load(path, &cfg)) != AX_OK) {
+		fprintf(stderr, "ax-worker: %s\n", ax_err_detail());
+		return 2;
+	}
+	for (size_t i = 0; i < nflags; i++)
+		if (ax_config_set(cfg, flags[i][0], flags[i][1]) != AX_OK) {
+			fprintf(stderr, "ax-worker: %s\n", ax_err_detail());
+			ax_config_free(cfg);
+			return 2;
+		}
+	lvl = ax_log_level_parse(ax_config_str(cfg, "log.level"));
+	ax_log_init(lvl < 0 ? AX_LOG_INFO : (ax_log_level) lvl, 2);
+	if (*ax_config_str(cfg, "worker.log_dir"))
+		snprintf(logs, sizeof(logs), "%s",
+		         ax_config_str(cfg, "worker.log_dir"));
+	else
+		snprintf(logs, sizeof(logs), "%s/logs",
+		         ax_config_str(cfg, "home"));
+
+	ax_worker_opts o = {
+		.server       = ax_config_str(cfg, "worker.server"),
+		.group        = ax_config_str(cfg, "worker.group"),
+		.id           = ax_config_str(cfg, "worker.id"),
+		.log_dir      = logs,
+		.slots        = (int32_t) ax_config_int(cfg, "worker.slots"),
+		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
+		.kill_grace_us =
+		    ax_config_duration_us(cfg, "worker.kill_grace"),
+	};
+	if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		fprintf(stderr, "ax-worker: pipe: %s\n", strerror(errno));
+		ax_config_free(cfg);
+		return 1;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((rv = ax_worker_new(&o, &w)) != AX_OK) {
+		fprintf(stderr, "ax-worker: %s\n", ax_err_detail());
+		ax_config_free(cfg);
+		return rv == AX_EINVAL ? 2 : 1;
+	}
+	rv = ax_worker_run(w, stop_pipe[0]);
+	if (rv != AX_OK && rv != AX_ECLOSED)
+		ax_log_error("ax-worker", "%s", ax_err_detail());
+	ax_worker_free(w); /* kills what still runs (second SIGTERM) */
+	ax_config_free(cfg);
+	return rv == AX_OK ? 0 : 1;
 }

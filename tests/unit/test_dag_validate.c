@@ -346,7 +346,7 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 		  "  - {name: a, type: sql, command: select 1}\n"
 		  "",
 		  "t.yaml:4:12: error: task type 'sql' is not supported yet; "
-		  "supported: bash" },
+		  "supported: bash, noop" },
 		{ "no_command",
 		  "kind: DAG\n"
 		  "name: t\n"

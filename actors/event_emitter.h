@@ -1,0 +1,51 @@
+/*
+ * event_emitter.h - the event emitter actor ("event_emitter").
+ *
+ * Role (DESIGN.md 2, 5): every actor sends its Events here (items of
+ * type AX_ITEM_EVENT). Each event goes through a const table of sinks:
+ *   "log"        one structured log line per event, with its reason and
+ *                ids; decision events (instance.admitted / delayed /
+ *                blocked, admission.skipped, attempt.reported) at debug,
+ *                the others at info, so logs stay readable under load;
+ *   "event_log"  events not yet persisted by their producer
+ *                (persisted = 0) are inserted into event_log in batches
+ *                (ON CONFLICT (event_id) DO NOTHING: re-sends are no-ops).
+ * The nng PUB and OpenLineage sinks of issue 5 are further rows of that
+ * table.
+ *
+ * Never blocks the pipeline: while PostgreSQL is unreachable the
+ * event_log sink keeps a bounded buffer (config events.buffer), counts
+ * the events it had to drop, and retries from a tick with backoff (100 ms
+ * doubling to 5 s); handling a batch meanwhile costs no database call.
+ */
+#ifndef AX_EVENT_EMITTER_H
+#define AX_EVENT_EMITTER_H
+
+#include <stdint.h>
+
+#include "pipeline.h"
+
+typedef struct ax_event_emitter ax_event_emitter;
+
+/* Counters (any thread). */
+typedef struct ax_event_emitter_stats {
+	uint64_t events;   /* events received */
+	uint64_t stored;   /* rows inserted into event_log */
+	uint64_t dropped;  /* events lost because the buffer was full */
+	uint64_t buffered; /* events waiting for event_log now */
+	uint64_t failures; /* failed event_log writes */
+	uint64_t bad;      /* items that were not an ax.Event */
+} ax_event_emitter_stats;
+
+/*
+ * Adds the actor "event_emitter" to sys. *out (may be NULL) reads its
+ * counters; owned by the system. ctx->dsn NULL disables the event_log
+ * sink. ctx must outlive the system.
+ */
+ax_err ax_event_emitter_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
+                            ax_event_emitter **out);
+
+void ax_event_emitter_stats_get(const ax_event_emitter *em,
+                                ax_event_emitter_stats *out);
+
+#endif /* AX_EVENT_EMITTER_H */

@@ -1,0 +1,114 @@
+/*
+ * flow_util.h - small pieces shared by the flow actors (resource detector,
+ * instance generator, renderer, hooks, result handler, event emitter).
+ *
+ * - ax_flow_map: a string-keyed hash map (chained, power-of-two buckets,
+ *   grows at load 1), the in-memory index of the actors that dedupe or
+ *   wait by instance key. O(1) per operation; one thread (the actor's).
+ * - ax_flow_key: the instance key (dag, task, logical time, shard) as one
+ *   string, the same key that is unique in task_instances.
+ * - ax_flow_event_*: events with every id of an instance (task, logical
+ *   time and shard included, which ax_pipeline_event cannot carry), and
+ *   the mapping of an ax.Event to a row of event_log.
+ */
+#ifndef AX_FLOW_UTIL_H
+#define AX_FLOW_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline.h"
+#include "store_attempts.h"
+#include "uuid.h"
+
+/* ---------------------------------------------------------------------- */
+/* map */
+
+typedef struct ax_flow_map ax_flow_map;
+
+/* Creates an empty map. AX_ENOMEM. */
+ax_err ax_flow_map_new(ax_flow_map **out);
+
+/* Frees the map; free_val (may be NULL) is called on every value. */
+void ax_flow_map_free(ax_flow_map *m, void (*free_val)(void *));
+
+/* The value of key, or NULL. */
+void *ax_flow_map_get(const ax_flow_map *m, const char *key);
+
+/* Sets key (copied) to val, replacing any value. AX_ENOMEM. */
+ax_err ax_flow_map_put(ax_flow_map *m, const char *key, void *val);
+
+/* Removes key; returns its value (NULL when absent). */
+void *ax_flow_map_del(ax_flow_map *m, const char *key);
+
+size_t ax_flow_map_count(const ax_flow_map *m);
+
+/* Calls fn(arg, key, val) for every entry; fn must not change the map. */
+void ax_flow_map_each(const ax_flow_map *m,
+                      void (*fn)(void *arg, const char *key, void *val),
+                      void *arg);
+
+/* ---------------------------------------------------------------------- */
+/* keys */
+
+#define AX_FLOW_KEY_MAX 600
+
+/* "dag\x1ftask\x1flogical_us\x1fshard" into buf; returns buf. */
+char *ax_flow_key(const Ax__InstanceRef *ref, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------- */
+/* events */
+
+/* Storage for one event built by ax_flow_event_init (id and strings). */
+typedef struct ax_flow_event {
+	Ax__Event ev;
+	char      id[AX_UUID_LEN];
+} ax_flow_event;
+
+/*
+ * Fills e with a fresh id, now, type, reason, source and the ids of ref
+ * (may be NULL), run_id / attempt (may be NULL / 0), trace (may be NULL)
+ * and payload (a JSON object text or NULL). Strings are borrowed: they
+ * must outlive the send / store call.
+ */
+void ax_flow_event_init(ax_flow_event *e, const char *source, const char *type,
+                        const char *reason, const Ax__InstanceRef *ref,
+                        const char *run_id, int32_t attempt, const char *trace,
+                        const char *payload);
+
+/* Sends e->ev to the event emitter with persisted set as given. */
+ax_err ax_flow_event_send(ax_actor *self, ax_flow_event *e, int persisted);
+
+/* The event_log row of ev (strings point into ev). */
+void ax_flow_event_row(const Ax__Event *ev, ax_store_event_row *row);
+
+/* Text form of InstanceReady.channel for task_instances.channel
+ * ("P0", "Px", "k8s", "biz"). */
+const char *ax_flow_db_channel(const char *channel);
+
+/* ---------------------------------------------------------------------- */
+/* commands kept while PostgreSQL is unreachable */
+
+/* A bounded FIFO of unpacked commands (owned); zeroed = empty. */
+typedef struct ax_flow_pending {
+	Ax__Command **v;
+	size_t        n, cap;
+	size_t        max;     /* 0: 100000 */
+	uint64_t      dropped; /* commands refused because it was full */
+} ax_flow_pending;
+
+/* Keeps cmd (ownership passes); frees and counts it when full. */
+void ax_flow_pending_keep(ax_flow_pending *p, Ax__Command *cmd);
+
+/* Hands every kept command to the caller (free the array and the
+ * commands); the FIFO is empty afterwards. */
+Ax__Command **ax_flow_pending_take(ax_flow_pending *p, size_t *n);
+
+/* Frees what is kept. */
+void ax_flow_pending_fini(ax_flow_pending *p);
+
+/* 1 for the errors after which a batch is worth running again later
+ * (connection lost, serialization, timeout, generic database error). */
+int ax_flow_db_transient(ax_err rv);
+
+#endif /* AX_FLOW_UTIL_H */

@@ -1,0 +1,573 @@
+/*
+ * instance_generator.c - plans -> PENDING rows, admissions -> READY +
+ * attempt rows, one transaction per batch (see instance_generator.h).
+ *
+ * Failure handling: when PostgreSQL is unreachable (the store already
+ * retried and reconnected for its timeout) the commands of the batch are
+ * kept, in order, and the batch is run again from a tick one second
+ * later; nothing is acknowledged downstream before its commit, and the
+ * replay is harmless because every write is idempotent.
+ *
+ * Workload: batches of up to max_batch admissions; a batch costs about
+ * five round trips (instance upsert x2, lock, move, attempt insert) plus
+ * one for its events, whatever its size.
+ */
+#include "instance_generator.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "dag_registry.h"
+#include "flow_util.h"
+#include "store.h"
+#include "store_attempts.h"
+
+#define IG_RETRY_US    AX_USEC_PER_SEC
+#define IG_PENDING_MAX 100000 /* commands kept while the DB is down */
+
+typedef struct ig_state {
+	const ax_pipeline_ctx *ctx;
+	ax_store              *store;
+	Ax__Command          **pending; /* failed commands, kept in order */
+	size_t                 npending, cappending;
+	uint64_t               created, replayed, skipped, dropped, planned;
+} ig_state;
+
+/* One admission of the batch being written. */
+typedef struct ig_adm {
+	Ax__Admission     *adm;
+	const char        *trace;
+	ax_dag_entry      *entry; /* ref, released after the batch */
+	const ax_task     *task;
+	int                ok; /* resolved: dag and run known */
+	ax_store_ti_row    ti;
+	ax_store_admit_row ad;
+	ax_flow_event      ev;
+	char               payload[96];
+} ig_adm;
+
+typedef struct ig_batch {
+	ig_adm             *a;
+	size_t              n;
+	ax_store_ti_row    *ti; /* rows to make sure of */
+	size_t             *ti_of;
+	size_t              nti;
+	ax_store_admit_row *ad;
+	size_t              nad;
+	ax_store_event_row *evrows;
+} ig_batch;
+
+/* ---------------------------------------------------------------------- */
+
+static ax_err
+ensure_store(ig_state *st)
+{
+	if (st->store != NULL)
+		return AX_OK;
+	return ax_store_open(st->ctx->dsn, &st->store);
+}
+
+/* The registry entry of the instance's DAG version (loaded on demand). */
+static ax_dag_entry *
+entry_of(ig_state *st, const Ax__InstanceRef *ref)
+{
+	ax_dag_registry *reg = st->ctx->registry;
+	ax_dag_entry    *e   = NULL;
+
+	if (reg == NULL)
+		return NULL;
+	if (ref->dag_version_id != 0) {
+		e = ax_dag_registry_version(reg, ref->dag_version_id);
+		if (e == NULL && ensure_store(st) == AX_OK &&
+		    ax_dag_registry_load_version(reg, st->store,
+		                                 ref->dag_version_id) == AX_OK)
+			e = ax_dag_registry_version(reg, ref->dag_version_id);
+	}
+	if (e == NULL)
+		e = ax_dag_registry_current(reg, ref->dag);
+	return e;
+}
+
+/* Fills the instance row of an admission from the message and the DAG. */
+static void
+resolve(ig_state *st, ig_adm *x)
+{
+	const Ax__InstanceRef   *ref = x->adm->instance;
+	const Ax__InstanceReady *rd  = x->adm->ready;
+
+	x->entry = entry_of(st, ref);
+	if (x->entry != NULL)
+		x->task = ax_dag_entry_task(x->entry, ref->task);
+	if (x->entry == NULL || x->task == NULL || ref->dag_run_id == 0) {
+		ax_logf(
+		    AX_LOG_ERROR, "instance_generator", "UNKNOWN_DAG", NULL,
+		    "admission of %s.%s (version %lld, run %lld) dropped: "
+		    "%s",
+		    ref->dag, ref->task, (long long) ref->dag_version_id,
+		    (long long) ref->dag_run_id,
+		    ref->dag_run_id == 0 ? "no dag_run id"
+		                         : "DAG version or task not loaded");
+		return;
+	}
+	x->ok = 1;
+	x->ti = (ax_store_ti_row) {
+		.dag_run_id      = ref->dag_run_id,
+		.dag_id          = x->entry->dag_id,
+		.task            = ref->task,
+		.logical_time_us = ref->logical_time_us,
+		.shard           = ref->shard_index,
+		.shard_total     = ref->shard_total > 0 ? ref->shard_total : 1,
+		.priority = rd != NULL ? rd->priority : x->task->eff.priority,
+		.channel = ax_flow_db_channel(rd != NULL ? rd->channel : NULL),
+		.worker_group = rd != NULL && rd->worker_group[0]
+		    ? rd->worker_group
+		    : x->task->eff.worker_group,
+		.pool         = rd != NULL && rd->pool[0] ? rd->pool : NULL,
+		.max_tries    = 1 +
+		    (x->task->eff.retries.count > 0
+		         ? x->task->eff.retries.count
+		         : 0),
+		.state  = AX_TI_PENDING,
+		.reason = "WAIT_RESOURCE",
+	};
+	x->ad.instance_id    = ref->instance_id;
+	x->ad.due_at_us      = rd != NULL && rd->due_at_us != 0
+	         ? rd->due_at_us
+	         : x->adm->decided_at_us;
+	x->ad.admitted_at_us = x->adm->decided_at_us != 0
+	    ? x->adm->decided_at_us
+	    : ax_clock_utc_us();
+}
+
+static ax_err
+admit_tx(ax_store *s, void *arg)
+{
+	ig_batch *b   = arg;
+	size_t    nev = 0;
+	ax_err    rv;
+
+	if (b->nti > 0) {
+		if ((rv = ax_store_insert_instances(s, b->ti, b->nti, NULL)) !=
+		    AX_OK)
+			return rv;
+		for (size_t k = 0; k < b->nti; k++)
+			b->a[b->ti_of[k]].ad.instance_id =
+			    b->ti[k].instance_id;
+	}
+	b->nad = 0;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->a[i].ok)
+			b->ad[b->nad++] = b->a[i].ad;
+	if ((rv = ax_store_admit(s, b->ad, b->nad)) != AX_OK)
+		return rv;
+	for (size_t i = 0, k = 0; i < b->n; i++) {
+		ig_adm *x = &b->a[i];
+		if (!x->ok)
+			continue;
+		x->ad = b->ad[k++];
+		if (x->ad.action != AX_ADMIT_NEW)
+			continue;
+		x->adm->instance->instance_id = x->ad.instance_id;
+		snprintf(x->payload, sizeof(x->payload),
+		         "{\"from\":\"%s\",\"to\":\"READY\"}",
+		         ax_state_name(x->ad.state_before));
+		ax_flow_event_init(&x->ev, "instance_generator",
+		                   "instance.ready", NULL, x->adm->instance,
+		                   x->ad.run_id, x->ad.attempt, x->trace,
+		                   x->payload);
+		ax_flow_event_row(&x->ev.ev, &b->evrows[nev++]);
+	}
+	return ax_store_insert_events(s, b->evrows, nev, NULL, NULL);
+}
+
+static void
+send_release(ax_actor *self, ig_adm *x)
+{
+	Ax__Command              cmd = AX__COMMAND__INIT;
+	Ax__SlotReleased         sr  = AX__SLOT_RELEASED__INIT;
+	const Ax__InstanceReady *rd  = x->adm->ready;
+
+	sr.instance       = x->adm->instance;
+	sr.run_id         = x->ad.run_id;
+	sr.attempt        = x->ad.attempt;
+	sr.worker_group   = rd != NULL ? rd->worker_group : "";
+	sr.pool           = rd != NULL ? rd->pool : "";
+	sr.slots          = rd != NULL ? rd->slots : 1;
+	sr.state          = (char *) ax_state_name(x->ad.state_before);
+	cmd.body_case     = AX__COMMAND__BODY_SLOT_RELEASED;
+	cmd.slot_released = &sr;
+	cmd.issued_at_us  = ax_clock_utc_us();
+	if (x->trace != NULL)
+		cmd.trace_id = (char *) x->trace;
+	(void) ax_pipeline_send(self, AX_A_RESOURCE_DETECTOR, &cmd);
+}
+
+static void
+send_created(ax_actor *self, ig_adm *x)
+{
+	Ax__Command        cmd = AX__COMMAND__INIT;
+	Ax__AttemptCreated ac  = AX__ATTEMPT_CREATED__INIT;
+
+	x->adm->instance->instance_id = x->ad.instance_id;
+	ac.instance                   = x->adm->instance;
+	ac.run_id                     = x->ad.run_id;
+	ac.attempt                    = x->ad.attempt;
+	ac.ready                      = x->adm->ready;
+	ac.admitted_at_us             = x->ad.admitted_at_us;
+	cmd.body_case                 = AX__COMMAND__BODY_ATTEMPT_CREATED;
+	cmd.attempt_created           = &ac;
+	cmd.issued_at_us              = ax_clock_utc_us();
+	if (x->trace != NULL)
+		cmd.trace_id = (char *) x->trace;
+	(void) ax_pipeline_send(self, AX_A_RENDERER, &cmd);
+}
+
+/* After the commit: messages and events for every admission. */
+static void
+admit_after(ax_actor *self, ig_state *st, ig_batch *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		ig_adm *x = &b->a[i];
+		if (!x->ok) {
+			st->dropped++;
+			send_release(self, x);
+			continue;
+		}
+		switch (x->ad.action) {
+		case AX_ADMIT_NEW:
+			st->created++;
+			(void) ax_flow_event_send(self, &x->ev, 1);
+			send_created(self, x);
+			break;
+		case AX_ADMIT_REPLAY:
+			st->replayed++;
+			send_created(self, x);
+			break;
+		default: {
+			ax_flow_event e;
+			char          pl[64];
+			snprintf(pl, sizeof(pl), "{\"state\":\"%s\"}",
+			         x->ad.action == AX_ADMIT_MISSING
+			             ? "MISSING"
+			             : ax_state_name(x->ad.state_before));
+			ax_flow_event_init(
+			    &e, ax_actor_name(self), "admission.skipped", NULL,
+			    x->adm->instance, NULL, 0, x->trace, pl);
+			(void) ax_flow_event_send(self, &e, 0);
+			st->skipped++;
+			send_release(self, x);
+		}
+		}
+	}
+}
+
+/* Writes a batch of ADMIT admissions. */
+static ax_err
+do_admissions(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
+{
+	ig_batch b;
+	ax_err   rv = AX_ENOMEM;
+
+	memset(&b, 0, sizeof(b));
+	b.a      = calloc(n, sizeof(*b.a));
+	b.ti     = calloc(n, sizeof(*b.ti));
+	b.ti_of  = calloc(n, sizeof(*b.ti_of));
+	b.ad     = calloc(n, sizeof(*b.ad));
+	b.evrows = calloc(n, sizeof(*b.evrows));
+	if (b.a == NULL || b.ti == NULL || b.ti_of == NULL || b.ad == NULL ||
+	    b.evrows == NULL)
+		goto out;
+	b.n = n;
+	for (size_t i = 0; i < n; i++) {
+		ig_adm *x = &b.a[i];
+		x->adm    = cmds[i]->admission;
+		x->trace  = cmds[i]->trace_id[0] ? cmds[i]->trace_id : NULL;
+		resolve(st, x);
+		if (x->ok && x->ad.instance_id == 0) {
+			b.ti_of[b.nti] = i;
+			b.ti[b.nti++]  = x->ti;
+		}
+	}
+	if ((rv = ensure_store(st)) == AX_OK)
+		rv = ax_store_tx(st->store, admit_tx, &b);
+	if (rv == AX_OK)
+		admit_after(self, st, &b);
+out:
+	if (b.a != NULL)
+		for (size_t i = 0; i < b.n; i++)
+			ax_dag_entry_release(b.a[i].entry);
+	free(b.a);
+	free(b.ti);
+	free(b.ti_of);
+	free(b.ad);
+	free(b.evrows);
+	if (rv == AX_ENOMEM && ax_err_detail()[0] == '\0')
+		ax_err_set(rv, "instance_generator: out of memory");
+	return rv;
+}
+
+/* ---------------------------------------------------------------------- */
+/* actor */
+
+static int
+is_admit(const Ax__Command *c)
+{
+	return c->body_case == AX__COMMAND__BODY_ADMISSION &&
+	    c->admission->instance != NULL &&
+	    c->admission->decision == AX__ADMISSION_DECISION__ADMIT;
+}
+
+static void
+keep_pending(ig_state *st, Ax__Command **cmds, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (st->npending >= IG_PENDING_MAX) {
+			st->dropped++;
+			ax__command__free_unpacked(cmds[i], NULL);
+			continue;
+		}
+		if (st->npending == st->cappending) {
+			size_t c = st->cappending ? st->cappending * 2 : 256;
+			Ax__Command **p = realloc(st->pending, c * sizeof(*p));
+			if (p == NULL) {
+				st->dropped++;
+				ax__command__free_unpacked(cmds[i], NULL);
+				continue;
+			}
+			st->pending    = p;
+			st->cappending = c;
+		}
+		st->pending[st->npending++] = cmds[i];
+	}
+}
+
+/* Writes the PENDING rows of the plans among cmds (one transaction). */
+static ax_err
+do_plans(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
+{
+	size_t           rows = 0, k = 0, ins = 0;
+	ax_store_ti_row *ti;
+	ax_err           rv;
+
+	for (size_t i = 0; i < n; i++)
+		rows += cmds[i]->run_plan->n_instances;
+	if (rows == 0)
+		return AX_OK;
+	if ((ti = calloc(rows, sizeof(*ti))) == NULL)
+		return ax_err_set(AX_ENOMEM,
+		                  "instance_generator: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const Ax__RunPlan *p = cmds[i]->run_plan;
+		for (size_t j = 0; j < p->n_instances; j++) {
+			const Ax__PlannedInstance *x = p->instances[j];
+			ax_ti_state                s = AX_TI_PENDING;
+			if (x->state[0] != '\0' &&
+			    ax_state_parse(x->state, &s) != AX_OK)
+				s = AX_TI_PENDING;
+			ti[k++] = (ax_store_ti_row) {
+				.dag_run_id      = p->dag_run_id,
+				.dag_id          = p->dag_id,
+				.task            = x->task,
+				.logical_time_us = p->logical_time_us,
+				.shard           = x->shard_index,
+				.shard_total =
+				    x->shard_total > 0 ? x->shard_total : 1,
+				.priority     = x->priority,
+				.channel      = ax_flow_db_channel(x->channel),
+				.worker_group = x->worker_group[0]
+				    ? x->worker_group
+				    : NULL,
+				.pool         = x->pool[0] ? x->pool : NULL,
+				.max_tries =
+				    x->max_tries > 0 ? x->max_tries : 1,
+				.state  = s,
+				.reason = x->reason[0] ? x->reason : NULL,
+			};
+		}
+	}
+	if ((rv = ensure_store(st)) == AX_OK) {
+		/* in slices: the store takes at most 10000 rows per call */
+		for (size_t off = 0; rv == AX_OK && off < rows; off += 5000) {
+			size_t m = rows - off < 5000 ? rows - off : 5000,
+			       c = 0;
+			rv = ax_store_insert_instances(st->store, ti + off, m,
+			                               &c);
+			ins += c;
+		}
+	}
+	free(ti);
+	if (rv == AX_OK)
+		for (size_t i = 0; i < n; i++) {
+			const Ax__RunPlan *p   = cmds[i]->run_plan;
+			Ax__InstanceRef    ref = AX__INSTANCE_REF__INIT;
+			ax_flow_event      e;
+			char               pl[96];
+			ref.dag             = p->dag;
+			ref.dag_version_id  = p->dag_version_id;
+			ref.dag_run_id      = p->dag_run_id;
+			ref.logical_time_us = p->logical_time_us;
+			ref.task            = "";
+			snprintf(pl, sizeof(pl), "{\"instances\":%zu}",
+			         p->n_instances);
+			ax_flow_event_init(&e, ax_actor_name(self),
+			                   "run.planned", NULL, &ref, NULL, 0,
+			                   cmds[i]->trace_id, pl);
+			(void) ax_flow_event_send(self, &e, 0);
+		}
+	st->planned += ins;
+	return rv;
+}
+
+/* Runs cmds (owned); on a database failure keeps them for the tick. */
+static ax_err
+run_cmds(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
+{
+	size_t        k = 0, np = 0;
+	ax_err        rv;
+	Ax__Command **plans = calloc(n + 1, sizeof(*plans));
+
+	if (plans == NULL)
+		return ax_err_set(AX_ENOMEM,
+		                  "instance_generator: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		if (is_admit(cmds[i])) {
+			cmds[k++] = cmds[i];
+			continue;
+		}
+		if (cmds[i]->body_case == AX__COMMAND__BODY_RUN_PLAN) {
+			plans[np++] = cmds[i];
+			continue;
+		}
+		if (cmds[i]->body_case != AX__COMMAND__BODY_ADMISSION)
+			ax_log_warn(ax_actor_name(self),
+			            "dropped a command of kind %d",
+			            (int) cmds[i]->body_case);
+		ax__command__free_unpacked(cmds[i], NULL);
+	}
+	/* Plans first: their rows carry the planned reason; an admission
+	 * that comes first upserts the row itself. */
+	rv = do_plans(self, st, plans, np);
+	if (rv == AX_OK && k > 0)
+		rv = do_admissions(self, st, cmds, k);
+	if (ax_flow_db_transient(rv)) {
+		ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL, NULL,
+		        "%zu plans and %zu admissions kept for a retry: %s",
+		        np, k, ax_err_detail());
+		keep_pending(st, plans, np);
+		keep_pending(st, cmds, k);
+		free(plans);
+		ax_actor_set_deadline(self, ax_clock_mono_us() + IG_RETRY_US);
+		return AX_OK;
+	}
+	for (size_t i = 0; i < np; i++)
+		ax__command__free_unpacked(plans[i], NULL);
+	for (size_t i = 0; i < k; i++)
+		ax__command__free_unpacked(cmds[i], NULL);
+	free(plans);
+	return rv;
+}
+
+static ax_err
+ig_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+{
+	ig_state     *st   = state;
+	Ax__Command **cmds = calloc(n, sizeof(*cmds));
+	size_t        k    = 0;
+
+	if (cmds == NULL)
+		return ax_err_set(AX_ENOMEM,
+		                  "instance_generator: out of memory");
+	if (st->npending > 0) {
+		/* Keep order: newer commands wait behind the kept ones. */
+		for (size_t i = 0; i < n; i++) {
+			Ax__Command *c = items[i].type == AX_ITEM_COMMAND
+			    ? ax_pipeline_unpack(self, &items[i])
+			    : NULL;
+			if (c != NULL)
+				keep_pending(st, &c, 1);
+		}
+		free(cmds);
+		return AX_OK;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (items[i].type == AX_ITEM_COMMAND &&
+		    (cmds[k] = ax_pipeline_unpack(self, &items[i])) != NULL)
+			k++;
+	ax_err rv = run_cmds(self, st, cmds, k);
+	free(cmds);
+	return rv;
+}
+
+static ax_err
+ig_tick(ax_actor *self, void *state, int64_t now)
+{
+	ig_state     *st = state;
+	Ax__Command **p  = st->pending;
+	size_t        n  = st->npending;
+
+	(void) now;
+	st->pending    = NULL;
+	st->npending   = 0;
+	st->cappending = 0;
+	ax_err rv      = AX_OK;
+	/* Runs in slices so one tick stays one batch-sized transaction. */
+	for (size_t i = 0; i < n; i += 1000) {
+		size_t m = n - i < 1000 ? n - i : 1000;
+		if (st->npending > 0) {
+			keep_pending(st, p + i, m);
+			continue;
+		}
+		ax_err r = run_cmds(self, st, p + i, m);
+		if (r != AX_OK && rv == AX_OK)
+			rv = r;
+	}
+	free(p);
+	return rv;
+}
+
+static void
+ig_fini(void *state)
+{
+	ig_state *st = state;
+	if (st == NULL)
+		return;
+	ax_log_info("instance_generator",
+	            "stopped: %llu instances planned, %llu attempts created, "
+	            "%llu replayed, %llu skipped, %llu dropped, %zu pending",
+	            (unsigned long long) st->planned,
+	            (unsigned long long) st->created,
+	            (unsigned long long) st->replayed,
+	            (unsigned long long) st->skipped,
+	            (unsigned long long) st->dropped, st->npending);
+	for (size_t i = 0; i < st->npending; i++)
+		ax__command__free_unpacked(st->pending[i], NULL);
+	free(st->pending);
+	ax_store_close(st->store);
+	free(st);
+}
+
+ax_err
+ax_instance_generator_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+{
+	static const ax_actor_ops ops = {
+		.handle = ig_handle,
+		.tick   = ig_tick,
+		.fini   = ig_fini,
+	};
+	char      url[256];
+	ig_state *st = calloc(1, sizeof(*st));
+
+	if (st == NULL)
+		return ax_err_set(AX_ENOMEM,
+		                  "instance_generator: out of memory");
+	st->ctx             = ctx;
+	ax_actor_config cfg = {
+		.name = AX_A_INSTANCE_GENERATOR,
+		.url  = ax_config_actor_addr(ctx->cfg, AX_A_INSTANCE_GENERATOR,
+		                             url, sizeof(url)),
+		.send_nonblock = 1,
+	};
+	return ax_actor_system_add(sys, &cfg, &ops, st, NULL);
+}

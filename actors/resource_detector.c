@@ -1,0 +1,789 @@
+/*
+ * resource_detector.c - admission of ready instances against worker-group
+ * slots, named pools and paused DAGs (see resource_detector.h).
+ *
+ * Invariants:
+ * - An instance key is in `items` from its first InstanceReady until the
+ *   SlotReleased of its attempt: a duplicate InstanceReady meanwhile is
+ *   ignored, so a replay never admits twice.
+ * - group->used and pool->used are the sums of the slots of ADMITTED
+ *   items; they only change on admit, SlotReleased and AttemptHeld.
+ * - Waiting items sit in exactly one lane heap; blocked ones in `blocked`.
+ *
+ * Workload: thousands of decisions per second; each is O(log n) in its
+ * lane plus O(lanes) to pick the best lane head (a handful of lanes).
+ * No database access after start.
+ */
+#include "resource_detector.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "dag_registry.h"
+#include "flow_util.h"
+#include "store.h"
+
+/* Stop admitting while this many items wait in our outbox to the
+ * instance generator: it is not keeping up, and admitting more only moves
+ * the queue into its inbox where nothing can reorder it. */
+#define RD_BACKPRESSURE_ITEMS 16384
+#define RD_BACKPRESSURE_RETRY (5 * AX_USEC_PER_MSEC)
+/* Paused DAGs are re-checked this often (the registry is memory: cheap). */
+#define RD_PAUSE_RECHECK AX_USEC_PER_SEC
+
+enum { RD_WAITING = 0, RD_ADMITTED, RD_BLOCKED };
+
+typedef struct rd_group rd_group;
+typedef struct rd_pool  rd_pool;
+typedef struct rd_lane  rd_lane;
+
+typedef struct rd_item {
+	Ax__InstanceReady *ready;     /* owned (protobuf-c unpacked) */
+	char              *trace;     /* owned; may be NULL */
+	uint64_t           seq;       /* arrival order: FIFO among equals */
+	int                state;     /* RD_* */
+	int                announced; /* a DELAY/BLOCK event was sent */
+	int32_t            slots;
+	rd_lane           *lane;
+	char               key[]; /* instance key */
+} rd_item;
+
+struct rd_group {
+	int64_t agg;     /* group total from an aggregate report, -1: none */
+	int64_t workers; /* sum of per-worker totals */
+	int     nworker; /* workers reported alive */
+	int64_t used;    /* slots of admitted items */
+};
+
+struct rd_pool {
+	int64_t slots;
+	int64_t used;
+};
+
+struct rd_lane {
+	rd_group *group;
+	rd_pool  *pool; /* NULL: no pool */
+	char     *gname, *pname;
+	rd_item **heap;
+	size_t    n, cap;
+	rd_lane  *next; /* all lanes */
+};
+
+typedef struct rd_worker {
+	rd_group *group;
+	int64_t   total;
+} rd_worker;
+
+typedef struct rd_state {
+	const ax_pipeline_ctx *ctx;
+	int64_t                overcommit;
+	int64_t                default_group;
+	int64_t                default_pool;
+	ax_flow_map           *items;   /* key -> rd_item */
+	ax_flow_map           *groups;  /* name -> rd_group */
+	ax_flow_map           *pools;   /* name -> rd_pool */
+	ax_flow_map           *lanes;   /* group\x1fpool -> rd_lane */
+	ax_flow_map           *workers; /* group\x1fworker -> rd_worker */
+	rd_lane               *lane_list;
+	rd_item              **blocked;
+	size_t                 nblocked, capblocked;
+	rd_item              **fresh; /* arrived in this batch */
+	size_t                 nfresh, capfresh;
+	uint64_t               seq;
+	int                    backpressured;
+	uint64_t admitted, delayed, blocked_count, ignored; /* counters */
+} rd_state;
+
+/* ---------------------------------------------------------------------- */
+/* helpers */
+
+static void
+item_free(void *p)
+{
+	rd_item *it = p;
+	if (it == NULL)
+		return;
+	ax__instance_ready__free_unpacked(it->ready, NULL);
+	free(it->trace);
+	free(it);
+}
+
+static int
+item_before(const rd_item *a, const rd_item *b)
+{
+	if (a->ready->priority != b->ready->priority)
+		return a->ready->priority > b->ready->priority;
+	return a->seq < b->seq;
+}
+
+static ax_err
+heap_push(rd_lane *l, rd_item *it)
+{
+	if (l->n == l->cap) {
+		size_t    cap = l->cap ? l->cap * 2 : 64;
+		rd_item **h   = realloc(l->heap, cap * sizeof(*h));
+		if (h == NULL)
+			return ax_err_set(AX_ENOMEM,
+			                  "resource_detector: out of memory");
+		l->heap = h;
+		l->cap  = cap;
+	}
+	size_t i   = l->n++;
+	l->heap[i] = it;
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (!item_before(l->heap[i], l->heap[p]))
+			break;
+		rd_item *t = l->heap[p];
+		l->heap[p] = l->heap[i];
+		l->heap[i] = t;
+		i          = p;
+	}
+	it->lane  = l;
+	it->state = RD_WAITING;
+	return AX_OK;
+}
+
+static rd_item *
+heap_pop(rd_lane *l)
+{
+	rd_item *top = l->heap[0];
+	l->heap[0]   = l->heap[--l->n];
+	for (size_t i = 0;;) {
+		size_t c = 2 * i + 1, best = i;
+		if (c < l->n && item_before(l->heap[c], l->heap[best]))
+			best = c;
+		if (c + 1 < l->n && item_before(l->heap[c + 1], l->heap[best]))
+			best = c + 1;
+		if (best == i)
+			break;
+		rd_item *t    = l->heap[i];
+		l->heap[i]    = l->heap[best];
+		l->heap[best] = t;
+		i             = best;
+	}
+	return top;
+}
+
+static ax_err
+ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it)
+{
+	if (*n == *cap) {
+		size_t    c = *cap ? *cap * 2 : 64;
+		rd_item **x = realloc(*v, c * sizeof(*x));
+		if (x == NULL)
+			return ax_err_set(AX_ENOMEM,
+			                  "resource_detector: out of memory");
+		*v   = x;
+		*cap = c;
+	}
+	(*v)[(*n)++] = it;
+	return AX_OK;
+}
+
+static rd_group *
+group_get(rd_state *st, const char *name)
+{
+	rd_group *g = ax_flow_map_get(st->groups, name);
+	if (g != NULL)
+		return g;
+	if ((g = calloc(1, sizeof(*g))) == NULL)
+		return NULL;
+	g->agg = -1;
+	if (ax_flow_map_put(st->groups, name, g) != AX_OK) {
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+/*
+ * How many slots the group may have admitted at once. Overcommit: the
+ * queue should already hold the next attempt when a worker pulls, or the
+ * worker idles for a round trip through the pipeline; too high a factor
+ * only lengthens the queue (work admitted long before it can run ties up
+ * nothing but memory and makes priorities apply later).
+ *
+ * Cold start: the queue reports capacity only after workers register,
+ * which may be after the first schedules fire. Admitting nothing until
+ * then would stall the pipeline on a message that may come late (and
+ * with no workers ever, the work would wait silently); admitting a
+ * bounded default lets the first attempts reach the queue, where they
+ * wait for the first pull. Cost of a wrong guess: at most that many
+ * attempts queued for a group that turns out smaller.
+ */
+static int64_t
+group_limit(const rd_state *st, const rd_group *g)
+{
+	if (g->agg >= 0)
+		return g->agg * st->overcommit;
+	if (g->nworker > 0)
+		return g->workers * st->overcommit;
+	return st->default_group;
+}
+
+static rd_pool *
+pool_get(rd_state *st, const char *name)
+{
+	rd_pool *p = ax_flow_map_get(st->pools, name);
+	if (p != NULL)
+		return p;
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return NULL;
+	p->slots = st->default_pool;
+	if (ax_flow_map_put(st->pools, name, p) != AX_OK) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static rd_lane *
+lane_get(rd_state *st, const char *group, const char *pool)
+{
+	char     key[600];
+	rd_lane *l;
+
+	snprintf(key, sizeof(key), "%s\x1f%s", group, pool);
+	if ((l = ax_flow_map_get(st->lanes, key)) != NULL)
+		return l;
+	if ((l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->gname = strdup(group)) == NULL ||
+	    (l->pname = strdup(pool)) == NULL ||
+	    (l->group = group_get(st, group)) == NULL ||
+	    (pool[0] != '\0' && (l->pool = pool_get(st, pool)) == NULL) ||
+	    ax_flow_map_put(st->lanes, key, l) != AX_OK) {
+		if (l != NULL) {
+			free(l->gname);
+			free(l->pname);
+		}
+		free(l);
+		return NULL;
+	}
+	l->next       = st->lane_list;
+	st->lane_list = l;
+	return l;
+}
+
+static int
+dag_paused(const rd_state *st, const char *dag)
+{
+	return st->ctx->registry != NULL &&
+	    ax_dag_registry_paused(st->ctx->registry, dag);
+}
+
+/* ---------------------------------------------------------------------- */
+/* decisions */
+
+static void
+emit(ax_actor *self, const rd_item *it, const char *type, const char *reason,
+     const char *payload)
+{
+	ax_flow_event e;
+	ax_flow_event_init(&e, ax_actor_name(self), type, reason,
+	                   it->ready->instance, NULL, 0, it->trace, payload);
+	(void) ax_flow_event_send(self, &e, 0);
+}
+
+/* JSON payload describing why an item waits. */
+static void
+why_payload(const rd_item *it, char *buf, size_t len, const char **reason)
+{
+	const rd_lane *l = it->lane;
+	char           g[300], p[300];
+
+	g[0] = p[0] = '\0';
+	ax_json_escape(g, 0, sizeof(g), l->gname);
+	ax_json_escape(p, 0, sizeof(p), l->pname);
+	*reason = "WAIT_RESOURCE";
+	snprintf(buf, len,
+	         "{\"group\":\"%s\",\"group_used\":%lld,\"pool\":\"%s\","
+	         "\"pool_used\":%lld,\"pool_slots\":%lld,\"slots\":%d}",
+	         g, (long long) l->group->used, p,
+	         (long long) (l->pool ? l->pool->used : 0),
+	         (long long) (l->pool ? l->pool->slots : 0), it->slots);
+}
+
+static ax_err
+admit(ax_actor *self, rd_state *st, rd_item *it)
+{
+	Ax__Command   cmd = AX__COMMAND__INIT;
+	Ax__Admission adm = AX__ADMISSION__INIT;
+
+	adm.instance      = it->ready->instance;
+	adm.decision      = AX__ADMISSION_DECISION__ADMIT;
+	adm.ready         = it->ready;
+	adm.decided_at_us = ax_clock_utc_us();
+	cmd.body_case     = AX__COMMAND__BODY_ADMISSION;
+	cmd.admission     = &adm;
+	cmd.issued_at_us  = adm.decided_at_us;
+	if (it->trace != NULL)
+		cmd.trace_id = it->trace;
+	ax_err rv = ax_pipeline_send(self, AX_A_INSTANCE_GENERATOR, &cmd);
+	if (rv != AX_OK)
+		return rv;
+	it->state = RD_ADMITTED;
+	it->lane->group->used += it->slots;
+	if (it->lane->pool != NULL)
+		it->lane->pool->used += it->slots;
+	st->admitted++;
+	emit(self, it, "instance.admitted", NULL, NULL);
+	return AX_OK;
+}
+
+static int
+lane_room(const rd_state *st, const rd_lane *l, const rd_item *it)
+{
+	int64_t lim = group_limit(st, l->group);
+	if (l->group->used + it->slots > lim &&
+	    !(l->group->used == 0 && lim > 0))
+		return 0;
+	if (l->pool != NULL && l->pool->used + it->slots > l->pool->slots &&
+	    !(l->pool->used == 0 && l->pool->slots > 0))
+		return 0;
+	return 1;
+}
+
+static ax_err block_item(ax_actor *self, rd_state *st, rd_item *it,
+                         const char *reason);
+
+/*
+ * Admits waiting items, best lane head first, while their group and pool
+ * have room and the generator keeps up. An item larger than its whole
+ * group still runs when the group is idle (never stuck forever).
+ */
+static ax_err
+drain(ax_actor *self, rd_state *st)
+{
+	ax_err rv;
+
+	st->backpressured = 0;
+	for (;;) {
+		if (ax_actor_outbox_pending(self, AX_A_INSTANCE_GENERATOR) >=
+		    RD_BACKPRESSURE_ITEMS) {
+			st->backpressured = 1;
+			return AX_OK;
+		}
+		rd_lane *best = NULL;
+		for (rd_lane *l = st->lane_list; l != NULL; l = l->next) {
+			while (
+			    l->n > 0 &&
+			    dag_paused(st, l->heap[0]->ready->instance->dag)) {
+				rd_item *it = heap_pop(l);
+				if ((rv = block_item(self, st, it,
+				                     "DAG_PAUSED")) != AX_OK)
+					return rv;
+			}
+			if (l->n == 0 || !lane_room(st, l, l->heap[0]))
+				continue;
+			if (best == NULL ||
+			    item_before(l->heap[0], best->heap[0]))
+				best = l;
+		}
+		if (best == NULL)
+			return AX_OK;
+		if ((rv = admit(self, st, heap_pop(best))) != AX_OK)
+			return rv;
+	}
+}
+
+static ax_err
+block_item(ax_actor *self, rd_state *st, rd_item *it, const char *reason)
+{
+	ax_err rv = ptr_push(&st->blocked, &st->nblocked, &st->capblocked, it);
+	if (rv != AX_OK)
+		return rv;
+	it->state = RD_BLOCKED;
+	st->blocked_count++;
+	emit(self, it, "instance.blocked", reason, NULL);
+	it->announced = 1;
+	return AX_OK;
+}
+
+/*
+ * Creates the item of ready (owned from now on, freed on failure) and
+ * indexes it by key; NULL with *dup = 1 when the key is already known.
+ */
+static rd_item *
+item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
+         const char *trace, int *dup)
+{
+	char     key[AX_FLOW_KEY_MAX];
+	rd_item *it;
+
+	*dup = 0;
+	if (ready->instance == NULL || ready->instance->dag[0] == '\0' ||
+	    ready->instance->task[0] == '\0') {
+		ax_log_warn(ax_actor_name(self),
+		            "dropped an InstanceReady without an instance");
+		ax__instance_ready__free_unpacked(ready, NULL);
+		return NULL;
+	}
+	ax_flow_key(ready->instance, key, sizeof(key));
+	if (ax_flow_map_get(st->items, key) != NULL) {
+		*dup = 1;
+		ax__instance_ready__free_unpacked(ready, NULL);
+		return NULL;
+	}
+	size_t kl = strlen(key);
+	if ((it = calloc(1, sizeof(*it) + kl + 1)) == NULL) {
+		ax__instance_ready__free_unpacked(ready, NULL);
+		return NULL;
+	}
+	memcpy(it->key, key, kl + 1);
+	it->ready = ready;
+	it->trace = trace != NULL && trace[0] != '\0' ? strdup(trace) : NULL;
+	it->seq   = st->seq++;
+	it->slots = ready->slots > 0 ? ready->slots : 1;
+	it->lane  = lane_get(
+	     st, ready->worker_group[0] ? ready->worker_group : "default",
+	     ready->pool);
+	if (it->lane == NULL ||
+	    ax_flow_map_put(st->items, it->key, it) != AX_OK) {
+		item_free(it);
+		return NULL;
+	}
+	return it;
+}
+
+/* Takes ownership of ready. */
+static ax_err
+on_ready(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
+         const char *trace)
+{
+	int      dup;
+	rd_item *it = item_new(self, st, ready, trace, &dup);
+	ax_err   rv;
+
+	if (it == NULL) {
+		if (!dup)
+			return AX_OK;
+		st->ignored++;
+		ax_logf(AX_LOG_DEBUG, ax_actor_name(self), "DUPLICATE", NULL,
+		        "InstanceReady ignored: the instance is already "
+		        "admitted or waiting");
+		return AX_OK;
+	}
+	if (dag_paused(st, ready->instance->dag))
+		return block_item(self, st, it, "DAG_PAUSED");
+	if ((rv = heap_push(it->lane, it)) != AX_OK)
+		return rv;
+	return ptr_push(&st->fresh, &st->nfresh, &st->capfresh, it);
+}
+
+static void
+unuse(rd_item *it)
+{
+	if (it->state != RD_ADMITTED)
+		return;
+	it->lane->group->used -= it->slots;
+	if (it->lane->pool != NULL)
+		it->lane->pool->used -= it->slots;
+}
+
+static void
+on_released(ax_actor *self, rd_state *st, const Ax__SlotReleased *sr)
+{
+	char     key[AX_FLOW_KEY_MAX];
+	rd_item *it;
+
+	if (sr->instance == NULL)
+		return;
+	ax_flow_key(sr->instance, key, sizeof(key));
+	it = ax_flow_map_get(st->items, key);
+	if (it == NULL || it->state != RD_ADMITTED) {
+		ax_logf(AX_LOG_DEBUG, ax_actor_name(self), NULL, NULL,
+		        "SlotReleased for %s.%s: not admitted here, ignored",
+		        sr->instance->dag, sr->instance->task);
+		return;
+	}
+	unuse(it);
+	ax_flow_map_del(st->items, key);
+	item_free(it);
+}
+
+static void
+on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
+{
+	const char *gname = wc->worker_group[0] ? wc->worker_group : "default";
+	rd_group   *g     = group_get(st, gname);
+	char        key[600];
+
+	if (g == NULL)
+		return;
+	if (wc->worker_id[0] == '\0') {
+		g->agg = wc->alive ? wc->slots_total : 0;
+		return;
+	}
+	snprintf(key, sizeof(key), "%s\x1f%s", gname, wc->worker_id);
+	rd_worker *w = ax_flow_map_get(st->workers, key);
+	if (w != NULL) {
+		g->workers -= w->total;
+		g->nworker--;
+		if (!wc->alive) {
+			free(ax_flow_map_del(st->workers, key));
+			return;
+		}
+	} else {
+		if (!wc->alive || (w = calloc(1, sizeof(*w))) == NULL)
+			return;
+		if (ax_flow_map_put(st->workers, key, w) != AX_OK) {
+			free(w);
+			return;
+		}
+	}
+	w->group = g;
+	w->total = wc->slots_total > 0 ? wc->slots_total : 0;
+	g->workers += w->total;
+	g->nworker++;
+}
+
+/* Takes ownership of held->ready. */
+static ax_err
+on_held(ax_actor *self, rd_state *st, Ax__AttemptHeld *held)
+{
+	char     key[AX_FLOW_KEY_MAX];
+	rd_item *it;
+
+	if (held->ready == NULL || held->ready->instance == NULL)
+		return AX_OK;
+	ax_flow_key(held->ready->instance, key, sizeof(key));
+	it = ax_flow_map_get(st->items, key);
+	if (it == NULL) {
+		int dup;
+		it          = item_new(self, st, held->ready, NULL, &dup);
+		held->ready = NULL; /* owned by the item (or freed) */
+		if (it == NULL)
+			return AX_OK;
+	} else if (it->state == RD_ADMITTED) {
+		unuse(it);
+	} else {
+		return AX_OK; /* already waiting or blocked */
+	}
+	it->announced = 0;
+	return block_item(self, st, it,
+	                  held->reason[0] ? held->reason : "DAG_PAUSED");
+}
+
+/* Moves blocked items whose DAG is no longer paused back to their lane. */
+static ax_err
+recheck_blocked(rd_state *st)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < st->nblocked; i++) {
+		rd_item *it = st->blocked[i];
+		if (dag_paused(st, it->ready->instance->dag)) {
+			st->blocked[k++] = it;
+			continue;
+		}
+		it->announced = 0;
+		ax_err rv     = heap_push(it->lane, it);
+		if (rv == AX_OK)
+			rv = ptr_push(&st->fresh, &st->nfresh, &st->capfresh,
+			              it);
+		if (rv != AX_OK) {
+			st->blocked[k++] = it;
+			for (size_t j = i + 1; j < st->nblocked; j++)
+				st->blocked[k++] = st->blocked[j];
+			st->nblocked = k;
+			return rv;
+		}
+	}
+	st->nblocked = k;
+	return AX_OK;
+}
+
+/* After a batch: drain, then one DELAY event per item that must wait. */
+static ax_err
+settle(ax_actor *self, rd_state *st)
+{
+	ax_err rv = drain(self, st);
+	for (size_t i = 0; i < st->nfresh; i++) {
+		rd_item *it = st->fresh[i];
+		if (it->state != RD_WAITING || it->announced)
+			continue;
+		char        payload[800];
+		const char *reason;
+		why_payload(it, payload, sizeof(payload), &reason);
+		if (st->backpressured)
+			reason = "BACKPRESSURE_DELAYED";
+		emit(self, it, "instance.delayed", reason, payload);
+		it->announced = 1;
+		st->delayed++;
+	}
+	st->nfresh   = 0;
+	int64_t next = 0, now = ax_clock_mono_us();
+	if (st->backpressured)
+		next = now + RD_BACKPRESSURE_RETRY;
+	else if (st->nblocked > 0)
+		next = now + RD_PAUSE_RECHECK;
+	ax_actor_set_deadline(self, next);
+	return rv;
+}
+
+/* ---------------------------------------------------------------------- */
+/* actor */
+
+static ax_err
+rd_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+{
+	rd_state *st = state;
+	ax_err    rv = AX_OK, r;
+
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].type != AX_ITEM_COMMAND)
+			continue;
+		Ax__Command *cmd = ax_pipeline_unpack(self, &items[i]);
+		if (cmd == NULL)
+			continue;
+		r = AX_OK;
+		switch (cmd->body_case) {
+		case AX__COMMAND__BODY_INSTANCE_READY:
+			r = on_ready(self, st, cmd->instance_ready,
+			             cmd->trace_id);
+			cmd->instance_ready = NULL; /* owned by the item now */
+			cmd->body_case      = AX__COMMAND__BODY__NOT_SET;
+			break;
+		case AX__COMMAND__BODY_SLOT_RELEASED:
+			on_released(self, st, cmd->slot_released);
+			break;
+		case AX__COMMAND__BODY_WORKER_CAPACITY:
+			on_capacity(st, cmd->worker_capacity);
+			break;
+		case AX__COMMAND__BODY_ATTEMPT_HELD:
+			r = on_held(self, st, cmd->attempt_held);
+			break;
+		default:
+			ax_log_warn(ax_actor_name(self),
+			            "dropped a command of kind %d from %s",
+			            (int) cmd->body_case, items[i].from);
+		}
+		ax__command__free_unpacked(cmd, NULL);
+		if (r != AX_OK && rv == AX_OK)
+			rv = r;
+	}
+	r = recheck_blocked(st);
+	if (rv == AX_OK)
+		rv = r;
+	r = settle(self, st);
+	return rv != AX_OK ? rv : r;
+}
+
+static ax_err
+rd_tick(ax_actor *self, void *state, int64_t now)
+{
+	rd_state *st = state;
+	ax_err    rv = recheck_blocked(st);
+	(void) now;
+	ax_err r = settle(self, st);
+	return rv != AX_OK ? rv : r;
+}
+
+static void
+lane_free(rd_lane *l)
+{
+	free(l->heap);
+	free(l->gname);
+	free(l->pname);
+	free(l);
+}
+
+static void
+rd_fini(void *state)
+{
+	rd_state *st = state;
+	if (st == NULL)
+		return;
+	ax_log_info("resource_detector",
+	            "stopped: %llu admitted, %llu delayed, %llu blocked, "
+	            "%llu duplicates ignored, %zu instances held",
+	            (unsigned long long) st->admitted,
+	            (unsigned long long) st->delayed,
+	            (unsigned long long) st->blocked_count,
+	            (unsigned long long) st->ignored,
+	            st->items ? ax_flow_map_count(st->items) : 0);
+	ax_flow_map_free(st->items, item_free);
+	ax_flow_map_free(st->groups, free);
+	ax_flow_map_free(st->pools, free);
+	ax_flow_map_free(st->workers, free);
+	ax_flow_map_free(st->lanes, NULL);
+	for (rd_lane *l = st->lane_list, *nx; l != NULL; l = nx) {
+		nx = l->next;
+		lane_free(l);
+	}
+	free(st->blocked);
+	free(st->fresh);
+	free(st);
+}
+
+/* Reads the pools table once; a failure leaves the defaults. */
+static void
+load_pools(rd_state *st)
+{
+	ax_store *s;
+	PGresult *r;
+
+	if (st->ctx->dsn == NULL)
+		return;
+	if (ax_store_open(st->ctx->dsn, &s) != AX_OK ||
+	    ax_store_query(s, "SELECT name, slots FROM pools", 0, NULL, &r) !=
+	        AX_OK) {
+		ax_logf(
+		    AX_LOG_WARN, "resource_detector", NULL, NULL,
+		    "cannot read the pools table (%s); every pool gets %lld "
+		    "slots",
+		    ax_err_detail(), (long long) st->default_pool);
+		ax_store_close(s == NULL ? NULL : s);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		rd_pool *p = pool_get(st, PQgetvalue(r, i, 0));
+		if (p != NULL)
+			p->slots = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+	}
+	ax_log_info("resource_detector", "%d pools loaded", PQntuples(r));
+	PQclear(r);
+	ax_store_close(s);
+}
+
+ax_err
+ax_resource_detector_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+{
+	static const ax_actor_ops ops = {
+		.handle = rd_handle,
+		.tick   = rd_tick,
+		.fini   = rd_fini,
+	};
+	char      url[256];
+	rd_state *st = calloc(1, sizeof(*st));
+
+	if (st == NULL)
+		return ax_err_set(AX_ENOMEM,
+		                  "resource_detector: out of memory");
+	st->ctx        = ctx;
+	st->overcommit = ax_config_int(ctx->cfg, "resources.overcommit");
+	st->default_group =
+	    ax_config_int(ctx->cfg, "resources.default_group_slots");
+	st->default_pool =
+	    ax_config_int(ctx->cfg, "resources.default_pool_slots");
+	if (st->overcommit < 1)
+		st->overcommit = 1;
+	if (ax_flow_map_new(&st->items) != AX_OK ||
+	    ax_flow_map_new(&st->groups) != AX_OK ||
+	    ax_flow_map_new(&st->pools) != AX_OK ||
+	    ax_flow_map_new(&st->lanes) != AX_OK ||
+	    ax_flow_map_new(&st->workers) != AX_OK) {
+		rd_fini(st);
+		return ax_err_set(AX_ENOMEM,
+		                  "resource_detector: out of memory");
+	}
+	load_pools(st);
+	ax_actor_config cfg = {
+		.name = AX_A_RESOURCE_DETECTOR,
+		.url  = ax_config_actor_addr(ctx->cfg, AX_A_RESOURCE_DETECTOR,
+		                             url, sizeof(url)),
+	};
+	return ax_actor_system_add(sys, &cfg, &ops, st, NULL);
+}

@@ -1,0 +1,40 @@
+/*
+ * resource_detector.h - the resource detector actor ("resource_detector").
+ *
+ * Role (DESIGN.md 2): InstanceReady (from the dependency detector, and
+ * from the time detector when a retry timer fires) -> one decision per
+ * instance: ADMIT (Admission to the instance generator), DELAY(reason) or
+ * BLOCK(reason); every decision is an event with its reason code
+ * (WAIT_RESOURCE, BACKPRESSURE_DELAYED, DAG_PAUSED).
+ *
+ * Inputs: InstanceReady, WorkerCapacity (queue), SlotReleased (result
+ * handler), AttemptHeld (pre_hook: DAG paused after admission).
+ *
+ * Rules, in order: paused DAG -> BLOCK(DAG_PAUSED); worker-group slots
+ * (capacity reported by the queue x resources.overcommit, or
+ * resources.default_group_slots before the first report); named pool
+ * slots (pools table, read once at start; resources.default_pool_slots
+ * for a pool not in it); backpressure of the instance generator's inbox.
+ * The DAG format has no per-DAG "max active tasks", so there is no such
+ * rule; run-level concurrency is the dependency detector's.
+ *
+ * State (memory only; rebuilt by the dependency detector's re-sends after
+ * a restart): every instance it knows by key (admitted, waiting or
+ * blocked), per (group, pool) lanes of waiting instances ordered by
+ * priority then arrival, slot counters per group and pool.
+ */
+#ifndef AX_RESOURCE_DETECTOR_H
+#define AX_RESOURCE_DETECTOR_H
+
+#include "pipeline.h"
+
+/*
+ * Adds the actor "resource_detector" (address from config
+ * actors.resource_detector) to sys. Reads the pools table once when
+ * ctx->dsn is set (a failure is logged; defaults apply). ctx must outlive
+ * the system. Errors as ax_actor_system_add.
+ */
+ax_err ax_resource_detector_add(ax_actor_system       *sys,
+                                const ax_pipeline_ctx *ctx);
+
+#endif /* AX_RESOURCE_DETECTOR_H */

@@ -1,0 +1,720 @@
+/*
+ * result_handler.c - attempt results -> attempt rows, instance moves,
+ * retries, releases (see result_handler.h).
+ *
+ * How a batch runs: the distinct run_ids of the batch are looked up and
+ * their instances locked (one statement); the results are then applied
+ * in arrival order to an in-memory copy of each attempt and instance
+ * state, which yields per instance a chain of legal moves (at most
+ * RH_CHAIN_MAX, e.g. READY -> RUNNING -> FAILED -> PENDING). The k-th
+ * moves of every chain go out as one batched guarded move, then one
+ * attempt update and one event insert: a handful of round trips per
+ * batch whatever its size. Messages leave only after the commit.
+ *
+ * When PostgreSQL is unreachable the batch is kept (bounded) and run
+ * again from a tick: the queue acknowledged these results already, so
+ * dropping them would lose outcomes.
+ */
+#include "result_handler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "dag.h"
+#include "dag_registry.h"
+#include "flow_util.h"
+#include "store.h"
+#include "store_attempts.h"
+
+#define RH_CHAIN_MAX 4
+#define RH_EV_MAX    6 /* events per run_id and batch */
+#define RH_RETRY_US  AX_USEC_PER_SEC
+
+typedef struct rh_state {
+	const ax_pipeline_ctx *ctx;
+	ax_store              *store;
+	ax_flow_pending        pending;
+	uint64_t results, succeeded, failed, retried, late, duplicates;
+} rh_state;
+
+typedef struct rh_ev {
+	ax_flow_event e;
+	char          payload[256];
+} rh_ev;
+
+/* One distinct run_id of the batch. */
+typedef struct rh_run {
+	const char           *run_id;
+	const char           *trace;
+	ax_store_attempt_info info;
+	Ax__InstanceRef       ref;
+	/* simulation */
+	char                    att[16]; /* attempt state */
+	ax_ti_state             ti;      /* instance state (current only) */
+	ax_store_ti_move        chain[RH_CHAIN_MAX];
+	int                     nchain;
+	ax_store_attempt_update upd;
+	int                     touched; /* upd is to be written */
+	char                    worker[256];
+	char                    reason[64];
+	char                    log_path[1024];
+	/* after the commit */
+	int     release, succeeded, finished, retry, cancel_timer;
+	int64_t fire_at_us;
+	char    final[16];
+	rh_ev   ev[RH_EV_MAX];
+	int     nev;
+} rh_run;
+
+typedef struct rh_batch {
+	rh_state                *st;
+	Ax__Command            **cmds;
+	size_t                   n;
+	rh_run                  *runs;
+	size_t                   nruns;
+	ax_flow_map             *by_id; /* run_id -> rh_run */
+	const char             **ids;
+	ax_store_ti_move        *moves;
+	ax_store_attempt_update *upds;
+	ax_store_event_row      *evrows;
+} rh_batch;
+
+/* ---------------------------------------------------------------------- */
+/* simulation */
+
+static int
+att_terminal(const char *s)
+{
+	return strcmp(s, "SUCCESS") == 0 || strcmp(s, "FAILED") == 0 ||
+	    strcmp(s, "TIMEOUT") == 0 || strcmp(s, "CANCELED") == 0;
+}
+
+static rh_ev *
+add_ev(rh_run *x, const char *type, const char *reason)
+{
+	if (x->nev == RH_EV_MAX)
+		return NULL;
+	rh_ev *v = &x->ev[x->nev++];
+	ax_flow_event_init(&v->e, AX_A_RESULT_HANDLER, type, reason, &x->ref,
+	                   x->run_id, x->info.number, x->trace, NULL);
+	return v;
+}
+
+static void
+move(rh_run *x, ax_ti_state to, const char *reason, const char *evtype)
+{
+	if (x->nchain == RH_CHAIN_MAX || !ax_state_legal(x->ti, to))
+		return;
+	x->chain[x->nchain++] = (ax_store_ti_move) {
+		.instance_id = x->info.instance_id,
+		.from        = x->ti,
+		.to          = to,
+		.reason      = reason,
+	};
+	rh_ev *v = add_ev(x, evtype, reason);
+	if (v != NULL) {
+		snprintf(v->payload, sizeof(v->payload),
+		         "{\"from\":\"%s\",\"to\":\"%s\"}",
+		         ax_state_name(x->ti), ax_state_name(to));
+		v->e.ev.payload_json = v->payload;
+	}
+	x->ti = to;
+}
+
+/* Backoff before the retry of attempt `number` (1-based). */
+static int64_t
+backoff_us(rh_state *st, const rh_run *x)
+{
+	ax_task_spec def;
+	ax_retry     r;
+
+	ax_task_spec_defaults(&def);
+	r               = def.retries;
+	ax_dag_entry *e = st->ctx->registry != NULL
+	    ? ax_dag_registry_version(st->ctx->registry,
+	                              x->info.dag_version_id)
+	    : NULL;
+	if (e == NULL && st->ctx->registry != NULL)
+		e = ax_dag_registry_current(st->ctx->registry, x->info.dag);
+	const ax_task *t =
+	    e != NULL ? ax_dag_entry_task(e, x->info.task) : NULL;
+	if (t != NULL)
+		r = t->eff.retries;
+	ax_dag_entry_release(e);
+	int64_t d = r.delay_us > 0 ? r.delay_us : 0;
+	if (r.backoff == AX_BACKOFF_EXPONENTIAL)
+		for (int i = 1; i < x->info.number && d < INT64_MAX / 4; i++)
+			d *= 2;
+	if (r.backoff == AX_BACKOFF_EXPONENTIAL && r.max_delay_us > 0 &&
+	    d > r.max_delay_us)
+		d = r.max_delay_us;
+	return d;
+}
+
+static void
+schedule_retry(rh_state *st, rh_run *x, int64_t now)
+{
+	int64_t d     = backoff_us(st, x);
+	x->retry      = 1;
+	x->fire_at_us = now + d;
+	rh_ev *v = add_ev(x, "instance.retry_scheduled", "RETRY_SCHEDULED");
+	if (v != NULL) {
+		snprintf(
+		    v->payload, sizeof(v->payload),
+		    "{\"delay_us\":%lld,\"fire_at_us\":%lld,\"attempt\":%d,"
+		    "\"max_tries\":%d}",
+		    (long long) d, (long long) x->fire_at_us, x->info.number,
+		    x->info.max_tries);
+		v->e.ev.payload_json = v->payload;
+	}
+}
+
+static const char *
+status_name(Ax__AttemptStatus s)
+{
+	switch (s) {
+	case AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS:
+		return "SUCCESS";
+	case AX__ATTEMPT_STATUS__ATTEMPT_FAILED:
+		return "FAILED";
+	case AX__ATTEMPT_STATUS__ATTEMPT_TIMEOUT:
+		return "TIMEOUT";
+	case AX__ATTEMPT_STATUS__ATTEMPT_CANCELED:
+		return "CANCELED";
+	case AX__ATTEMPT_STATUS__ATTEMPT_UNKNOWN:
+		return "UNKNOWN";
+	case AX__ATTEMPT_STATUS__ATTEMPT_STARTED:
+		return "RUNNING";
+	case AX__ATTEMPT_STATUS__ATTEMPT_DISPATCHED:
+		return "DISPATCHED";
+	default:
+		return NULL;
+	}
+}
+
+/* Merges the facts of res into the attempt update (never erases). */
+static void
+merge_facts(rh_run *x, const Ax__AttemptResult *res)
+{
+	ax_store_attempt_update *u = &x->upd;
+
+	x->touched = 1;
+	if (res->worker_id[0] != '\0') {
+		snprintf(x->worker, sizeof(x->worker), "%s", res->worker_id);
+		u->worker_id = x->worker;
+	}
+	if (res->dispatched_at_us != 0 && u->dispatched_at_us == 0)
+		u->dispatched_at_us = res->dispatched_at_us;
+	if (res->started_at_us != 0 && u->started_at_us == 0)
+		u->started_at_us = res->started_at_us;
+	if (res->log_path[0] != '\0') {
+		snprintf(x->log_path, sizeof(x->log_path), "%s",
+		         res->log_path);
+		u->log_path = x->log_path;
+	}
+}
+
+static void
+apply_terminal(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
+               const char *s, int64_t now)
+{
+	int was_lost = strcmp(x->att, "UNKNOWN") == 0;
+
+	snprintf(x->att, sizeof(x->att), "%s", s);
+	x->upd.ended_at_us = res->ended_at_us != 0 ? res->ended_at_us : now;
+	x->upd.has_exit = res->status != AX__ATTEMPT_STATUS__ATTEMPT_CANCELED;
+	x->upd.exit_status =
+	    res->term_signal != 0 ? 128 + res->term_signal : res->exit_code;
+	if (res->reason[0] != '\0') {
+		snprintf(x->reason, sizeof(x->reason), "%s", res->reason);
+		x->upd.reason = x->reason;
+	}
+	if (!was_lost)
+		x->release = 1;
+	if (!x->info.is_current) {
+		st->late++;
+		ax_logf(
+		    AX_LOG_INFO, AX_A_RESULT_HANDLER, "LATE_RESULT",
+		    &(ax_log_ids) { .dag      = x->info.dag,
+		                    .instance = x->info.instance_id,
+		                    .run_id   = x->run_id,
+		                    .attempt  = x->info.number },
+		    "%s for attempt %d, which is no longer current: only the "
+		    "attempt row is updated",
+		    s, x->info.number);
+		return;
+	}
+	const char *why       = x->reason[0] ? x->reason : NULL;
+	int         is_ok     = strcmp(s, "SUCCESS") == 0;
+	int         is_cancel = strcmp(s, "CANCELED") == 0;
+	int         is_to     = strcmp(s, "TIMEOUT") == 0;
+	if (x->ti == AX_TI_READY && is_cancel)
+		move(x, AX_TI_CANCELED, why, "instance.canceled");
+	else if (x->ti == AX_TI_READY)
+		move(x, AX_TI_RUNNING, NULL, "instance.running");
+	if (x->ti == AX_TI_RUNNING)
+		move(x,
+		     is_ok           ? AX_TI_SUCCESS
+		         : is_cancel ? AX_TI_CANCELED
+		         : is_to     ? AX_TI_TIMEOUT
+		                     : AX_TI_FAILED,
+		     is_to && why == NULL ? "TIMEOUT_EXEC" : why,
+		     is_ok           ? "instance.succeeded"
+		         : is_cancel ? "instance.canceled"
+		         : is_to     ? "instance.timeout"
+		                     : "instance.failed");
+	else if (x->ti == AX_TI_UNKNOWN) {
+		/* a late report settles the lost attempt; the retry armed
+		 * when it was lost is no longer wanted */
+		x->cancel_timer = 1;
+		x->retry        = 0;
+		move(x, is_ok ? AX_TI_SUCCESS : AX_TI_FAILED, why,
+		     is_ok ? "instance.succeeded" : "instance.failed");
+	}
+	if (x->ti == AX_TI_SUCCESS) {
+		x->succeeded = 1;
+		st->succeeded++;
+	} else if (x->ti == AX_TI_FAILED || x->ti == AX_TI_TIMEOUT) {
+		int render = strcmp(x->reason, "RENDER_ERROR") == 0;
+		if (x->info.number < x->info.max_tries && !render) {
+			snprintf(x->final, sizeof(x->final), "%s",
+			         ax_state_name(x->ti));
+			move(x, AX_TI_PENDING, "RETRY_SCHEDULED",
+			     "instance.pending");
+			schedule_retry(st, x, now);
+			x->cancel_timer = 0;
+			st->retried++;
+		} else {
+			x->finished = 1;
+			st->failed++;
+		}
+	} else if (x->ti == AX_TI_CANCELED) {
+		x->finished = 1;
+	}
+	if (x->final[0] == '\0')
+		snprintf(x->final, sizeof(x->final), "%s",
+		         ax_state_name(x->ti));
+}
+
+static void
+apply_unknown(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
+              int64_t now)
+{
+	snprintf(x->att, sizeof(x->att), "UNKNOWN");
+	snprintf(x->reason, sizeof(x->reason), "%s",
+	         res->reason[0] ? res->reason : "TIMEOUT_HEARTBEAT");
+	x->upd.reason = x->reason;
+	x->release    = 1;
+	if (!x->info.is_current)
+		return;
+	if (x->ti == AX_TI_READY)
+		move(x, AX_TI_RUNNING, NULL, "instance.running");
+	if (x->ti != AX_TI_RUNNING)
+		return;
+	move(x, AX_TI_UNKNOWN, x->reason, "instance.unknown");
+	if (x->info.number < x->info.max_tries) {
+		schedule_retry(st, x, now);
+		st->retried++;
+	} else {
+		move(x, AX_TI_FAILED, x->reason, "instance.failed");
+		x->finished = 1;
+		st->failed++;
+	}
+	snprintf(x->final, sizeof(x->final), "%s", ax_state_name(x->ti));
+}
+
+/* Applies one result to its run entry. */
+static void
+apply(rh_state *st, rh_run *x, const Ax__AttemptResult *res, int64_t now)
+{
+	const char *s = status_name(res->status);
+
+	if (s == NULL)
+		return;
+	merge_facts(x, res);
+	if (strcmp(s, "DISPATCHED") == 0) {
+		if (strcmp(x->att, "QUEUED") == 0)
+			snprintf(x->att, sizeof(x->att), "DISPATCHED");
+		return;
+	}
+	if (strcmp(s, "RUNNING") == 0) {
+		if (strcmp(x->att, "QUEUED") == 0 ||
+		    strcmp(x->att, "DISPATCHED") == 0)
+			snprintf(x->att, sizeof(x->att), "RUNNING");
+		if (x->info.is_current && x->ti == AX_TI_READY)
+			move(x, AX_TI_RUNNING, NULL, "instance.running");
+		return;
+	}
+	if (att_terminal(x->att)) {
+		st->duplicates++;
+		if (x->upd.ended_at_us == 0 && res->ended_at_us != 0)
+			x->upd.ended_at_us = res->ended_at_us;
+		return;
+	}
+	if (strcmp(s, "UNKNOWN") == 0) {
+		if (strcmp(x->att, "UNKNOWN") == 0) {
+			st->duplicates++;
+			return;
+		}
+		apply_unknown(st, x, res, now);
+		return;
+	}
+	apply_terminal(st, x, res, s, now);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the transaction */
+
+static rh_run *
+run_of(rh_batch *b, const char *run_id)
+{
+	return ax_flow_map_get(b->by_id, run_id);
+}
+
+static void
+reset_run(rh_run *x)
+{
+	const char *id = x->run_id, *tr = x->trace;
+	memset(x, 0, sizeof(*x));
+	x->run_id = id;
+	x->trace  = tr;
+}
+
+static void
+init_run(rh_run *x)
+{
+	ax_store_attempt_info *i = &x->info;
+
+	x->ref                 = (Ax__InstanceRef) AX__INSTANCE_REF__INIT;
+	x->ref.dag             = i->dag;
+	x->ref.dag_version_id  = i->dag_version_id;
+	x->ref.dag_run_id      = i->dag_run_id;
+	x->ref.task            = i->task;
+	x->ref.instance_id     = i->instance_id;
+	x->ref.logical_time_us = i->logical_time_us;
+	x->ref.shard_index     = i->shard;
+	x->ref.shard_total     = i->shard_total;
+	snprintf(x->att, sizeof(x->att), "%s", i->state);
+	x->ti         = i->ti_state;
+	x->upd.run_id = x->run_id;
+}
+
+static ax_err
+rh_tx(ax_store *s, void *arg)
+{
+	rh_batch *b   = arg;
+	int64_t   now = ax_clock_utc_us();
+	size_t    nu = 0, ne = 0;
+	ax_err    rv;
+
+	for (size_t i = 0; i < b->nruns; i++) {
+		reset_run(&b->runs[i]);
+		b->ids[i] = b->runs[i].run_id;
+	}
+	/* (b->runs[].info is zeroed by the lookup) */
+	ax_store_attempt_info *infos = malloc(sizeof(*infos) * (b->nruns + 1));
+	if (infos == NULL)
+		return ax_err_set(AX_ENOMEM, "result_handler: out of memory");
+	rv = ax_store_lock_attempts(s, b->ids, b->nruns, infos);
+	for (size_t i = 0; rv == AX_OK && i < b->nruns; i++) {
+		b->runs[i].info = infos[i];
+		if (infos[i].found)
+			init_run(&b->runs[i]);
+	}
+	free(infos);
+	if (rv != AX_OK)
+		return rv;
+	for (size_t i = 0; i < b->n; i++) {
+		const Ax__AttemptResult *res = b->cmds[i]->result;
+		rh_run                  *x   = run_of(b, res->run_id);
+		if (x != NULL && x->info.found)
+			apply(b->st, x, res, now);
+	}
+	for (int k = 0; k < RH_CHAIN_MAX; k++) {
+		size_t nm = 0;
+		for (size_t i = 0; i < b->nruns; i++)
+			if (b->runs[i].nchain > k)
+				b->moves[nm++] = b->runs[i].chain[k];
+		if (nm == 0)
+			break;
+		if ((rv = ax_store_move_instances(s, b->moves, nm, NULL)) !=
+		    AX_OK)
+			return rv;
+	}
+	for (size_t i = 0; i < b->nruns; i++) {
+		rh_run *x = &b->runs[i];
+		if (!x->info.found || !x->touched)
+			continue;
+		x->upd.state  = x->att;
+		b->upds[nu++] = x->upd;
+		for (int k = 0; k < x->nev; k++)
+			ax_flow_event_row(&x->ev[k].e.ev, &b->evrows[ne++]);
+	}
+	if ((rv = ax_store_update_attempts(s, b->upds, nu, NULL)) != AX_OK)
+		return rv;
+	return ax_store_insert_events(s, b->evrows, ne, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* after the commit */
+
+static void
+send(ax_actor *self, const char *dest, Ax__Command *c, const rh_run *x)
+{
+	c->issued_at_us = ax_clock_utc_us();
+	if (x->trace != NULL)
+		c->trace_id = (char *) x->trace;
+	(void) ax_pipeline_send(self, dest, c);
+}
+
+static void
+after_commit(ax_actor *self, rh_run *x)
+{
+	Ax__Command c = AX__COMMAND__INIT;
+
+	for (int k = 0; k < x->nev; k++)
+		(void) ax_flow_event_send(self, &x->ev[k].e, 1);
+	if (x->release) {
+		Ax__SlotReleased sr = AX__SLOT_RELEASED__INIT;
+		sr.instance         = &x->ref;
+		sr.run_id           = (char *) x->run_id;
+		sr.attempt          = x->info.number;
+		sr.worker_group     = x->info.worker_group;
+		sr.pool             = x->info.pool;
+		sr.slots            = 1;
+		sr.state            = x->att;
+		c.body_case         = AX__COMMAND__BODY_SLOT_RELEASED;
+		c.slot_released     = &sr;
+		send(self, AX_A_RESOURCE_DETECTOR, &c, x);
+	}
+	if (x->succeeded) {
+		Ax__InstanceSucceeded is = AX__INSTANCE_SUCCEEDED__INIT;
+		is.instance              = &x->ref;
+		is.ended_at_us           = x->upd.ended_at_us;
+		c.body_case          = AX__COMMAND__BODY_INSTANCE_SUCCEEDED;
+		c.instance_succeeded = &is;
+		send(self, AX_A_DEPENDENCY_DETECTOR, &c, x);
+	}
+	if (x->finished) {
+		Ax__InstanceFinished f = AX__INSTANCE_FINISHED__INIT;
+		f.instance             = &x->ref;
+		f.state                = x->final;
+		f.ended_at_us          = x->upd.ended_at_us;
+		c.body_case            = AX__COMMAND__BODY_INSTANCE_FINISHED;
+		c.instance_finished    = &f;
+		send(self, AX_A_DEPENDENCY_DETECTOR, &c, x);
+	}
+	char key[24];
+	snprintf(key, sizeof(key), "%lld", (long long) x->info.instance_id);
+	if (x->retry) {
+		Ax__TimerSet      ts = AX__TIMER_SET__INIT;
+		Ax__InstanceReady rd = AX__INSTANCE_READY__INIT;
+		rd.instance          = &x->ref;
+		rd.priority          = x->info.priority;
+		rd.channel           = x->info.channel;
+		rd.worker_group      = x->info.worker_group;
+		rd.pool              = x->info.pool;
+		rd.due_at_us         = x->fire_at_us;
+		rd.slots             = 1;
+		ts.kind              = AX__TIMER_KIND__TIMER_RETRY;
+		ts.key               = key;
+		ts.fire_at_us        = x->fire_at_us;
+		ts.notify            = AX_A_RESOURCE_DETECTOR;
+		ts.instance          = &x->ref;
+		ts.run_id            = (char *) x->run_id;
+		ts.ready             = &rd;
+		c.body_case          = AX__COMMAND__BODY_TIMER_SET;
+		c.timer_set          = &ts;
+		send(self, AX_A_TIME_DETECTOR, &c, x);
+	} else if (x->cancel_timer) {
+		Ax__TimerCancel tc = AX__TIMER_CANCEL__INIT;
+		tc.kind            = AX__TIMER_KIND__TIMER_RETRY;
+		tc.key             = key;
+		c.body_case        = AX__COMMAND__BODY_TIMER_CANCEL;
+		c.timer_cancel     = &tc;
+		send(self, AX_A_TIME_DETECTOR, &c, x);
+	}
+}
+
+/* Runs a batch of results (cmds owned by the caller). */
+static ax_err
+run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
+{
+	rh_batch b  = { .st = st, .cmds = cmds, .n = n };
+	ax_err   rv = AX_OK;
+
+	b.runs   = calloc(n, sizeof(*b.runs));
+	b.ids    = calloc(n, sizeof(*b.ids));
+	b.moves  = calloc(n, sizeof(*b.moves));
+	b.upds   = calloc(n, sizeof(*b.upds));
+	b.evrows = calloc(n * RH_EV_MAX, sizeof(*b.evrows));
+	if (b.runs == NULL || b.ids == NULL || b.moves == NULL ||
+	    b.upds == NULL || b.evrows == NULL ||
+	    ax_flow_map_new(&b.by_id) != AX_OK) {
+		rv = ax_err_set(AX_ENOMEM, "result_handler: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const Ax__AttemptResult *res = cmds[i]->result;
+		if (run_of(&b, res->run_id) != NULL)
+			continue;
+		rh_run *x = &b.runs[b.nruns];
+		x->run_id = res->run_id;
+		x->trace  = cmds[i]->trace_id[0] ? cmds[i]->trace_id : NULL;
+		if ((rv = ax_flow_map_put(b.by_id, x->run_id, x)) != AX_OK)
+			goto out;
+		b.nruns++;
+	}
+	if (st->store == NULL &&
+	    (rv = ax_store_open(st->ctx->dsn, &st->store)) != AX_OK)
+		goto out;
+	if ((rv = ax_store_tx(st->store, rh_tx, &b)) != AX_OK)
+		goto out;
+	for (size_t i = 0; i < b.nruns; i++) {
+		if (!b.runs[i].info.found) {
+			ax_logf(AX_LOG_WARN, ax_actor_name(self),
+			        "UNKNOWN_RUN_ID",
+			        &(ax_log_ids) { .run_id = b.runs[i].run_id },
+			        "result for an attempt that does not exist; "
+			        "dropped");
+			continue;
+		}
+		after_commit(self, &b.runs[i]);
+	}
+out:
+	ax_flow_map_free(b.by_id, NULL);
+	free(b.runs);
+	free(b.ids);
+	free(b.moves);
+	free(b.upds);
+	free(b.evrows);
+	return rv;
+}
+
+/* Runs cmds in slices of one transaction each; keeps them on a database
+ * failure. Takes ownership of cmds[]. */
+static ax_err
+run_cmds(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
+{
+	ax_err rv = AX_OK;
+	size_t k  = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (cmds[i]->body_case == AX__COMMAND__BODY_RESULT &&
+		    cmds[i]->result->run_id[0] != '\0') {
+			cmds[k++] = cmds[i];
+			st->results++;
+			continue;
+		}
+		ax_log_warn(ax_actor_name(self),
+		            "dropped a command of kind %d",
+		            (int) cmds[i]->body_case);
+		ax__command__free_unpacked(cmds[i], NULL);
+	}
+	for (size_t off = 0; off < k; off += 512) {
+		size_t m = k - off < 512 ? k - off : 512;
+		ax_err r = st->pending.n > 0
+		    ? AX_EDBCONN
+		    : run_batch(self, st, cmds + off, m);
+		if (ax_flow_db_transient(r)) {
+			if (st->pending.n == 0)
+				ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL,
+				        NULL, "results kept for a retry: %s",
+				        ax_err_detail());
+			for (size_t i = off; i < off + m; i++)
+				ax_flow_pending_keep(&st->pending, cmds[i]);
+			ax_actor_set_deadline(
+			    self, ax_clock_mono_us() + RH_RETRY_US);
+			continue;
+		}
+		for (size_t i = off; i < off + m; i++)
+			ax__command__free_unpacked(cmds[i], NULL);
+		if (r != AX_OK && rv == AX_OK)
+			rv = r;
+	}
+	return rv;
+}
+
+static ax_err
+rh_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+{
+	rh_state     *st   = state;
+	Ax__Command **cmds = calloc(n, sizeof(*cmds));
+	size_t        k    = 0;
+
+	if (cmds == NULL)
+		return ax_err_set(AX_ENOMEM, "result_handler: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		Ax__Command *c = items[i].type == AX_ITEM_COMMAND
+		    ? ax_pipeline_unpack(self, &items[i])
+		    : NULL;
+		if (c == NULL)
+			continue;
+		if (st->pending.n > 0)
+			ax_flow_pending_keep(&st->pending, c); /* keep order */
+		else
+			cmds[k++] = c;
+	}
+	ax_err rv = run_cmds(self, st, cmds, k);
+	free(cmds);
+	return rv;
+}
+
+static ax_err
+rh_tick(ax_actor *self, void *state, int64_t now)
+{
+	rh_state     *st = state;
+	size_t        n;
+	Ax__Command **v = ax_flow_pending_take(&st->pending, &n);
+
+	(void) now;
+	ax_err rv = run_cmds(self, st, v, n);
+	free(v);
+	return rv;
+}
+
+static void
+rh_fini(void *state)
+{
+	rh_state *st = state;
+	if (st == NULL)
+		return;
+	ax_log_info(
+	    "result_handler",
+	    "stopped: %llu results, %llu succeeded, %llu failed, "
+	    "%llu retries, %llu late, %llu duplicates, %zu pending, "
+	    "%llu dropped",
+	    (unsigned long long) st->results,
+	    (unsigned long long) st->succeeded,
+	    (unsigned long long) st->failed, (unsigned long long) st->retried,
+	    (unsigned long long) st->late, (unsigned long long) st->duplicates,
+	    st->pending.n, (unsigned long long) st->pending.dropped);
+	ax_flow_pending_fini(&st->pending);
+	ax_store_close(st->store);
+	free(st);
+}
+
+ax_err
+ax_result_handler_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+{
+	static const ax_actor_ops ops = {
+		.handle = rh_handle,
+		.tick   = rh_tick,
+		.fini   = rh_fini,
+	};
+	char      url[256];
+	rh_state *st = calloc(1, sizeof(*st));
+
+	if (st == NULL)
+		return ax_err_set(AX_ENOMEM, "result_handler: out of memory");
+	st->ctx             = ctx;
+	ax_actor_config cfg = {
+		.name = AX_A_RESULT_HANDLER,
+		.url = ax_config_actor_addr(ctx->cfg, AX_A_RESULT_HANDLER, url,
+		                            sizeof(url)),
+		.send_nonblock = 1,
+	};
+	return ax_actor_system_add(sys, &cfg, &ops, st, NULL);
+}

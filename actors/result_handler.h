@@ -1,0 +1,43 @@
+/*
+ * result_handler.h - the result handler actor ("result_handler").
+ *
+ * Role (DESIGN.md 2): AttemptResult (post_hook; RENDER_ERROR from the
+ * renderer; CANCELED from pre_hook) -> in ONE transaction per batch the
+ * attempt rows (worker, dispatched_at, started_at, ended_at, exit status,
+ * state, reason, log path), the guarded instance moves and their events
+ * (instance.running, instance.succeeded, instance.failed,
+ * instance.timeout, instance.unknown, instance.canceled,
+ * instance.retry_scheduled); after the commit:
+ *  - SUCCESS -> InstanceSucceeded to dependency_detector;
+ *  - FAILED / TIMEOUT with tries left -> instance back to PENDING (reason
+ *    RETRY_SCHEDULED) and TimerSet{TIMER_RETRY, fire_at = now + backoff,
+ *    ready = the InstanceReady} to time_detector; backoff from the task's
+ *    retries: fixed delay, or exponential delay x 2^(attempt-1) capped at
+ *    max_delay; a RENDER_ERROR is not retried (it would fail again);
+ *  - no tries left (and CANCELED) -> InstanceFinished to
+ *    dependency_detector;
+ *  - UNKNOWN (worker lost) -> RUNNING -> UNKNOWN, retried like a failure
+ *    (the retry moves UNKNOWN -> READY); no tries left -> FAILED;
+ *  - every attempt that stops holding its slot -> SlotReleased (once per
+ *    attempt) to resource_detector.
+ *
+ * Reconciliation: results are keyed by run_id. A result for an attempt
+ * that is not the instance's current one updates only that attempt row.
+ * A late result for the current attempt of an UNKNOWN instance is applied
+ * (UNKNOWN -> SUCCESS | FAILED) and cancels the pending retry timer. A
+ * result for an attempt already terminal is a duplicate: it fills only
+ * timestamps still missing, so a SUCCESS is never counted twice. A
+ * SUCCESS that arrives before (or in the same batch as) its STARTED moves
+ * READY -> RUNNING -> SUCCESS.
+ *
+ * Back edges: it sends without blocking (send_nonblock).
+ */
+#ifndef AX_RESULT_HANDLER_H
+#define AX_RESULT_HANDLER_H
+
+#include "pipeline.h"
+
+/* Adds the actor "result_handler" to sys; ctx must outlive the system. */
+ax_err ax_result_handler_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx);
+
+#endif /* AX_RESULT_HANDLER_H */

@@ -1,0 +1,746 @@
+/*
+ * time_detector.c - schedules and one-shot timers on a timing wheel (see
+ * time_detector.h).
+ *
+ * State: one wheel on the monotonic clock; armed schedules by DAG name
+ * (each embeds its wheel timer and owns its ax_schedule); one-shot timers
+ * by "kind/key" (each embeds its timer and owns the TimerSet it
+ * replays). The wheel's callback only collects what fired; the tick then
+ * builds one batch of runs, writes it in one transaction and sends the
+ * Due commands, so a tick with 200 fires costs one commit.
+ */
+#include "time_detector.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "dag_registry.h"
+#include "dag_schedule.h"
+#include "flow_util.h"
+#include "store.h"
+#include "store_attempts.h"
+#include "store_sched.h"
+#include "timing_wheel.h"
+
+#define COMP         "time_detector"
+#define JUMP_US      (2 * AX_USEC_PER_SEC)
+#define COOKIE_SCHED 1
+#define COOKIE_TIMER 2
+#define RETRY_DB_US  (500 * AX_USEC_PER_MSEC)
+
+typedef struct sched {
+	ax_wheel_timer t; /* first member: the callback casts back */
+	char          *dag;
+	int64_t        schedule_id;
+	int64_t        dag_id;
+	int64_t        version_id;
+	ax_schedule   *sch;
+	int64_t        next_utc; /* next fire instant, UTC us */
+	int64_t        prev_utc; /* next_utc before this tick's collect */
+	int            catchup;
+	int            fired; /* collected in this tick */
+} sched;
+
+typedef struct otimer {
+	ax_wheel_timer t;
+	char          *key; /* "kind/key" */
+	Ax__Command   *cmd; /* the TimerSet, unpacked (owned) */
+	int64_t        fire_utc;
+} otimer;
+
+/* One run to create in this tick, and what to send after the commit. */
+typedef struct fire {
+	sched        *s;    /* NULL for a manual run */
+	ax_dag_entry *ref;  /* manual: keeps dag alive until the flush */
+	char         *conf; /* manual: params (owned; the command is gone
+	                       by the flush) */
+	char   *dag;
+	int64_t version_id;
+	int     manual, catchup;
+} fire;
+
+typedef struct tdet {
+	const ax_pipeline_ctx  *ctx;
+	ax_actor               *self;
+	ax_store               *store;
+	ax_tz_cache            *tzc;
+	ax_wheel               *wheel;
+	ax_flow_map            *scheds; /* dag -> sched */
+	ax_flow_map            *timers; /* kind/key -> otimer */
+	int64_t                 offset; /* utc - mono at the last tick */
+	ax_time_detector_stats *stats;
+	ax_time_detector_stats  own_stats;
+	/* per-tick collection */
+	sched           **due;
+	size_t            ndue, capdue;
+	otimer          **tfired;
+	size_t            ntf, captf;
+	ax_store_run_row *rows;
+	fire             *fires;
+	size_t            nrows, caprows, capfires;
+} tdet;
+
+/* --- helpers ------------------------------------------------------------
+ */
+
+static int
+grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	while (ncap < need)
+		ncap *= 2;
+	void *n = realloc(*arr, ncap * elem);
+	if (n == NULL)
+		return -1;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+static int64_t
+mono_of(int64_t utc_due, int64_t utc_now, int64_t mono_now)
+{
+	int64_t d = mono_now + (utc_due - utc_now);
+	return d < 0 ? 0 : d;
+}
+
+static void
+sched_free(void *p)
+{
+	sched *s = p;
+	if (s == NULL)
+		return;
+	ax_schedule_free(s->sch);
+	free(s->dag);
+	free(s);
+}
+
+static void
+otimer_free(void *p)
+{
+	otimer *t = p;
+	if (t == NULL)
+		return;
+	if (t->cmd != NULL)
+		ax__command__free_unpacked(t->cmd, NULL);
+	free(t->key);
+	free(t);
+}
+
+static void
+set_deadline(tdet *d)
+{
+	int64_t dl;
+	if (ax_wheel_next_deadline(d->wheel, &dl) == AX_OK)
+		ax_actor_set_deadline(d->self, dl > 0 ? dl : 1);
+	else
+		ax_actor_set_deadline(d->self, 0);
+}
+
+/* Appends one run to the tick's batch; -1 when out of memory. */
+static int
+add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
+        int64_t version_id, const ax_period *p, int64_t due_us,
+        const char *conf, int manual, int catchup)
+{
+	if (grow((void **) &d->rows, &d->caprows, d->nrows + 1,
+	         sizeof(*d->rows)) != 0 ||
+	    grow((void **) &d->fires, &d->capfires, d->nrows + 1,
+	         sizeof(*d->fires)) != 0)
+		return -1;
+	ax_store_run_row *r = &d->rows[d->nrows];
+	fire             *f = &d->fires[d->nrows];
+	memset(r, 0, sizeof(*r));
+	memset(f, 0, sizeof(*f));
+	r->dag_id            = dag_id;
+	r->dag_version_id    = version_id;
+	r->run_type          = manual ? "manual" : "scheduled";
+	r->logical_us        = p->logical_us;
+	r->interval_start_us = p->start_us;
+	r->interval_end_us   = p->end_us;
+	r->due_us            = due_us;
+	f->conf              = conf ? strdup(conf) : NULL;
+	r->conf_json         = f->conf;
+	r->schedule_id       = s ? s->schedule_id : 0;
+	f->s                 = s;
+	f->ref               = ref;
+	f->dag               = (char *) dag;
+	f->version_id        = version_id;
+	f->manual            = manual;
+	f->catchup           = catchup;
+	d->nrows++;
+	return 0;
+}
+
+/*
+ * Collects the runs of s that are due at utc_now (periods ending after
+ * s->next_utc - 1, honouring catchup, capped) into the batch and moves
+ * s->next_utc past them. The schedules row gets the new next fire in the
+ * same transaction (the last row of the schedule carries it).
+ */
+static void
+collect_sched(tdet *d, sched *s, int64_t utc_now)
+{
+	ax_period per[64];
+	size_t    n = 0, total = 0;
+	int       more = 0, oom = 0;
+	int64_t   from = s->next_utc - 1, last_end = 0;
+
+	s->prev_utc = s->next_utc;
+
+	do {
+		if (ax_schedule_due(s->sch, from, utc_now, per, 64, &n,
+		                    &more) != AX_OK)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			/* a catch-up is a period due well before now */
+			int late = utc_now - per[i].end_us > AX_USEC_PER_SEC;
+			if (add_run(d, s, NULL, s->dag, s->dag_id,
+			            s->version_id, &per[i], per[i].end_us,
+			            NULL, 0, late) != 0) {
+				oom = 1;
+				break;
+			}
+			last_end = per[i].end_us;
+			total++;
+		}
+		if (n > 0)
+			from = per[n - 1].end_us;
+	} while (more && !oom && n > 0 &&
+	         total < AX_TIME_DETECTOR_CATCHUP_MAX);
+	if (more && total >= AX_TIME_DETECTOR_CATCHUP_MAX) {
+		/* the rest at the next tick: next fire stays in the past */
+		ax_logf(
+		    AX_LOG_WARN, COMP, "CATCHUP_CAPPED",
+		    &(ax_log_ids) { .dag = s->dag },
+		    "%zu missed periods created this tick; the rest follow",
+		    total);
+		ax_schedule_next_fire(s->sch, last_end, &s->next_utc);
+	} else {
+		int64_t after = last_end > utc_now ? last_end : utc_now;
+		if (ax_schedule_next_fire(s->sch, after, &s->next_utc) !=
+		    AX_OK)
+			s->next_utc = 0; /* nothing left (end or at) */
+	}
+	if (total > 0)
+		d->rows[d->nrows - 1].next_fire_us = s->next_utc;
+	else if (s->schedule_id > 0) {
+		/* nothing due (paused window, past end): persist anyway */
+		ax_store_sched_set_next(d->store, &s->schedule_id,
+		                        &s->next_utc, 1);
+	}
+}
+
+/* (Re)arms s's wheel timer at its next UTC instant. */
+static void
+arm_sched(tdet *d, sched *s, int64_t utc_now, int64_t mono_now)
+{
+	if (s->next_utc == 0) {
+		ax_wheel_cancel(d->wheel, &s->t);
+		return;
+	}
+	ax_wheel_reschedule(d->wheel, &s->t,
+	                    mono_of(s->next_utc, utc_now, mono_now),
+	                    COOKIE_SCHED);
+}
+
+static void
+on_fire(void *arg, ax_wheel_timer *t)
+{
+	tdet *d = arg;
+	if (t->cookie == COOKIE_SCHED) {
+		sched *s = (sched *) t;
+		if (!s->fired &&
+		    grow((void **) &d->due, &d->capdue, d->ndue + 1,
+		         sizeof(sched *)) == 0) {
+			s->fired          = 1;
+			d->due[d->ndue++] = s;
+		}
+	} else {
+		otimer *o = (otimer *) t;
+		if (grow((void **) &d->tfired, &d->captf, d->ntf + 1,
+		         sizeof(otimer *)) == 0)
+			d->tfired[d->ntf++] = o;
+	}
+}
+
+/* --- the batch: one transaction, then Due ------------------------------
+ */
+
+static ax_err
+write_batch(ax_store *st, void *arg)
+{
+	tdet *d = arg;
+	return ax_store_sched_create_runs(st, d->rows, d->nrows);
+}
+
+static void
+send_due(tdet *d, size_t i, const char *trace)
+{
+	ax_store_run_row *r   = &d->rows[i];
+	fire             *f   = &d->fires[i];
+	Ax__Command       cmd = AX__COMMAND__INIT;
+	Ax__Due           due = AX__DUE__INIT;
+	int64_t           now = ax_clock_utc_us();
+
+	due.schedule_id     = r->schedule_id;
+	due.dag             = f->dag;
+	due.dag_version_id  = r->dag_version_id;
+	due.dag_run_id      = r->run_id;
+	due.logical_time_us = r->logical_us;
+	due.due_at_us       = r->due_us;
+	due.manual          = f->manual;
+	due.catchup         = f->catchup;
+	cmd.trace_id        = (char *) trace;
+	cmd.issued_at_us    = now;
+	cmd.body_case       = AX__COMMAND__BODY_DUE;
+	cmd.due             = &due;
+	if (ax_pipeline_send(d->self, AX_A_DEPENDENCY_DETECTOR, &cmd) != AX_OK)
+		ax_logf(AX_LOG_ERROR, COMP, NULL,
+		        &(ax_log_ids) { .dag = f->dag, .run = r->run_id },
+		        "Due not sent: %s", ax_err_detail());
+	if (!f->manual && !f->catchup &&
+	    now - r->due_us > d->stats->max_late_us)
+		d->stats->max_late_us = now - r->due_us;
+}
+
+static void
+emit_created(tdet *d, size_t i)
+{
+	ax_store_run_row *r = &d->rows[i];
+	char              payload[160];
+
+	snprintf(payload, sizeof(payload),
+	         "{\"run_type\":\"%s\",\"logical_date_us\":%lld,"
+	         "\"due_at_us\":%lld}",
+	         r->run_type, (long long) r->logical_us,
+	         (long long) r->due_us);
+	ax_pipeline_event(
+	    d->self, "run.created", d->fires[i].catchup ? "CATCHUP" : NULL,
+	    &(ax_log_ids) { .dag = d->fires[i].dag, .run = r->run_id },
+	    payload, 0);
+}
+
+/*
+ * Writes the tick's runs in one transaction and sends their Due. On a
+ * database error the schedules roll back to their previous next fire and
+ * are re-armed shortly (nothing was committed, so nothing repeats).
+ */
+static void
+flush_batch(tdet *d)
+{
+	ax_err rv;
+	char   trace[33];
+
+	if (d->nrows == 0)
+		return;
+	rv = ax_store_tx(d->store, write_batch, d);
+	if (rv != AX_OK) {
+		/* nothing was committed: the schedules go back to their
+		 * previous next fire and refire in 0.5 s; manual runs are
+		 * dropped (logged: the caller may trigger again) */
+		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
+		        "%zu run(s) not created, retrying in 0.5 s: %s",
+		        d->nrows, ax_err_detail());
+		for (size_t i = 0; i < d->nrows; i++) {
+			sched *s = d->fires[i].s;
+			if (s == NULL || s->fired == 2)
+				continue;
+			s->fired    = 2;
+			s->next_utc = s->prev_utc;
+			ax_wheel_reschedule(d->wheel, &s->t,
+			                    ax_clock_mono_us() + RETRY_DB_US,
+			                    COOKIE_SCHED);
+		}
+		goto out;
+	}
+	/* Due first: latency; the events follow in the same flush */
+	for (size_t i = 0; i < d->nrows; i++) {
+		if (d->rows[i].run_id == 0)
+			continue; /* existed: announced when it was created */
+		char id[AX_UUID_LEN];
+		ax_uuid_v4(id);
+		for (int k = 0, j = 0; id[k] && j < 32; k++)
+			if (id[k] != '-')
+				trace[j++] = id[k];
+		trace[32] = '\0';
+		send_due(d, i, trace);
+		if (d->fires[i].manual)
+			d->stats->manual++;
+		else
+			d->stats->fires++;
+	}
+	for (size_t i = 0; i < d->nrows; i++)
+		if (d->rows[i].run_id != 0)
+			emit_created(d, i);
+out:
+	for (size_t i = 0; i < d->nrows; i++) {
+		ax_dag_entry_release(d->fires[i].ref);
+		free(d->fires[i].conf);
+	}
+	d->nrows = 0;
+}
+
+/* --- one-shot timers ----------------------------------------------------
+ */
+
+static void
+fire_timer(tdet *d, otimer *o, int64_t utc_now)
+{
+	Ax__TimerSet *ts  = o->cmd->timer_set;
+	Ax__Command   cmd = AX__COMMAND__INIT;
+
+	cmd.trace_id     = o->cmd->trace_id;
+	cmd.issued_at_us = utc_now;
+	if (ts->kind == AX__TIMER_KIND__TIMER_RETRY) {
+		Ax__InstanceReady  rd = AX__INSTANCE_READY__INIT;
+		Ax__InstanceReady *r  = ts->ready;
+		if (r == NULL) {
+			rd.instance = ts->instance;
+			rd.slots    = 1;
+			r           = &rd;
+		}
+		cmd.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
+		cmd.instance_ready = r;
+		ax_pipeline_send(d->self, AX_A_RESOURCE_DETECTOR, &cmd);
+	} else {
+		Ax__TimerFired tf = AX__TIMER_FIRED__INIT;
+		tf.kind           = ts->kind;
+		tf.key            = ts->key;
+		tf.fire_at_us     = ts->fire_at_us;
+		tf.fired_at_us    = utc_now;
+		tf.instance       = ts->instance;
+		tf.run_id         = ts->run_id;
+		cmd.body_case     = AX__COMMAND__BODY_TIMER_FIRED;
+		cmd.timer_fired   = &tf;
+		if (ts->notify != NULL && ts->notify[0] != '\0')
+			ax_pipeline_send(d->self, ts->notify, &cmd);
+	}
+	d->stats->timers_fired++;
+	ax_flow_map_del(d->timers, o->key);
+	otimer_free(o);
+}
+
+static void
+timer_key(char *buf, size_t len, int kind, const char *key)
+{
+	snprintf(buf, len, "%d/%s", kind, key ? key : "");
+}
+
+/* Takes ownership of cmd (a TimerSet). */
+static void
+timer_set(tdet *d, Ax__Command *cmd, int64_t utc_now, int64_t mono_now)
+{
+	Ax__TimerSet *ts = cmd->timer_set;
+	char          key[512];
+	otimer       *o;
+
+	timer_key(key, sizeof(key), ts->kind, ts->key);
+	if ((o = ax_flow_map_get(d->timers, key)) != NULL) {
+		ax_wheel_cancel(d->wheel, &o->t);
+		ax__command__free_unpacked(o->cmd, NULL);
+	} else {
+		if ((o = calloc(1, sizeof(*o))) == NULL ||
+		    (o->key = strdup(key)) == NULL ||
+		    ax_flow_map_put(d->timers, key, o) != AX_OK) {
+			if (o != NULL)
+				free(o->key);
+			free(o);
+			ax__command__free_unpacked(cmd, NULL);
+			ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
+			        "timer %s dropped: out of memory", key);
+			return;
+		}
+	}
+	o->cmd      = cmd;
+	o->fire_utc = ts->fire_at_us;
+	ax_wheel_add(d->wheel, mono_of(ts->fire_at_us, utc_now, mono_now),
+	             COOKIE_TIMER, &o->t);
+}
+
+static void
+timer_cancel(tdet *d, const Ax__TimerCancel *tc)
+{
+	char    key[512];
+	otimer *o;
+
+	timer_key(key, sizeof(key), tc->kind, tc->key);
+	if ((o = ax_flow_map_del(d->timers, key)) == NULL)
+		return;
+	ax_wheel_cancel(d->wheel, &o->t);
+	otimer_free(o);
+}
+
+/* --- schedules ----------------------------------------------------------
+ */
+
+static void
+disarm(tdet *d, const char *dag, const char *reason)
+{
+	sched *s = ax_flow_map_del(d->scheds, dag);
+	if (s == NULL)
+		return;
+	ax_wheel_cancel(d->wheel, &s->t);
+	ax_logf(AX_LOG_INFO, COMP, reason, &(ax_log_ids) { .dag = dag },
+	        "schedule disarmed");
+	sched_free(s);
+}
+
+static void
+arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
+{
+	ax_dag_entry *e;
+	ax_schedule  *sch = NULL;
+	sched        *s;
+
+	e = ax_dag_registry_version(d->ctx->registry, sa->dag_version_id);
+	if (e == NULL &&
+	    ax_dag_registry_load_version(d->ctx->registry, d->store,
+	                                 sa->dag_version_id) == AX_OK)
+		e = ax_dag_registry_version(d->ctx->registry,
+		                            sa->dag_version_id);
+	if (e == NULL || ax_dag_schedule_new(e->dag, d->tzc, &sch) != AX_OK) {
+		ax_logf(AX_LOG_ERROR, COMP, "BAD_SCHEDULE",
+		        &(ax_log_ids) { .dag = sa->dag },
+		        "cannot arm version %lld: %s",
+		        (long long) sa->dag_version_id, ax_err_detail());
+		ax_dag_entry_release(e);
+		return;
+	}
+	int64_t dag_id = e->dag_id;
+	ax_dag_entry_release(e);
+	if ((s = ax_flow_map_get(d->scheds, sa->dag)) == NULL) {
+		if ((s = calloc(1, sizeof(*s))) == NULL ||
+		    (s->dag = strdup(sa->dag)) == NULL ||
+		    ax_flow_map_put(d->scheds, sa->dag, s) != AX_OK) {
+			if (s != NULL)
+				free(s->dag);
+			free(s);
+			ax_schedule_free(sch);
+			return;
+		}
+	} else {
+		ax_schedule_free(s->sch);
+	}
+	s->sch         = sch;
+	s->schedule_id = sa->schedule_id;
+	s->dag_id      = dag_id;
+	s->version_id  = sa->dag_version_id;
+	s->catchup     = sa->catchup;
+	s->next_utc    = sa->next_fire_us;
+	if (s->next_utc == 0 &&
+	    ax_schedule_next_fire(sch, utc_now, &s->next_utc) != AX_OK)
+		s->next_utc = 0;
+	/* a next fire in the past fires at the next tick: collect_sched
+	 * creates the missed periods (catchup) or the latest */
+	arm_sched(d, s, utc_now, mono_now);
+	ax_logf(AX_LOG_DEBUG, COMP, NULL, &(ax_log_ids) { .dag = s->dag },
+	        "armed version %lld, next fire %lld",
+	        (long long) s->version_id, (long long) s->next_utc);
+}
+
+/* A manual run (control op trigger): due now. */
+static void
+trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
+{
+	ax_dag_entry *e;
+	ax_period     p;
+
+	if (op->dag == NULL ||
+	    (e = ax_dag_registry_current(d->ctx->registry, op->dag)) == NULL) {
+		ax_logf(AX_LOG_WARN, COMP, "UNKNOWN_DAG",
+		        &(ax_log_ids) { .dag = op->dag },
+		        "trigger of a DAG that is not loaded: dropped");
+		return;
+	}
+	p.logical_us = op->logical_date_us ? op->logical_date_us : utc_now;
+	p.start_us   = p.logical_us;
+	p.end_us     = p.logical_us;
+	/* the entry's reference goes with the batch: the DAG name must
+	 * outlive the flush */
+	if (add_run(d, NULL, e, e->dag->name, e->dag_id, e->version_id, &p,
+	            utc_now,
+	            op->params_json && op->params_json[0] ? op->params_json
+	                                                  : NULL,
+	            1, 0) != 0) {
+		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
+		        "trigger dropped: out of memory");
+		ax_dag_entry_release(e);
+	}
+}
+
+/* --- actor --------------------------------------------------------------
+ */
+
+typedef struct rearm_ctx {
+	tdet   *d;
+	int64_t utc, mono;
+} rearm_ctx;
+
+static void
+rearm_one(void *arg, const char *key, void *val)
+{
+	rearm_ctx *c = arg;
+	(void) key;
+	arm_sched(c->d, val, c->utc, c->mono);
+}
+
+static ax_err
+td_tick(ax_actor *self, void *state, int64_t now_mono_us)
+{
+	tdet   *d       = state;
+	int64_t utc_now = ax_clock_utc_us();
+	(void) self;
+
+	{
+		int64_t off = utc_now - now_mono_us, jump = off - d->offset;
+		if (jump > JUMP_US || jump < -JUMP_US) {
+			rearm_ctx c = { d, utc_now, now_mono_us };
+			d->offset   = off;
+			d->stats->clock_jumps++;
+			ax_logf(AX_LOG_WARN, COMP, "CLOCK_JUMP", NULL,
+			        "wall clock jumped by %+.3f s; re-arming %zu "
+			        "schedule(s) from UTC",
+			        (double) jump / AX_USEC_PER_SEC,
+			        ax_flow_map_count(d->scheds));
+			ax_flow_map_each(d->scheds, rearm_one, &c);
+		}
+	}
+	d->ndue = d->ntf = 0;
+	ax_wheel_advance(d->wheel, now_mono_us, on_fire, d, NULL);
+	for (size_t i = 0; i < d->ndue; i++)
+		collect_sched(d, d->due[i], utc_now);
+	flush_batch(d);
+	for (size_t i = 0; i < d->ndue; i++) {
+		sched *s = d->due[i];
+		if (s->fired == 1)
+			arm_sched(d, s, utc_now, now_mono_us);
+		s->fired = 0;
+	}
+	for (size_t i = 0; i < d->ntf; i++)
+		fire_timer(d, d->tfired[i], utc_now);
+	set_deadline(d);
+	return AX_OK;
+}
+
+static ax_err
+td_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+{
+	tdet   *d        = state;
+	int64_t utc_now  = ax_clock_utc_us();
+	int64_t mono_now = ax_clock_mono_us();
+
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].type != AX_ITEM_COMMAND)
+			continue;
+		Ax__Command *cmd = ax_pipeline_unpack(self, &items[i]);
+		if (cmd == NULL)
+			continue;
+		switch (cmd->body_case) {
+		case AX__COMMAND__BODY_SCHEDULE_ARMED:
+			arm(d, cmd->schedule_armed, utc_now, mono_now);
+			break;
+		case AX__COMMAND__BODY_SCHEDULE_DISARMED:
+			disarm(d, cmd->schedule_disarmed->dag,
+			       cmd->schedule_disarmed->reason);
+			break;
+		case AX__COMMAND__BODY_TIMER_SET:
+			timer_set(d, cmd, utc_now, mono_now);
+			cmd = NULL; /* owned by the timer */
+			break;
+		case AX__COMMAND__BODY_TIMER_CANCEL:
+			timer_cancel(d, cmd->timer_cancel);
+			break;
+		case AX__COMMAND__BODY_CONTROL:
+			if (strcmp(cmd->control->op, "trigger") == 0)
+				trigger(d, cmd->control, utc_now);
+			else
+				ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+				        "control op '%s' is not the time "
+				        "detector's: dropped",
+				        cmd->control->op);
+			break;
+		default:
+			ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+			        "unexpected command %d from %s: dropped",
+			        (int) cmd->body_case, items[i].from);
+			break;
+		}
+		if (cmd != NULL)
+			ax__command__free_unpacked(cmd, NULL);
+	}
+	flush_batch(d); /* manual runs */
+	set_deadline(d);
+	return AX_OK;
+}
+
+static void
+td_fini(void *state)
+{
+	tdet *d = state;
+	if (d == NULL)
+		return;
+	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+	        "stopped: %llu scheduled and %llu manual runs, %llu timers "
+	        "fired, %llu clock jumps, worst Due lateness %.3f ms",
+	        (unsigned long long) d->stats->fires,
+	        (unsigned long long) d->stats->manual,
+	        (unsigned long long) d->stats->timers_fired,
+	        (unsigned long long) d->stats->clock_jumps,
+	        (double) d->stats->max_late_us / 1000.0);
+	ax_flow_map_free(d->scheds, sched_free);
+	ax_flow_map_free(d->timers, otimer_free);
+	ax_wheel_free(d->wheel);
+	ax_store_close(d->store);
+	ax_tz_cache_free(d->tzc);
+	free(d->due);
+	free(d->tfired);
+	free(d->rows);
+	free(d->fires);
+	free(d);
+}
+
+ax_err
+ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
+                        ax_time_detector_stats *stats)
+{
+	static const ax_actor_ops ops = {
+		.handle = td_handle,
+		.tick   = td_tick,
+		.fini   = td_fini,
+	};
+	char   url[256];
+	tdet  *d = calloc(1, sizeof(*d));
+	ax_err rv;
+
+	if (d == NULL)
+		return ax_err_set(AX_ENOMEM, "time_detector: out of memory");
+	d->ctx   = ctx;
+	d->stats = stats ? stats : &d->own_stats;
+	memset(d->stats, 0, sizeof(*d->stats));
+	d->offset = ax_clock_utc_us() - ax_clock_mono_us();
+	if ((rv = ax_tz_cache_new(&d->tzc)) != AX_OK ||
+	    (rv = ax_flow_map_new(&d->scheds)) != AX_OK ||
+	    (rv = ax_flow_map_new(&d->timers)) != AX_OK ||
+	    (rv = ax_wheel_new(ax_clock_mono_us(), &d->wheel)) != AX_OK ||
+	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK) {
+		td_fini(d);
+		return rv;
+	}
+	ax_actor_config cfg = {
+		.name = AX_A_TIME_DETECTOR,
+		.url  = ax_config_actor_addr(ctx->cfg, AX_A_TIME_DETECTOR, url,
+		                             sizeof(url)),
+	};
+	return ax_actor_system_add(sys, &cfg, &ops, d, &d->self);
+}
+
+ax_err
+ax_time_detector_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+{
+	return ax_time_detector_add_ex(sys, ctx, NULL);
+}

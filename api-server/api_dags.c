@@ -1,0 +1,699 @@
+/*
+ * api_dags.c - DAG routes of ax-api (see api_dags.h).
+ *
+ * Submission is the same three steps as `axctl dag load`: YAML ->
+ * ax_dagset, validate, ax_dag_store_submit per DAG and template. A DAG
+ * may use a template stored earlier: such templates are loaded from
+ * their active stored version before validation (and not stored again).
+ */
+#include "api_dags.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "dag.h"
+#include "dag_store.h"
+#include "dag_validate.h"
+#include "dag_yaml.h"
+#include "log.h"
+#include "schedule.h"
+#include "tz.h"
+
+/* ---- submit ------------------------------------------------------------- */
+
+/* Loads the stored active version of every template that a DAG in set
+ * uses and set does not define. */
+static ax_err
+load_stored_templates(ax_store *st, ax_dagset *set)
+{
+	ax_err rv;
+
+	for (size_t i = 0; i < set->n_dags; i++) {
+		ax_dag *d = set->dags[i];
+		for (size_t t = 0; t < d->n_tasks; t++) {
+			const char *tn = d->tasks[t].template_name;
+			PGresult   *res;
+			char        file[300];
+			if (tn == NULL || ax_dagset_find_template(set, tn))
+				continue;
+			const char *p[] = { tn };
+			rv              = ax_store_query(
+			                 st,
+			                 "SELECT v.yaml FROM task_templates t JOIN "
+			                              "task_template_versions v ON v.id = "
+			                              "t.active_version_id WHERE t.name = $1",
+			                 1, p, &res);
+			if (rv != AX_OK)
+				return rv;
+			if (PQntuples(res) == 1) {
+				snprintf(file, sizeof(file), "stored:%s", tn);
+				const char *y = PQgetvalue(res, 0, 0);
+				rv = ax_dag_yaml_load_buf(set, file, y,
+				                          strlen(y));
+			}
+			PQclear(res);
+			if (rv == AX_ENOMEM)
+				return rv;
+		}
+	}
+	return AX_OK;
+}
+
+static json_t *
+diags_json(const ax_dagset *set)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < set->n_diags; i++) {
+		const ax_diag *d = &set->diags[i];
+		json_array_append_new(
+		    a,
+		    json_pack("{s:s,s:i,s:i,s:s}", "file",
+		              d->pos.file ? d->pos.file : "", "line",
+		              (int) d->pos.line, "column", (int) d->pos.col,
+		              "message", d->msg ? d->msg : ""));
+	}
+	return a;
+}
+
+static json_t *
+result_json(const char *name, const ax_dag_store_result *res)
+{
+	return json_pack("{s:s,s:I,s:i,s:I,s:s}", "name", name, "id",
+	                 (json_int_t) res->id, "version", res->version,
+	                 "version_id", (json_int_t) res->version_id, "outcome",
+	                 ax_dag_store_outcome_name(res->outcome));
+}
+
+void
+ax_api_dags_submit(ax_api_req *q, ax_api_resp *r)
+{
+	const char         *file = ax_api_query(q, "file");
+	ax_dagset          *set  = NULL;
+	json_t             *dags = json_array(), *tpls = json_array();
+	ax_dag_store_result res;
+	ax_err              rv;
+	int                 created = 0;
+
+	if (file == NULL || *file == '\0')
+		file = "api";
+	if (q->body_len == 0) {
+		ax_api_reply_error(
+		    r, 400, "invalid",
+		    "empty body: send the DAG YAML as the body");
+		goto out;
+	}
+	if ((rv = ax_dagset_new(NULL, &set)) != AX_OK) {
+		ax_api_reply_err(r, rv);
+		goto out;
+	}
+	rv = ax_dag_yaml_load_buf(set, file, q->body, q->body_len);
+	if (rv == AX_ENOMEM ||
+	    (rv = load_stored_templates(q->st, set)) != AX_OK) {
+		ax_api_reply_err(r, rv);
+		goto out;
+	}
+	ax_dagset_validate(set);
+	if (set->n_diags > 0) {
+		json_t *e = ax_api_reply_error(
+		    r, 422, "invalid_dag", "%zu error%s in the YAML",
+		    ax_dagset_error_count(set, NULL),
+		    ax_dagset_error_count(set, NULL) == 1 ? "" : "s");
+		json_object_set_new(e, "errors", diags_json(set));
+		goto out;
+	}
+	if (set->n_dags == 0 && set->n_templates == 0) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "no DAG or TaskTemplate document in the "
+		                   "body");
+		goto out;
+	}
+	for (size_t i = 0; i < set->n_templates; i++) {
+		ax_task_template *t = set->templates[i];
+		if (t->pos.file == NULL || strcmp(t->pos.file, file) != 0)
+			continue; /* loaded from the database */
+		if ((rv = ax_dag_store_submit_template(q->st, t, "api",
+		                                       &res)) != AX_OK) {
+			ax_api_reply_err(r, rv);
+			goto out;
+		}
+		created |= res.outcome == AX_DAG_CREATED;
+		json_array_append_new(tpls, result_json(t->name, &res));
+	}
+	for (size_t i = 0; i < set->n_dags; i++) {
+		ax_dag *d = set->dags[i];
+		if ((rv = ax_dag_store_submit(q->st, d, "api", &res)) !=
+		    AX_OK) {
+			ax_api_reply_err(r, rv);
+			goto out;
+		}
+		created |= res.outcome == AX_DAG_CREATED;
+		json_array_append_new(dags, result_json(d->name, &res));
+		if (res.outcome == AX_DAG_UNCHANGED)
+			continue;
+		/* dag_store commits each submission in its own
+		 * transaction, so the notification follows the commit. */
+		json_t *n = json_pack("{s:s,s:s}", "op", "dag_changed", "dag",
+		                      d->name);
+		rv        = ax_api_notify(q->st, n);
+		json_decref(n);
+		if (rv != AX_OK) {
+			ax_api_reply_err(r, rv);
+			goto out;
+		}
+	}
+	ax_api_reply_json(
+	    r, created ? 201 : 200,
+	    json_pack("{s:O,s:O}", "dags", dags, "templates", tpls));
+out:
+	json_decref(dags);
+	json_decref(tpls);
+	ax_dagset_free(set);
+}
+
+/* ---- read --------------------------------------------------------------- */
+
+void
+ax_api_dags_list(ax_api_req *q, ax_api_resp *r)
+{
+	int64_t     limit;
+	char        lim[24];
+	PGresult   *res;
+	ax_err      rv;
+	const char *cursor = ax_api_query(q, "cursor");
+
+	if (!ax_api_query_int(q, r, "limit", 100, 1, 1000, &limit))
+		return;
+	snprintf(lim, sizeof(lim), "%" PRId64, limit);
+	const char *p[] = { cursor, lim };
+	rv              = ax_store_query(
+	                 q->st,
+	                 "SELECT d.id, d.name, d.paused, v.version, v.content_hash, "
+	                              "v.definition->>'owner' AS owner, "
+	                              "v.definition->'schedule' AS schedule, "
+	                              "v.definition->'tags' AS tags, d.created_at, d.updated_at "
+	                              "FROM dags d LEFT JOIN dag_versions v "
+	                              "ON v.id = d.active_version_id "
+	                              "WHERE ($1::text IS NULL OR d.name > $1) "
+	                              "ORDER BY d.name LIMIT $2::int",
+	                 2, p, &res);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	int     n    = PQntuples(res);
+	json_t *next = (n == limit) ? json_string(PQgetvalue(res, n - 1, 1))
+	                            : json_null();
+	ax_api_reply_json(r, 200,
+	                  json_pack("{s:o,s:o}", "dags", ax_api_rows_json(res),
+	                            "next_cursor", next));
+	PQclear(res);
+}
+
+void
+ax_api_dag_show(ax_api_req *q, ax_api_resp *r)
+{
+	PGresult *res;
+	ax_err    rv;
+
+	const char *p[] = { q->params[0] };
+	rv              = ax_store_query(
+	                 q->st,
+	                 "SELECT d.id, d.name, d.paused, v.version, v.id AS version_id, "
+	                              "v.content_hash, v.source, v.definition, v.yaml, "
+	                              "d.created_at, d.updated_at, v.created_at AS version_created_at, "
+	                              "s.next_fire_at, s.last_fire_at "
+	                              "FROM dags d LEFT JOIN dag_versions v "
+	                              "ON v.id = d.active_version_id "
+	                              "LEFT JOIN schedules s ON s.dag_id = d.id "
+	                              "WHERE d.name = $1",
+	                 1, p, &res);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	if (PQntuples(res) == 0)
+		ax_api_reply_error(r, 404, "not_found", "no DAG named '%s'",
+		                   q->params[0]);
+	else
+		ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
+	PQclear(res);
+}
+
+/* Looks the DAG named by the path up: *id, *paused; 0 after a 404. */
+static int
+find_dag(ax_api_req *q, ax_api_resp *r, int64_t *id, int *paused)
+{
+	PGresult *res;
+	ax_err    rv;
+
+	const char *p[] = { q->params[0] };
+	rv              = ax_store_query(q->st,
+	                                 "SELECT id, paused, active_version_id FROM dags "
+	                                              "WHERE name = $1",
+	                                 1, p, &res);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return 0;
+	}
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		ax_api_reply_error(r, 404, "not_found", "no DAG named '%s'",
+		                   q->params[0]);
+		return 0;
+	}
+	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	if (paused != NULL)
+		*paused = PQgetvalue(res, 0, 1)[0] == 't';
+	PQclear(res);
+	return 1;
+}
+
+void
+ax_api_dag_versions(ax_api_req *q, ax_api_resp *r)
+{
+	PGresult *res;
+	int64_t   id;
+	char      ids[24];
+	ax_err    rv;
+
+	if (!find_dag(q, r, &id, NULL))
+		return;
+	snprintf(ids, sizeof(ids), "%" PRId64, id);
+	const char *p[] = { ids };
+	rv              = ax_store_query(
+	                 q->st,
+	                 "SELECT v.id, v.version, v.content_hash, v.source, v.created_at, "
+	                              "(v.id = d.active_version_id) AS active "
+	                              "FROM dag_versions v JOIN dags d ON d.id = v.dag_id "
+	                              "WHERE v.dag_id = $1 ORDER BY v.version DESC",
+	                 1, p, &res);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	ax_api_reply_json(r, 200,
+	                  json_pack("{s:s,s:o}", "dag", q->params[0],
+	                            "versions", ax_api_rows_json(res)));
+	PQclear(res);
+}
+
+/* ---- pause / unpause ---------------------------------------------------- */
+
+static void
+set_paused(ax_api_req *q, ax_api_resp *r, int paused)
+{
+	ax_err  rv;
+	int64_t id;
+	json_t *n;
+
+	const char *p[] = { q->params[0], paused ? "true" : "false" };
+	if ((rv = ax_store_begin(q->st)) != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	rv = ax_store_query_int64(q->st,
+	                          "UPDATE dags SET paused = $2::boolean, "
+	                          "updated_at = now() WHERE name = $1 "
+	                          "RETURNING id",
+	                          2, p, &id);
+	if (rv == AX_ENOENT) {
+		ax_store_rollback(q->st);
+		ax_api_reply_error(r, 404, "not_found", "no DAG named '%s'",
+		                   q->params[0]);
+		return;
+	}
+	n = json_pack("{s:s,s:s}", "op", paused ? "paused" : "unpaused", "dag",
+	              q->params[0]);
+	if (rv == AX_OK)
+		rv = ax_api_notify(q->st, n);
+	json_decref(n);
+	if (rv == AX_OK)
+		rv = ax_store_commit(q->st);
+	if (rv != AX_OK) {
+		ax_store_rollback(q->st);
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	ax_api_reply_json(r, 200,
+	                  json_pack("{s:s,s:I,s:b}", "dag", q->params[0], "id",
+	                            (json_int_t) id, "paused", paused));
+}
+
+void
+ax_api_dag_pause(ax_api_req *q, ax_api_resp *r)
+{
+	set_paused(q, r, 1);
+}
+
+void
+ax_api_dag_unpause(ax_api_req *q, ax_api_resp *r)
+{
+	set_paused(q, r, 0);
+}
+
+/* ---- trigger ------------------------------------------------------------ */
+
+void
+ax_api_dag_trigger(ax_api_req *q, ax_api_resp *r)
+{
+	static const char *const fields[] = { "logical_date", "params", NULL };
+	json_t                  *b = ax_api_body_object(q, r), *params, *n;
+	int64_t                  id, ld, existing;
+	int                      paused;
+	char                     ids[24], lds[24], buf[48];
+	ax_err                   rv;
+
+	if (b == NULL || !ax_api_only_fields(b, fields, r))
+		goto out;
+	params = json_object_get(b, "params");
+	if (params != NULL && !json_is_object(params)) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "'params' must be a JSON object");
+		goto out;
+	}
+	ld = ax_clock_utc_us();
+	if (json_object_get(b, "logical_date") != NULL &&
+	    !ax_api_parse_instant(json_object_get(b, "logical_date"),
+	                          "logical_date", r, &ld))
+		goto out;
+	if (!find_dag(q, r, &id, &paused))
+		goto out;
+	snprintf(ids, sizeof(ids), "%" PRId64, id);
+	snprintf(lds, sizeof(lds), "%" PRId64, ld);
+	const char *p[] = { ids, lds };
+	rv              = ax_store_query_int64(q->st,
+	                                       "SELECT id FROM dag_runs WHERE dag_id = $1 "
+	                                                    "AND logical_date = ax_ts($2::bigint)",
+	                                       2, p, &existing);
+	if (rv == AX_OK) {
+		ax_api_reply_error(r, 409, "conflict",
+		                   "run %" PRId64 " already has this logical "
+		                   "date; clear its instances to run it again",
+		                   existing);
+		goto out;
+	}
+	if (rv != AX_ENOENT) {
+		ax_api_reply_err(r, rv);
+		goto out;
+	}
+	n  = json_pack("{s:s,s:s,s:I,s:o}", "op", "trigger", "dag",
+	               q->params[0], "logical_date_us", (json_int_t) ld,
+	               "params", params ? json_incref(params) : json_object());
+	rv = ax_api_notify(q->st, n);
+	json_decref(n);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		goto out;
+	}
+	ax_tz_format(ax_tz_utc(), ld, buf, sizeof(buf));
+	if (strlen(buf) > 6 && !strcmp(buf + strlen(buf) - 6, "+00:00"))
+		strcpy(buf + strlen(buf) - 6, "Z");
+	ax_api_reply_json(r, 202,
+	                  json_pack("{s:s,s:s,s:I,s:b}", "dag", q->params[0],
+	                            "logical_date", buf, "logical_date_us",
+	                            (json_int_t) ld, "paused", paused));
+out:
+	json_decref(b);
+}
+
+/* ---- backfill ----------------------------------------------------------- */
+
+/* Builds the schedule of a stored definition; 0 after an answer. */
+static int
+schedule_of(json_t *def, ax_api_resp *r, ax_tz **tz, ax_schedule **out)
+{
+	json_t       *sc   = json_object_get(def, "schedule");
+	const char   *kind = json_string_value(json_object_get(sc, "kind"));
+	const char   *tzn = json_string_value(json_object_get(sc, "timezone"));
+	const char   *st  = json_string_value(json_object_get(def, "start"));
+	const char   *en  = json_string_value(json_object_get(def, "end"));
+	ax_sched_spec spec = { 0 };
+	ax_err        rv;
+
+	*tz = NULL;
+	if (kind == NULL || strcmp(kind, "none") == 0) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "the DAG has no schedule, so no periods to "
+		                   "backfill; use trigger");
+		return 0;
+	}
+	if ((rv = ax_tz_load(tzn ? tzn : "UTC", tz)) != AX_OK)
+		goto bad;
+	spec.tz       = *tz;
+	spec.start_us = AX_SCHED_NO_START;
+	spec.end_us   = AX_SCHED_NO_END;
+	if (st != NULL && (rv = ax_tz_parse_iso8601(st, *tz, &spec.start_us)))
+		goto bad;
+	if (en != NULL && (rv = ax_tz_parse_iso8601(en, *tz, &spec.end_us)))
+		goto bad;
+	if (strcmp(kind, "cron") == 0) {
+		spec.kind = AX_SCHED_CRON;
+		spec.cron = json_string_value(json_object_get(sc, "cron"));
+	} else if (strcmp(kind, "every") == 0) {
+		spec.kind = AX_SCHED_EVERY;
+		rv        = ax_duration_parse(
+		           json_string_value(json_object_get(sc, "every")),
+		           &spec.every_us);
+		if (rv != AX_OK)
+			goto bad;
+	} else {
+		spec.kind = AX_SCHED_AT;
+		rv        = ax_tz_parse_iso8601(
+		           json_string_value(json_object_get(sc, "at")), *tz,
+		           &spec.at_us);
+		if (rv != AX_OK)
+			goto bad;
+	}
+	if ((rv = ax_schedule_new(&spec, out, NULL)) == AX_OK)
+		return 1;
+bad:
+	ax_tz_free(*tz);
+	*tz = NULL;
+	ax_api_reply_err(r, rv);
+	return 0;
+}
+
+/* Collects the periods whose logical date is in [from, to]. */
+static int
+collect_periods(ax_schedule *s, int64_t from, int64_t to, ax_period *out,
+                size_t *n, ax_api_resp *r)
+{
+	ax_period chunk[128];
+	int64_t   after = from == INT64_MIN ? from : from - 1;
+	size_t    got;
+	int       more = 1;
+	ax_err    rv;
+
+	*n = 0;
+	while (more) {
+		rv = ax_schedule_periods(s, after, INT64_MAX, chunk, 128, &got,
+		                         &more);
+		if (rv != AX_OK) {
+			ax_api_reply_err(r, rv);
+			return 0;
+		}
+		if (got == 0)
+			break;
+		for (size_t i = 0; i < got; i++) {
+			if (chunk[i].logical_us > to)
+				return 1;
+			if (chunk[i].logical_us < from)
+				continue;
+			if (*n == AX_API_BACKFILL_MAX) {
+				ax_api_reply_error(
+				    r, 400, "invalid",
+				    "the range holds more than %d periods; "
+				    "split it into smaller backfills",
+				    AX_API_BACKFILL_MAX);
+				return 0;
+			}
+			out[(*n)++] = chunk[i];
+		}
+		after = chunk[got - 1].end_us;
+	}
+	return 1;
+}
+
+/* Appends "{a,b,c}" of one field of periods to buf. */
+static char *
+array_text(const ax_period *p, size_t n, int which)
+{
+	char *buf = malloc(n * 22 + 3), *w = buf;
+	if (buf == NULL)
+		return NULL;
+	*w++ = '{';
+	for (size_t i = 0; i < n; i++) {
+		int64_t v = which == 0 ? p[i].logical_us
+		    : which == 1       ? p[i].start_us
+		                       : p[i].end_us;
+		w += sprintf(w, "%s%" PRId64, i ? "," : "", v);
+	}
+	*w++ = '}';
+	*w   = '\0';
+	return buf;
+}
+
+/* Inserts the runs and notifies, in one transaction. */
+static ax_err
+insert_runs(ax_api_req *q, const char *dag_id, const char *ver_id,
+            const ax_period *p, size_t n, const char *mode, json_t *conf,
+            PGresult **res)
+{
+	char  *a[3] = { array_text(p, n, 0), array_text(p, n, 1),
+		        array_text(p, n, 2) };
+	char  *cj   = json_dumps(conf, JSON_COMPACT);
+	ax_err rv   = AX_ENOMEM;
+
+	*res = NULL;
+	if (!a[0] || !a[1] || !a[2] || !cj) {
+		ax_err_set(AX_ENOMEM, "backfill arrays");
+		goto out;
+	}
+	const char *params[] = { dag_id, ver_id, a[0], a[1], a[2], cj };
+	if ((rv = ax_store_begin(q->st)) != AX_OK)
+		goto out;
+	rv = ax_store_query(
+	    q->st,
+	    "INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	    "logical_date, interval_start, interval_end, conf) "
+	    "SELECT $1::bigint, $2::bigint, 'backfill', ax_ts(l), ax_ts(s), "
+	    "ax_ts(e), $6::jsonb FROM unnest($3::bigint[], $4::bigint[], "
+	    "$5::bigint[]) AS t(l, s, e) "
+	    "ON CONFLICT (dag_id, logical_date) DO NOTHING "
+	    "RETURNING id, logical_date",
+	    6, params, res);
+	if (rv == AX_OK && PQntuples(*res) > 0) {
+		json_t *ids = json_array();
+		for (int i = 0; i < PQntuples(*res); i++)
+			json_array_append_new(
+			    ids,
+			    json_integer(
+			        strtoll(PQgetvalue(*res, i, 0), NULL, 10)));
+		json_t *nt =
+		    json_pack("{s:s,s:s,s:s,s:o}", "op", "backfill", "dag",
+		              q->params[0], "mode", mode, "run_ids", ids);
+		rv = ax_api_notify(q->st, nt);
+		json_decref(nt);
+	}
+	if (rv == AX_OK)
+		rv = ax_store_commit(q->st);
+	if (rv != AX_OK) {
+		ax_store_rollback(q->st);
+		PQclear(*res);
+		*res = NULL;
+	}
+out:
+	free(a[0]);
+	free(a[1]);
+	free(a[2]);
+	free(cj);
+	return rv;
+}
+
+void
+ax_api_dag_backfill(ax_api_req *q, ax_api_resp *r)
+{
+	static const char *const fields[] = { "start", "end", "mode", "params",
+		                              NULL };
+	json_t      *b = ax_api_body_object(q, r), *def = NULL, *conf = NULL;
+	json_t      *params;
+	const char  *mode = "serial";
+	int64_t      from, to;
+	ax_tz       *tz    = NULL;
+	ax_schedule *sched = NULL;
+	ax_period   *per   = NULL;
+	size_t       n     = 0;
+	PGresult    *res = NULL, *ins = NULL;
+	ax_err       rv;
+
+	if (b == NULL || !ax_api_only_fields(b, fields, r))
+		goto out;
+	if (json_object_get(b, "mode") != NULL) {
+		mode = json_string_value(json_object_get(b, "mode"));
+		if (mode == NULL ||
+		    (strcmp(mode, "serial") && strcmp(mode, "parallel"))) {
+			ax_api_reply_error(r, 400, "invalid",
+			                   "'mode' must be \"serial\" or "
+			                   "\"parallel\"");
+			goto out;
+		}
+	}
+	params = json_object_get(b, "params");
+	if (params != NULL && !json_is_object(params)) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "'params' must be a JSON object");
+		goto out;
+	}
+	if (!json_object_get(b, "start") || !json_object_get(b, "end")) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "'start' and 'end' are required");
+		goto out;
+	}
+	if (!ax_api_parse_instant(json_object_get(b, "start"), "start", r,
+	                          &from) ||
+	    !ax_api_parse_instant(json_object_get(b, "end"), "end", r, &to))
+		goto out;
+	if (to < from) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "'end' is before 'start'");
+		goto out;
+	}
+	const char *p[] = { q->params[0] };
+	rv =
+	    ax_store_query(q->st,
+	                   "SELECT d.id, v.id, v.definition FROM dags d "
+	                   "JOIN dag_versions v ON v.id = d.active_version_id "
+	                   "WHERE d.name = $1",
+	                   1, p, &res);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		goto out;
+	}
+	if (PQntuples(res) == 0) {
+		ax_api_reply_error(r, 404, "not_found", "no DAG named '%s'",
+		                   q->params[0]);
+		goto out;
+	}
+	def = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
+	if (!schedule_of(def, r, &tz, &sched))
+		goto out;
+	per = malloc(sizeof(*per) * AX_API_BACKFILL_MAX);
+	if (per == NULL) {
+		ax_api_reply_err(r, ax_err_set(AX_ENOMEM, "periods"));
+		goto out;
+	}
+	if (!collect_periods(sched, from, to, per, &n, r))
+		goto out;
+	if (n == 0) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "no period of the schedule has its logical "
+		                   "date in [start, end]");
+		goto out;
+	}
+	conf = json_pack("{s:s,s:o}", "backfill_mode", mode, "params",
+	                 params ? json_incref(params) : json_object());
+	rv = insert_runs(q, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), per,
+	                 n, mode, conf, &ins);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		goto out;
+	}
+	ax_api_reply_json(r, 201,
+	                  json_pack("{s:s,s:s,s:i,s:i,s:o}", "dag",
+	                            q->params[0], "mode", mode, "created",
+	                            PQntuples(ins), "skipped",
+	                            (int) n - PQntuples(ins), "runs",
+	                            ax_api_rows_json(ins)));
+out:
+	PQclear(ins);
+	PQclear(res);
+	free(per);
+	ax_schedule_free(sched);
+	ax_tz_free(tz);
+	json_decref(conf);
+	json_decref(def);
+	json_decref(b);
+}

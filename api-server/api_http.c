@@ -1,0 +1,403 @@
+/*
+ * api_http.c - request and response helpers shared by the ax-api route
+ * handlers (see api_http.h).
+ */
+#include "api_http.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "tz.h"
+
+/* PostgreSQL type OIDs (pg_type.h is not a client header). */
+enum {
+	OID_BOOL        = 16,
+	OID_INT8        = 20,
+	OID_INT2        = 21,
+	OID_INT4        = 23,
+	OID_JSON        = 114,
+	OID_TIMESTAMPTZ = 1184,
+	OID_JSONB       = 3802,
+};
+
+static void
+resp_reset(ax_api_resp *r)
+{
+	json_decref(r->json);
+	r->json = NULL;
+	free(r->text);
+	r->text = NULL;
+	if (r->raw != NULL)
+		MHD_destroy_response(r->raw);
+	r->raw = NULL;
+}
+
+void
+ax_api_reply_json(ax_api_resp *r, unsigned status, json_t *j)
+{
+	resp_reset(r);
+	if (j == NULL) {
+		r->status = 500;
+		r->json = json_pack("{s:s,s:s}", "error", "internal", "detail",
+		                    "out of memory");
+		return;
+	}
+	r->status = status;
+	r->json   = j;
+}
+
+void
+ax_api_reply_text(ax_api_resp *r, unsigned status, const char *content_type,
+                  const char *text, size_t len)
+{
+	resp_reset(r);
+	r->text = malloc(len + 1);
+	if (r->text == NULL) {
+		ax_api_reply_json(r, 500, NULL);
+		return;
+	}
+	memcpy(r->text, text, len);
+	r->text[len]    = '\0';
+	r->text_len     = len;
+	r->status       = status;
+	r->content_type = content_type;
+}
+
+json_t *
+ax_api_reply_error(ax_api_resp *r, unsigned status, const char *code,
+                   const char *fmt, ...)
+{
+	char    detail[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	/* json_string refuses invalid UTF-8: echoing user input must not
+	 * turn a 4xx into a 500. */
+	json_t *d = json_string(detail);
+	if (d == NULL)
+		d = json_string("(detail not representable as UTF-8)");
+	ax_api_reply_json(r, status,
+	                  json_pack("{s:s,s:o}", "error", code, "detail", d));
+	return r->json;
+}
+
+void
+ax_api_reply_err(ax_api_resp *r, ax_err e)
+{
+	const char *d = ax_err_detail();
+
+	switch (e) {
+	case AX_ENOENT:
+		ax_api_reply_error(r, 404, "not_found", "%s", d);
+		break;
+	case AX_EINVAL:
+	case AX_EPARSE:
+	case AX_ELIMIT:
+		ax_api_reply_error(r, 400, "invalid", "%s", d);
+		break;
+	case AX_EEXIST:
+		ax_api_reply_error(r, 409, "conflict", "%s", d);
+		break;
+	case AX_ESTATE:
+		ax_api_reply_error(r, 409, "illegal_state", "%s", d);
+		break;
+	case AX_EDBCONN:
+	case AX_EBUSY:
+	case AX_ETIMEDOUT:
+	case AX_ERETRY:
+		ax_log_warn("api", "database unavailable: %s", d);
+		ax_api_reply_error(r, 503, "unavailable",
+		                   "the database is unavailable (%s); retry "
+		                   "later",
+		                   ax_errname(e));
+		break;
+	default:
+		ax_log_error("api", "%s: %s", ax_errname(e), d);
+		ax_api_reply_error(r, 500, "internal",
+		                   "%s; see the ax-api log", ax_strerror(e));
+		break;
+	}
+}
+
+const char *
+ax_api_query(const ax_api_req *q, const char *key)
+{
+	return MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND,
+	                                   key);
+}
+
+int
+ax_api_query_int(const ax_api_req *q, ax_api_resp *r, const char *key,
+                 int64_t def, int64_t min, int64_t max, int64_t *out)
+{
+	const char *v = ax_api_query(q, key);
+	char       *end;
+	long long   n;
+
+	if (v == NULL) {
+		*out = def;
+		return 1;
+	}
+	errno = 0;
+	n     = strtoll(v, &end, 10);
+	if (*v == '\0' || *end != '\0' || errno != 0) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "query argument '%s' must be an integer, "
+		                   "got '%s'",
+		                   key, v);
+		return 0;
+	}
+	if (n < min || n > max) {
+		ax_api_reply_error(r, 400, "invalid",
+		                   "query argument '%s' must be in "
+		                   "[%" PRId64 ", %" PRId64 "], got %lld",
+		                   key, min, max, n);
+		return 0;
+	}
+	*out = n;
+	return 1;
+}
+
+int
+ax_api_query_bool(const ax_api_req *q, ax_api_resp *r, const char *key,
+                  int def, int *out)
+{
+	const char *v = ax_api_query(q, key);
+
+	if (v == NULL) {
+		/* `?follow` without a value is present with a NULL value;
+		 * MHD_lookup_connection_value cannot tell it from absent, so
+		 * look the key up among the arguments. */
+		*out = def;
+		return 1;
+	}
+	if (!strcmp(v, "") || !strcmp(v, "1") || !strcmp(v, "true") ||
+	    !strcmp(v, "yes")) {
+		*out = 1;
+		return 1;
+	}
+	if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) {
+		*out = 0;
+		return 1;
+	}
+	ax_api_reply_error(r, 400, "invalid",
+	                   "query argument '%s' must be true or false, got "
+	                   "'%s'",
+	                   key, v);
+	return 0;
+}
+
+json_t *
+ax_api_body_object(const ax_api_req *q, ax_api_resp *r)
+{
+	json_error_t e;
+	json_t      *j;
+	size_t       i = 0;
+
+	while (i < q->body_len &&
+	       (q->body[i] == ' ' || q->body[i] == '\n' ||
+	        q->body[i] == '\r' || q->body[i] == '\t'))
+		i++;
+	if (i == q->body_len)
+		return json_object();
+	j = json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &e);
+	if (j == NULL) {
+		ax_api_reply_error(r, 400, "bad_json",
+		                   "body is not valid JSON: %s at line %d, "
+		                   "column %d",
+		                   e.text, e.line, e.column);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		ax_api_reply_error(r, 400, "invalid",
+		                   "body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+int
+ax_api_only_fields(json_t *o, const char *const *allowed, ax_api_resp *r)
+{
+	const char *k;
+	json_t     *v;
+
+	json_object_foreach(o, k, v)
+	{
+		int ok = 0;
+		for (const char *const *a = allowed; *a != NULL; a++)
+			if (strcmp(*a, k) == 0)
+				ok = 1;
+		if (!ok) {
+			ax_api_reply_error(r, 400, "invalid",
+			                   "unknown field '%s' in the body",
+			                   k);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+int
+ax_api_utf8_ok(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *) str;
+	size_t               i = 0;
+
+	while (i < n) {
+		unsigned c = s[i];
+		size_t   len;
+		uint32_t cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			len = 2;
+			cp  = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			len = 3;
+			cp  = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			len = 4;
+			cp  = c & 0x07;
+		} else
+			return 0;
+		if (i + len > n)
+			return 0;
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += len;
+	}
+	return 1;
+}
+
+/* PostgreSQL's "2024-05-01 10:30:00.5+08" -> "2024-05-01T02:30:00.500000Z" */
+static json_t *
+ts_json(const char *v)
+{
+	char    buf[48];
+	int64_t us;
+
+	if (ax_tz_parse_iso8601(v, NULL, &us) != AX_OK)
+		return json_string(v); /* infinity, BC dates */
+	ax_tz_format(ax_tz_utc(), us, buf, sizeof(buf));
+	size_t n = strlen(buf);
+	if (n > 6 && strcmp(buf + n - 6, "+00:00") == 0)
+		strcpy(buf + n - 6, "Z");
+	return json_string(buf);
+}
+
+json_t *
+ax_api_row_json(const PGresult *res, int i)
+{
+	json_t *o  = json_object();
+	int     nf = PQnfields(res);
+
+	if (o == NULL)
+		return NULL;
+	for (int f = 0; f < nf; f++) {
+		const char *v = PQgetvalue(res, i, f);
+		json_t     *j;
+		if (PQgetisnull(res, i, f)) {
+			j = json_null();
+		} else {
+			switch (PQftype(res, f)) {
+			case OID_INT2:
+			case OID_INT4:
+			case OID_INT8:
+				j = json_integer(strtoll(v, NULL, 10));
+				break;
+			case OID_BOOL:
+				j = json_boolean(v[0] == 't');
+				break;
+			case OID_JSON:
+			case OID_JSONB:
+				j = json_loads(v, JSON_DECODE_ANY, NULL);
+				break;
+			case OID_TIMESTAMPTZ:
+				j = ts_json(v);
+				break;
+			default:
+				j = json_string(v);
+				if (j == NULL) /* not UTF-8 */
+					j = json_string("(invalid UTF-8)");
+				break;
+			}
+		}
+		if (j == NULL || json_object_set_new(o, PQfname(res, f), j)) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+json_t *
+ax_api_rows_json(const PGresult *res)
+{
+	json_t *a = json_array();
+	int     n = PQntuples(res);
+
+	for (int i = 0; a != NULL && i < n; i++) {
+		json_t *o = ax_api_row_json(res, i);
+		if (o == NULL || json_array_append_new(a, o)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+ax_err
+ax_api_notify(ax_store *st, json_t *payload)
+{
+	char  *text = json_dumps(payload, JSON_COMPACT);
+	ax_err rv;
+
+	if (text == NULL)
+		return ax_err_set(AX_ENOMEM, "control payload");
+	const char *params[] = { text };
+	rv =
+	    ax_store_exec(st, "SELECT pg_notify('ax_control', $1)", 1, params);
+	free(text);
+	return rv;
+}
+
+int
+ax_api_parse_instant(json_t *v, const char *field, ax_api_resp *r, int64_t *us)
+{
+	if (json_is_integer(v)) {
+		*us = json_integer_value(v);
+		return 1;
+	}
+	if (!json_is_string(v)) {
+		ax_api_reply_error(
+		    r, 400, "invalid",
+		    "'%s' must be an RFC 3339 string or integer "
+		    "microseconds",
+		    field);
+		return 0;
+	}
+	if (ax_tz_parse_iso8601(json_string_value(v), ax_tz_utc(), us) !=
+	    AX_OK) {
+		ax_api_reply_error(r, 400, "invalid", "'%s': %s", field,
+		                   ax_err_detail());
+		return 0;
+	}
+	return 1;
+}

@@ -1,0 +1,143 @@
+/*
+ * api_http.h - what every ax-api route handler works with: the request
+ * (path parameters, query, body, a database connection, the caller's
+ * role), the response it fills, and the helpers that keep every answer
+ * in one shape: JSON, errors as {"error": CODE, "detail": TEXT, ...}.
+ *
+ * Role: api_server.c builds an ax_api_req per request, runs the handler
+ * the route table (api_routes.h) names, and sends the ax_api_resp.
+ * Handlers live in api_dags.c, api_runs.c and api_misc.c.
+ *
+ * Invariants: a handler runs on one MHD connection thread with a store
+ * borrowed from the server's pool for the duration of the call (nobody
+ * else uses it meanwhile); it sets exactly one response. Bad input is a
+ * 4xx answer, never an assert. Instants in JSON are RFC 3339 UTC text
+ * ("2024-05-01T02:30:00.000000Z"): every pooled connection runs with
+ * TimeZone UTC and ax_api_rows_json() rewrites timestamptz values.
+ */
+#ifndef AX_API_HTTP_H
+#define AX_API_HTTP_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <microhttpd.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api_token.h"
+#include "ax_err.h"
+#include "store.h"
+
+#define AX_API_MAX_PARAMS 4 /* {params} in one route pattern */
+
+typedef struct ax_api_server ax_api_server;
+
+typedef struct ax_api_req {
+	struct MHD_Connection *conn;
+	ax_api_server         *srv;
+	const char            *method;
+	const char            *path;
+	const char *params[AX_API_MAX_PARAMS]; /* path {params}, decoded */
+	const char *body;                      /* NUL-terminated; may be "" */
+	size_t      body_len;
+	ax_store   *st;   /* borrowed for the call */
+	ax_api_role role; /* of the caller's token */
+	int64_t     token_id;
+} ax_api_req;
+
+typedef struct ax_api_resp {
+	unsigned             status;
+	json_t              *json; /* owned; sent when set */
+	char                *text; /* owned (malloc); else */
+	size_t               text_len;
+	const char          *content_type; /* static; of text */
+	struct MHD_Response *raw;          /* owned; streaming handlers */
+	const char          *allow;        /* static; Allow header (405) */
+} ax_api_resp;
+
+typedef void (*ax_api_handler)(ax_api_req *q, ax_api_resp *r);
+
+/* Sets a JSON answer (takes the reference of j; NULL: out of memory). */
+void ax_api_reply_json(ax_api_resp *r, unsigned status, json_t *j);
+
+/* Sets a text answer (copies text). */
+void ax_api_reply_text(ax_api_resp *r, unsigned status,
+                       const char *content_type, const char *text, size_t len);
+
+/*
+ * Sets an error answer {"error": code, "detail": printf(...)}. Returns
+ * the JSON object so a caller may add fields (e.g. "errors").
+ */
+json_t *ax_api_reply_error(ax_api_resp *r, unsigned status, const char *code,
+                           const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * Sets the answer for a failed call that returned e, with the calling
+ * thread's ax_err_detail(): AX_ENOENT 404 not_found, AX_EINVAL /
+ * AX_EPARSE 400 invalid, AX_EEXIST 409 conflict, AX_ESTATE 409
+ * illegal_state, AX_EDBCONN / AX_EBUSY 503 unavailable, AX_ETIMEDOUT 503,
+ * else 500 internal (the detail is logged, not sent).
+ */
+void ax_api_reply_err(ax_api_resp *r, ax_err e);
+
+/* The query argument key (decoded) or NULL. */
+const char *ax_api_query(const ax_api_req *q, const char *key);
+
+/*
+ * Reads integer query argument key into *out: def when absent. Returns 1
+ * when fine; 0 after setting a 400 (not an integer, out of [min, max]).
+ */
+int ax_api_query_int(const ax_api_req *q, ax_api_resp *r, const char *key,
+                     int64_t def, int64_t min, int64_t max, int64_t *out);
+
+/*
+ * Reads boolean query argument key (true/false/1/0/yes/no; present
+ * without a value = true). Returns 1 when fine, 0 after a 400.
+ */
+int ax_api_query_bool(const ax_api_req *q, ax_api_resp *r, const char *key,
+                      int def, int *out);
+
+/*
+ * Parses the body as a JSON object (an empty body is {}). Returns a new
+ * reference, or NULL after setting 400 bad_json (with line and column)
+ * or 400 invalid (not an object).
+ */
+json_t *ax_api_body_object(const ax_api_req *q, ax_api_resp *r);
+
+/*
+ * Checks that the members of the body object o are only the names in
+ * allowed (NULL-terminated). Returns 1 when fine, 0 after a 400 that
+ * names the unknown member.
+ */
+int ax_api_only_fields(json_t *o, const char *const *allowed, ax_api_resp *r);
+
+/* 1 when s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
+int ax_api_utf8_ok(const char *s, size_t n);
+
+/*
+ * The rows of res as a JSON array of objects keyed by column name:
+ * integers, booleans, json/jsonb as JSON, timestamptz as RFC 3339 UTC
+ * text, NULL as null, everything else as strings. NULL on out of memory.
+ */
+json_t *ax_api_rows_json(const PGresult *res);
+
+/* Row i of res as one object (see ax_api_rows_json). */
+json_t *ax_api_row_json(const PGresult *res, int i);
+
+/*
+ * Sends the control notification payload (a JSON object) to axd:
+ * SELECT pg_notify('ax_control', payload). Inside an open transaction
+ * it is delivered at COMMIT, together with the rows written before.
+ */
+ax_err ax_api_notify(ax_store *st, json_t *payload);
+
+/*
+ * Parses an instant given as RFC 3339 / ISO 8601 text (a date alone is
+ * midnight UTC; no offset means UTC) or as integer microseconds into
+ * *us. Returns 1 when fine, 0 after a 400 naming field.
+ */
+int ax_api_parse_instant(json_t *v, const char *field, ax_api_resp *r,
+                         int64_t *us);
+
+#endif /* AX_API_HTTP_H */

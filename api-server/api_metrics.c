@@ -1,0 +1,210 @@
+/*
+ * api_metrics.c - per-route request counters and latency histograms (see
+ * api_metrics.h). Status codes are counted in a small fixed list of
+ * slots; any other code lands in the slot of its class (e.g. 418 -> the
+ * "4xx" slot) so the label set stays bounded whatever clients send.
+ */
+#include "api_metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_routes.h"
+
+static const unsigned codes[] = { 200, 201, 202, 204, 400, 401, 403, 404,
+	                          405, 409, 413, 415, 422, 500, 503 };
+#define NCODES (sizeof(codes) / sizeof(codes[0]))
+#define NSLOTS (NCODES + 5) /* + 1xx..5xx class slots */
+
+static const double bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+	                         0.25,  0.5,    1,     2.5,  5,     10 };
+#define NBOUNDS (sizeof(bounds) / sizeof(bounds[0]))
+
+typedef struct route_stats {
+	uint64_t count[NSLOTS];
+	uint64_t bucket[NBOUNDS]; /* non-cumulative */
+	uint64_t n;
+	double   sum; /* seconds */
+} route_stats;
+
+struct ax_api_metrics {
+	pthread_mutex_t mu;
+	size_t          nroutes; /* ax_api_routes_count + 1 (unmatched) */
+	route_stats     stats[];
+};
+
+void
+ax_api_buf_printf(ax_api_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int     n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->len;
+		va_start(ap, fmt);
+		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = 1;
+			return;
+		}
+		if ((size_t) n < room) {
+			b->len += (size_t) n;
+			return;
+		}
+		size_t cap = b->cap ? b->cap * 2 : 4096;
+		while (cap < b->len + (size_t) n + 1)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (p == NULL) {
+			b->oom = 1;
+			return;
+		}
+		b->p   = p;
+		b->cap = cap;
+	}
+}
+
+void
+ax_api_buf_fini(ax_api_buf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+ax_err
+ax_api_metrics_new(ax_api_metrics **out)
+{
+	size_t          n = ax_api_routes_count + 1;
+	ax_api_metrics *m = calloc(1, sizeof(*m) + n * sizeof(route_stats));
+
+	if (m == NULL)
+		return ax_err_set(AX_ENOMEM, "metrics");
+	pthread_mutex_init(&m->mu, NULL);
+	m->nroutes = n;
+	*out       = m;
+	return AX_OK;
+}
+
+void
+ax_api_metrics_free(ax_api_metrics *m)
+{
+	if (m == NULL)
+		return;
+	pthread_mutex_destroy(&m->mu);
+	free(m);
+}
+
+static size_t
+slot_of(unsigned status)
+{
+	for (size_t i = 0; i < NCODES; i++)
+		if (codes[i] == status)
+			return i;
+	unsigned cls = status / 100;
+	if (cls < 1 || cls > 5)
+		cls = 5;
+	return NCODES + cls - 1;
+}
+
+void
+ax_api_metrics_record(ax_api_metrics *m, int route, unsigned status,
+                      int64_t dur_us)
+{
+	size_t r = (route < 0 || (size_t) route >= ax_api_routes_count)
+	    ? ax_api_routes_count
+	    : (size_t) route;
+	double s = (double) (dur_us < 0 ? 0 : dur_us) / 1e6;
+	size_t b = 0;
+
+	while (b < NBOUNDS && s > bounds[b])
+		b++;
+	pthread_mutex_lock(&m->mu);
+	route_stats *st = &m->stats[r];
+	st->count[slot_of(status)]++;
+	if (b < NBOUNDS)
+		st->bucket[b]++;
+	st->n++;
+	st->sum += s;
+	pthread_mutex_unlock(&m->mu);
+}
+
+static void
+labels(size_t r, char *buf, size_t len)
+{
+	if (r >= ax_api_routes_count)
+		snprintf(buf, len, "method=\"any\",route=\"unmatched\"");
+	else
+		snprintf(buf, len, "method=\"%s\",route=\"%s\"",
+		         ax_api_routes[r].method, ax_api_routes[r].pattern);
+}
+
+void
+ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b)
+{
+	static const char *const cls[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
+	route_stats             *copy  = malloc(m->nroutes * sizeof(*copy));
+	char                     lab[200];
+
+	if (copy == NULL) {
+		b->oom = 1;
+		return;
+	}
+	pthread_mutex_lock(&m->mu);
+	memcpy(copy, m->stats, m->nroutes * sizeof(*copy));
+	pthread_mutex_unlock(&m->mu);
+
+	ax_api_buf_printf(b,
+	                  "# HELP ax_api_requests_total HTTP requests "
+	                  "answered, by route and status code.\n"
+	                  "# TYPE ax_api_requests_total counter\n");
+	for (size_t r = 0; r < m->nroutes; r++) {
+		labels(r, lab, sizeof(lab));
+		for (size_t k = 0; k < NSLOTS; k++) {
+			if (copy[r].count[k] == 0)
+				continue;
+			char code[8];
+			if (k < NCODES)
+				snprintf(code, sizeof(code), "%u", codes[k]);
+			else
+				snprintf(code, sizeof(code), "%s",
+				         cls[k - NCODES]);
+			ax_api_buf_printf(
+			    b, "ax_api_requests_total{%s,code=\"%s\"} %llu\n",
+			    lab, code, (unsigned long long) copy[r].count[k]);
+		}
+	}
+	ax_api_buf_printf(b,
+	                  "# HELP ax_api_request_duration_seconds Time from "
+	                  "request to answer, by route.\n"
+	                  "# TYPE ax_api_request_duration_seconds "
+	                  "histogram\n");
+	for (size_t r = 0; r < m->nroutes; r++) {
+		uint64_t cum = 0;
+		if (copy[r].n == 0)
+			continue;
+		labels(r, lab, sizeof(lab));
+		for (size_t k = 0; k < NBOUNDS; k++) {
+			cum += copy[r].bucket[k];
+			ax_api_buf_printf(b,
+			                  "ax_api_request_duration_seconds_"
+			                  "bucket{%s,le=\"%g\"} %llu\n",
+			                  lab, bounds[k],
+			                  (unsigned long long) cum);
+		}
+		ax_api_buf_printf(
+		    b,
+		    "ax_api_request_duration_seconds_bucket{%s,le=\"+Inf\"} "
+		    "%llu\n"
+		    "ax_api_request_duration_seconds_sum{%s} %.6f\n"
+		    "ax_api_request_duration_seconds_count{%s} %llu\n",
+		    lab, (unsigned long long) copy[r].n, lab, copy[r].sum, lab,
+		    (unsigned long long) copy[r].n);
+	}
+	free(copy);
+}

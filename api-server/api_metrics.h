@@ -1,0 +1,48 @@
+/*
+ * api_metrics.h - request counters and latency histograms of ax-api, per
+ * route, in the Prometheus text format.
+ *
+ * Role: api_server.c records every answered request; GET /metrics
+ * (api_misc.c) renders them together with gauges read from PostgreSQL.
+ * Invariants: fixed-size arrays indexed by route (the route table is
+ * const), one mutex; recording costs a lock and a few increments.
+ */
+#ifndef AX_API_METRICS_H
+#define AX_API_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ax_err.h"
+
+typedef struct ax_api_metrics ax_api_metrics;
+
+/* A growing text buffer (Prometheus exposition). */
+typedef struct ax_api_buf {
+	char  *p;
+	size_t len, cap;
+	int    oom; /* an append failed: the text is incomplete */
+} ax_api_buf;
+
+void ax_api_buf_printf(ax_api_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void ax_api_buf_fini(ax_api_buf *b);
+
+ax_err ax_api_metrics_new(ax_api_metrics **out);
+void   ax_api_metrics_free(ax_api_metrics *m);
+
+/*
+ * Records one answered request: route is an index into ax_api_routes or
+ * -1 for an unmatched path; status the HTTP status; dur_us the time from
+ * the request's first byte to its answer being queued. Any thread.
+ */
+void ax_api_metrics_record(ax_api_metrics *m, int route, unsigned status,
+                           int64_t dur_us);
+
+/*
+ * Appends ax_api_requests_total{method,route,code} and the
+ * ax_api_request_duration_seconds histogram {method,route} to b.
+ */
+void ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b);
+
+#endif /* AX_API_METRICS_H */

@@ -1,0 +1,233 @@
+/*
+ * api_misc.c - /healthz, /metrics, workers and events routes of ax-api
+ * (see api_misc.h).
+ *
+ * /metrics reads its gauges with one query per scrape (counts grouped by
+ * state); on very large task_instances tables that is a scan, which is
+ * acceptable at scrape intervals of 15 s or more.
+ */
+#include "api_misc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_metrics.h"
+#include "api_server.h"
+#include "state.h"
+
+void
+ax_api_healthz(ax_api_req *q, ax_api_resp *r)
+{
+	int64_t v;
+	ax_err  rv = ax_store_query_int64(q->st, "SELECT 1", 0, NULL, &v);
+
+	if (rv != AX_OK) {
+		ax_api_reply_error(r, 503, "unavailable",
+		                   "the database does not answer: %s",
+		                   ax_errname(rv));
+		return;
+	}
+	ax_api_reply_json(
+	    r, 200, json_pack("{s:s,s:s}", "status", "ok", "database", "ok"));
+}
+
+/* Appends gauge family name{label=key} for every row (key, value) of
+ * sql, plus 0 for every key of zeros not in the rows. */
+static ax_err
+gauge(ax_api_req *q, ax_api_buf *b, const char *name, const char *help,
+      const char *label, const char *sql, const char *const *zeros)
+{
+	PGresult *res;
+	ax_err    rv = ax_store_query(q->st, sql, 0, NULL, &res);
+
+	if (rv != AX_OK)
+		return rv;
+	ax_api_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help,
+	                  name);
+	for (const char *const *z = zeros; z && *z; z++) {
+		int found = 0;
+		for (int i = 0; i < PQntuples(res); i++)
+			found |= !strcmp(PQgetvalue(res, i, 0), *z);
+		if (!found)
+			ax_api_buf_printf(b, "%s{%s=\"%s\"} 0\n", name, label,
+			                  *z);
+	}
+	for (int i = 0; i < PQntuples(res); i++)
+		ax_api_buf_printf(b, "%s{%s=\"%s\"} %s\n", name, label,
+		                  PQgetvalue(res, i, 0),
+		                  PQgetvalue(res, i, 1));
+	PQclear(res);
+	return AX_OK;
+}
+
+void
+ax_api_metrics_text(ax_api_req *q, ax_api_resp *r)
+{
+	static const char *const ti_states[] = {
+		"PENDING", "READY",    "RUNNING", "SUCCESS", "FAILED",
+		"TIMEOUT", "CANCELED", "SKIPPED", "UNKNOWN", NULL
+	};
+	static const char *const run_states[] = { "QUEUED",   "RUNNING",
+		                                  "SUCCESS",  "FAILED",
+		                                  "CANCELED", NULL };
+	static const char *const channels[]   = { "P0", "Px", "k8s", "biz",
+		                                  NULL };
+	static const char *const w_states[]   = { "ACTIVE", "DRAINING", "LOST",
+		                                  "GONE", NULL };
+	ax_api_buf               b            = { 0 };
+	ax_err                   rv           = AX_OK;
+
+	ax_api_metrics_render(ax_api_server_metrics(q->srv), &b);
+	if (rv == AX_OK)
+		rv = gauge(q, &b, "ax_task_instances",
+		           "Task instances by state.", "state",
+		           "SELECT state, count(*) FROM task_instances "
+		           "GROUP BY state ORDER BY state",
+		           ti_states);
+	if (rv == AX_OK)
+		rv = gauge(q, &b, "ax_dag_runs", "DAG runs by state.", "state",
+		           "SELECT state, count(*) FROM dag_runs "
+		           "GROUP BY state ORDER BY state",
+		           run_states);
+	if (rv == AX_OK)
+		rv = gauge(q, &b, "ax_queue_depth",
+		           "Task instances READY (admitted, waiting for a "
+		           "worker), by channel.",
+		           "channel",
+		           "SELECT channel, count(*) FROM task_instances "
+		           "WHERE state = 'READY' GROUP BY channel "
+		           "ORDER BY channel",
+		           channels);
+	if (rv == AX_OK)
+		rv =
+		    gauge(q, &b, "ax_workers", "Workers by state.", "state",
+		          "SELECT state, count(*) FROM workers GROUP BY state "
+		          "ORDER BY state",
+		          w_states);
+	if (rv == AX_OK)
+		rv = gauge(q, &b, "ax_worker_slots",
+		           "Slots of ACTIVE workers, used and free.", "kind",
+		           "SELECT k, v FROM (SELECT 'used' AS k, "
+		           "coalesce(sum(used_slots), 0) AS v FROM workers "
+		           "WHERE state = 'ACTIVE' UNION ALL SELECT 'free', "
+		           "coalesce(sum(greatest(slots - used_slots, 0)), 0) "
+		           "FROM workers WHERE state = 'ACTIVE') x ORDER BY k",
+		           NULL);
+	if (rv != AX_OK) {
+		ax_api_buf_fini(&b);
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	if (b.oom) {
+		ax_api_buf_fini(&b);
+		ax_api_reply_err(r, ax_err_set(AX_ENOMEM, "metrics"));
+		return;
+	}
+	ax_api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
+	                  b.p ? b.p : "", b.len);
+	ax_api_buf_fini(&b);
+}
+
+void
+ax_api_workers_list(ax_api_req *q, ax_api_resp *r)
+{
+	PGresult *res;
+	ax_err    rv;
+
+	const char *p[] = { ax_api_query(q, "state"),
+		            ax_api_query(q, "group") };
+	rv              = ax_store_query(
+	                 q->st,
+	                 "SELECT id, worker_group, slots, used_slots, address, hostname, "
+	                              "pid, state, registered_at, last_heartbeat_at, "
+	                              "lease_expires_at FROM workers "
+	                              "WHERE ($1::text IS NULL OR state = $1) "
+	                              "AND ($2::text IS NULL OR worker_group = $2) ORDER BY id",
+	                 2, p, &res);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	ax_api_reply_json(
+	    r, 200, json_pack("{s:o}", "workers", ax_api_rows_json(res)));
+	PQclear(res);
+}
+
+/* Integer query argument as SQL text, NULL when absent; 0 after a 400. */
+static int
+opt_int(ax_api_req *q, ax_api_resp *r, const char *key, char *buf, size_t len,
+        const char **out)
+{
+	int64_t v;
+	*out = NULL;
+	if (ax_api_query(q, key) == NULL)
+		return 1;
+	if (!ax_api_query_int(q, r, key, 0, 0, INT64_MAX, &v))
+		return 0;
+	snprintf(buf, len, "%" PRId64, v);
+	*out = buf;
+	return 1;
+}
+
+void
+ax_api_events_list(ax_api_req *q, ax_api_resp *r)
+{
+	char        rb[24], ib[24], cb[24], lb[24], sb[24];
+	const char *run, *inst, *cursor, *since = NULL;
+	int64_t     limit, since_us;
+	PGresult   *res;
+	ax_err      rv;
+
+	if (!opt_int(q, r, "run", rb, sizeof(rb), &run) ||
+	    !opt_int(q, r, "instance", ib, sizeof(ib), &inst) ||
+	    !opt_int(q, r, "cursor", cb, sizeof(cb), &cursor) ||
+	    !ax_api_query_int(q, r, "limit", 100, 1, 1000, &limit))
+		return;
+	if (ax_api_query(q, "since") != NULL) {
+		json_t *s  = json_string(ax_api_query(q, "since"));
+		int     ok = ax_api_parse_instant(s, "since", r, &since_us);
+		json_decref(s);
+		if (!ok)
+			return;
+		snprintf(sb, sizeof(sb), "%" PRId64, since_us);
+		since = sb;
+	}
+	snprintf(lb, sizeof(lb), "%" PRId64, limit);
+	const char *p[] = { ax_api_query(q, "dag"),
+		            run,
+		            inst,
+		            ax_api_query(q, "type"),
+		            since,
+		            cursor,
+		            lb };
+	rv              = ax_store_query(
+	                 q->st,
+	                 "SELECT e.id, e.event_id, e.type, e.time, d.name AS dag, "
+	                              "e.dag_id, "
+	                              "e.dag_run_id, e.instance_id, e.run_id, e.attempt, e.trace_id, "
+	                              "e.reason, e.payload FROM event_log e "
+	                              "LEFT JOIN dags d ON d.id = e.dag_id "
+	                              "WHERE ($1::text IS NULL OR d.name = $1) "
+	                              "AND ($2::bigint IS NULL OR e.dag_run_id = $2) "
+	                              "AND ($3::bigint IS NULL OR e.instance_id = $3) "
+	                              "AND ($4::text IS NULL OR e.type = $4) "
+	                              "AND ($5::bigint IS NULL OR e.time >= ax_ts($5::bigint)) "
+	                              "AND ($6::bigint IS NULL OR e.id > $6) "
+	                              "ORDER BY e.id LIMIT $7::int",
+	                 7, p, &res);
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return;
+	}
+	int     n    = PQntuples(res);
+	json_t *next = n == limit
+	    ? json_integer(strtoll(PQgetvalue(res, n - 1, 0), NULL, 10))
+	    : json_null();
+	ax_api_reply_json(r, 200,
+	                  json_pack("{s:o,s:o}", "events",
+	                            ax_api_rows_json(res), "next_cursor",
+	                            next));
+	PQclear(res);
+}

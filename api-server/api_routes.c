@@ -1,0 +1,136 @@
+/*
+ * api_routes.c - the route table of ax-api and its matcher (see
+ * api_routes.h). The table is small (tens of rows) and matching is a
+ * linear scan of pre-split patterns: a few hundred nanoseconds per
+ * request, far below the database round trip every route makes.
+ */
+#include "api_routes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "api_dags.h"
+#include "api_misc.h"
+#include "api_runs.h"
+
+#define V AX_API_ROLE_VIEWER
+#define O AX_API_ROLE_OPERATOR
+#define A AX_API_ROLE_ADMIN
+
+const ax_api_route ax_api_routes[] = {
+	{ "GET", "/healthz", ax_api_healthz, AX_API_ROLE_NONE,
+	  "liveness and database reachability" },
+	{ "GET", "/metrics", ax_api_metrics_text, V, "Prometheus metrics" },
+	{ "GET", "/api/v1/healthz", ax_api_healthz, AX_API_ROLE_NONE,
+	  "liveness and database reachability" },
+	{ "GET", "/api/v1/metrics", ax_api_metrics_text, V,
+	  "Prometheus metrics" },
+	{ "POST", "/api/v1/dags", ax_api_dags_submit, A,
+	  "submit DAG / TaskTemplate YAML" },
+	{ "GET", "/api/v1/dags", ax_api_dags_list, V, "list DAGs" },
+	{ "GET", "/api/v1/dags/{name}", ax_api_dag_show, V,
+	  "one DAG with its active version" },
+	{ "GET", "/api/v1/dags/{name}/versions", ax_api_dag_versions, V,
+	  "versions of a DAG" },
+	{ "POST", "/api/v1/dags/{name}/pause", ax_api_dag_pause, O,
+	  "pause a DAG" },
+	{ "POST", "/api/v1/dags/{name}/unpause", ax_api_dag_unpause, O,
+	  "unpause a DAG" },
+	{ "POST", "/api/v1/dags/{name}/trigger", ax_api_dag_trigger, O,
+	  "trigger a manual run" },
+	{ "POST", "/api/v1/dags/{name}/backfill", ax_api_dag_backfill, O,
+	  "create backfill runs for a date range" },
+	{ "GET", "/api/v1/runs", ax_api_runs_list, V, "list DAG runs" },
+	{ "GET", "/api/v1/runs/{id}", ax_api_run_show, V, "one DAG run" },
+	{ "GET", "/api/v1/instances", ax_api_instances_list, V,
+	  "list task instances" },
+	{ "GET", "/api/v1/instances/{id}", ax_api_instance_show, V,
+	  "one task instance with its attempts" },
+	{ "POST", "/api/v1/instances/{id}/kill", ax_api_instance_kill, O,
+	  "kill a task instance" },
+	{ "POST", "/api/v1/instances/{id}/clear", ax_api_instance_clear, O,
+	  "clear a task instance (and downstream) to run again" },
+	{ "POST", "/api/v1/instances/{id}/mark", ax_api_instance_mark, O,
+	  "mark a task instance success or failed" },
+	{ "GET", "/api/v1/instances/{id}/logs", ax_api_instance_logs, V,
+	  "log of an attempt: tail, offset, follow" },
+	{ "GET", "/api/v1/instances/{id}/lineage", ax_api_instance_lineage, V,
+	  "upstream and downstream instances in the same run" },
+	{ "GET", "/api/v1/workers", ax_api_workers_list, V, "list workers" },
+	{ "GET", "/api/v1/events", ax_api_events_list, V, "query events" },
+};
+
+const size_t ax_api_routes_count =
+    sizeof(ax_api_routes) / sizeof(ax_api_routes[0]);
+
+/*
+ * Matches path against pattern; on success writes the params into
+ * buf/params and returns the number of literal segments (a score: more
+ * literals win), else -1.
+ */
+static int
+match_one(const char *pattern, const char *path, char *buf, size_t cap,
+          const char **params)
+{
+	const char *p = pattern, *s = path;
+	size_t      used = 0;
+	int         np = 0, lit = 0;
+
+	while (*p == '/' && *s == '/') {
+		const char *pe = strchr(p + 1, '/');
+		const char *se = strchr(s + 1, '/');
+		size_t      pl = pe ? (size_t) (pe - p - 1) : strlen(p + 1);
+		size_t      sl = se ? (size_t) (se - s - 1) : strlen(s + 1);
+		if (p[1] == '{') {
+			if (sl == 0 || np >= AX_API_MAX_PARAMS ||
+			    used + sl + 1 > cap)
+				return -1;
+			memcpy(buf + used, s + 1, sl);
+			buf[used + sl] = '\0';
+			params[np++]   = buf + used;
+			used += sl + 1;
+		} else {
+			if (pl != sl || memcmp(p + 1, s + 1, pl) != 0)
+				return -1;
+			lit++;
+		}
+		p += pl + 1;
+		s += sl + 1;
+	}
+	return (*p == '\0' && *s == '\0') ? lit : -1;
+}
+
+int
+ax_api_route_match(const char *method, const char *path, ax_api_match *m)
+{
+	int         best = -1, best_score = -1;
+	const char *tmp[AX_API_MAX_PARAMS];
+	char        tbuf[sizeof(m->buf)];
+
+	memset(m, 0, sizeof(*m));
+	m->route = -1;
+	for (size_t i = 0; i < ax_api_routes_count; i++) {
+		const ax_api_route *r = &ax_api_routes[i];
+		memset(tmp, 0, sizeof(tmp));
+		int score =
+		    match_one(r->pattern, path, tbuf, sizeof(tbuf), tmp);
+		if (score < 0)
+			continue;
+		m->path_found = 1;
+		if (strstr(m->allow, r->method) == NULL) {
+			size_t n = strlen(m->allow);
+			snprintf(m->allow + n, sizeof(m->allow) - n, "%s%s",
+			         n ? ", " : "", r->method);
+		}
+		if (strcmp(r->method, method) != 0 || score <= best_score)
+			continue;
+		best       = (int) i;
+		best_score = score;
+		memcpy(m->buf, tbuf, sizeof(tbuf));
+		for (int k = 0; k < AX_API_MAX_PARAMS; k++)
+			m->params[k] =
+			    tmp[k] ? m->buf + (tmp[k] - tbuf) : NULL;
+	}
+	m->route = best;
+	return best;
+}

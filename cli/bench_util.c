@@ -1,0 +1,296 @@
+/*
+ * bench_util.c - options, percentiles, YAML and JSON of `axctl bench`
+ * (see bench_util.h).
+ */
+#include "bench_util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+ax_bench_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: axctl bench [--home DIR] [--scenario S] [--schedules N]\n"
+	    "                   [--instances N] [--timers N] [--duration S]\n"
+	    "                   [--executor noop|process] [--workers N]\n"
+	    "                   [--slots N] [--json]\n"
+	    "\n"
+	    "Measures the scheduler on this machine with its own PostgreSQL,\n"
+	    "axd and workers.\n"
+	    "\n"
+	    "  --scenario S     latency | throughput | all (default) | "
+	    "timers\n"
+	    "      latency:     N seconds-level schedules (`S * * * * ?`, "
+	    "spread\n"
+	    "                   over the minute) run for --duration; "
+	    "scheduling\n"
+	    "                   latency started_at - due_at (P50, P99, max),\n"
+	    "                   decision dispatched_at - due_at and "
+	    "env-ready\n"
+	    "                   started_at - dispatched_at (P99)\n"
+	    "      throughput:  one triggered run of N independent "
+	    "instances;\n"
+	    "                   instances per second to a persisted SUCCESS\n"
+	    "      timers:      N far-future schedules armed; peak RSS of "
+	    "axd\n"
+	    "  --schedules N    latency schedules (default 10000)\n"
+	    "  --instances N    throughput instances (default 20000)\n"
+	    "  --timers N       armed timers (default 1000000)\n"
+	    "  --duration S     seconds of the latency run (default 120)\n"
+	    "  --executor E     noop (in the worker, default) or process\n"
+	    "                   (/bin/true through bash)\n"
+	    "  --workers N      ax-worker processes (default 2)\n"
+	    "  --slots N        slots per worker (default 64)\n"
+	    "  --home DIR       AX home to use (default: a temp dir, "
+	    "removed)\n"
+	    "  --json           print one JSON object: p50_ms, p99_ms, "
+	    "max_ms,\n"
+	    "                   decision_p99_ms, env_ready_p99_ms,\n"
+	    "                   throughput_per_s, rss_mb\n"
+	    "\n"
+	    "Exit status: 0 measured, 1 failure, 2 usage error.\n");
+}
+
+static int
+int_val(const char *name, const char *v, int lo, int hi, int *out, FILE *err)
+{
+	char *end;
+	long  n;
+
+	errno = 0;
+	n     = strtol(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || n < lo || n > hi) {
+		fprintf(err,
+		        "axctl bench: %s must be an integer from %d to %d, "
+		        "not '%s'\n",
+		        name, lo, hi, v);
+		return -1;
+	}
+	*out = (int) n;
+	return 0;
+}
+
+/* Sets o from option name=value; 0 ok, 2 usage error. */
+static int
+set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
+{
+	if (strcmp(name, "--home") == 0) {
+		o->home = v;
+	} else if (strcmp(name, "--scenario") == 0) {
+		static const char *names[] = { "all", "latency", "throughput",
+			                       "timers" };
+		for (int k = 0; k < 4; k++)
+			if (strcmp(v, names[k]) == 0) {
+				o->scenario = (ax_bench_scenario) k;
+				return 0;
+			}
+		fprintf(err,
+		        "axctl bench: --scenario must be latency, throughput, "
+		        "all or timers, not '%s'\n",
+		        v);
+		return 2;
+	} else if (strcmp(name, "--executor") == 0) {
+		if (strcmp(v, "noop") != 0 && strcmp(v, "process") != 0) {
+			fprintf(err,
+			        "axctl bench: --executor must be noop or "
+			        "process, not '%s'\n",
+			        v);
+			return 2;
+		}
+		o->process = v[0] == 'p';
+	} else if (strcmp(name, "--schedules") == 0) {
+		return int_val(name, v, 1, 1000000, &o->schedules, err) ? 2
+		                                                        : 0;
+	} else if (strcmp(name, "--instances") == 0) {
+		return int_val(name, v, 1, 5000000, &o->instances, err) ? 2
+		                                                        : 0;
+	} else if (strcmp(name, "--timers") == 0) {
+		return int_val(name, v, 1, 10000000, &o->timers, err) ? 2 : 0;
+	} else if (strcmp(name, "--duration") == 0) {
+		return int_val(name, v, 1, 86400, &o->duration, err) ? 2 : 0;
+	} else if (strcmp(name, "--workers") == 0) {
+		return int_val(name, v, 1, 64, &o->workers, err) ? 2 : 0;
+	} else if (strcmp(name, "--slots") == 0) {
+		return int_val(name, v, 1, 100000, &o->slots, err) ? 2 : 0;
+	} else {
+		fprintf(err,
+		        "axctl bench: unknown option '%s'; run `axctl bench "
+		        "--help`\n",
+		        name);
+		return 2;
+	}
+	return 0;
+}
+
+static int
+known(const char *name)
+{
+	static const char *names[] = { "--home",      "--scenario",
+		                       "--executor",  "--schedules",
+		                       "--instances", "--timers",
+		                       "--duration",  "--workers",
+		                       "--slots" };
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+		if (strcmp(name, names[k]) == 0)
+			return 1;
+	return 0;
+}
+
+int
+ax_bench_parse(int argc, char **argv, ax_bench_opts *o, FILE *out, FILE *err)
+{
+	memset(o, 0, sizeof(*o));
+	o->scenario  = AX_BENCH_ALL;
+	o->schedules = 10000;
+	o->instances = 20000;
+	o->timers    = 1000000;
+	o->duration  = 120;
+	o->workers   = 2;
+	o->slots     = 64;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq, *v = NULL;
+		char        name[32];
+		int         rc;
+
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			ax_bench_usage(out);
+			return 1;
+		}
+		if (strcmp(a, "--json") == 0) {
+			o->json = 1;
+			continue;
+		}
+		eq = strchr(a, '=');
+		if (strncmp(a, "--", 2) != 0 ||
+		    (size_t) (eq != NULL ? eq - a : (long) strlen(a)) >=
+		        sizeof(name)) {
+			fprintf(err,
+			        "axctl bench: unexpected argument '%s'; run "
+			        "`axctl bench --help`\n",
+			        a);
+			return 2;
+		}
+		snprintf(name, sizeof(name), "%.*s",
+		         (int) (eq != NULL ? eq - a : (long) strlen(a)), a);
+		if (eq != NULL)
+			v = eq + 1;
+		else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+			v = argv[++i];
+		if (v == NULL || v[0] == '\0') {
+			if (!known(name))
+				return set_opt(o, name, "", err);
+			fprintf(err, "axctl bench: %s needs a value\n", name);
+			return 2;
+		}
+		if ((rc = set_opt(o, name, v, err)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *) a, y = *(const double *) b;
+	return (x > y) - (x < y);
+}
+
+void
+ax_bench_sort(double *v, size_t n)
+{
+	if (n > 1)
+		qsort(v, n, sizeof(double), cmp_double);
+}
+
+double
+ax_bench_percentile(const double *sorted, size_t n, double p)
+{
+	double rank;
+	size_t k;
+
+	if (n == 0)
+		return 0;
+	if (p <= 0)
+		return sorted[0];
+	rank = ceil(p / 100.0 * (double) n - 1e-9);
+	k    = rank < 1 ? 1 : (size_t) rank;
+	if (k > n)
+		k = n;
+	return sorted[k - 1];
+}
+
+int
+ax_bench_second(int i, int n)
+{
+	if (n <= 0)
+		return 0;
+	return (int) (((long long) i * 60) / n) % 60;
+}
+
+int
+ax_bench_yaml_latency(char *buf, size_t len, int i, int n, int process)
+{
+	return snprintf(
+	    buf, len,
+	    "kind: DAG\nname: bench.lat.%07d\n"
+	    "schedule: {cron: \"%d * * * * ?\", timezone: UTC}\n"
+	    "concurrency: {max_active_runs: 10, policy: parallel}\n"
+	    "tasks:\n  - {name: t, type: %s, command: \"/bin/true\"}\n",
+	    i, ax_bench_second(i, n), process ? "bash" : "noop");
+}
+
+int
+ax_bench_yaml_throughput(FILE *f, int instances, int process)
+{
+	int shards = instances < 1000 ? instances : 1000;
+	int tasks  = (instances + shards - 1) / shards;
+
+	fprintf(f,
+	        "kind: DAG\nname: bench.tp\n"
+	        "concurrency: {max_active_runs: 1, policy: parallel}\n"
+	        "defaults: {type: %s}\ntasks:\n",
+	        process ? "bash" : "noop");
+	for (int t = 0; t < tasks; t++) {
+		int left = instances - t * shards;
+		fprintf(
+		    f, "  - {name: t%d, command: \"/bin/true\", shards: %d}\n",
+		    t, left < shards ? left : shards);
+	}
+	return tasks;
+}
+
+void
+ax_bench_result_init(ax_bench_result *r)
+{
+	r->p50_ms = r->p99_ms = r->max_ms = -1;
+	r->decision_p99_ms = r->env_ready_p99_ms = -1;
+	r->throughput_per_s = r->rss_mb = -1;
+	r->samples                      = 0;
+}
+
+static void
+num(FILE *f, const char *key, double v, int last)
+{
+	if (v < 0)
+		fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
+	else
+		fprintf(f, "\"%s\": %.3f%s", key, v, last ? "" : ", ");
+}
+
+void
+ax_bench_json(FILE *f, const ax_bench_result *r)
+{
+	fputc('{', f);
+	num(f, "p50_ms", r->p50_ms, 0);
+	num(f, "p99_ms", r->p99_ms, 0);
+	num(f, "max_ms", r->max_ms, 0);
+	num(f, "decision_p99_ms", r->decision_p99_ms, 0);
+	num(f, "env_ready_p99_ms", r->env_ready_p99_ms, 0);
+	num(f, "throughput_per_s", r->throughput_per_s, 0);
+	num(f, "rss_mb", r->rss_mb, 0);
+	fprintf(f, "\"samples\": %ld}\n", r->samples);
+}

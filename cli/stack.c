@@ -1,0 +1,354 @@
+/*
+ * stack.c - axd + workers + ax-api on one machine (see stack.h).
+ *
+ * The children learn everything from one config file, so a user can rerun
+ * any of them by hand with `--config $home/ax.yaml` while debugging.
+ */
+#include "stack.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+/* Unix socket paths are limited to 108 bytes including the NUL. */
+#define IPC_PATH_MAX 100
+
+static ax_err
+mkdir_p(const char *path)
+{
+	char   buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return ax_err_set(AX_EINVAL, "bad directory path '%s'", path);
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			return ax_err_set(errno == EACCES ? AX_EPERM : AX_EIO,
+			                  "cannot create directory %s: %s",
+			                  buf, strerror(errno));
+		buf[i] = c;
+	}
+	return AX_OK;
+}
+
+/* A TCP port free right now on 127.0.0.1 (the kernel picks it). */
+static int
+free_port(void)
+{
+	struct sockaddr_in a;
+	socklen_t          len  = sizeof(a);
+	int                fd   = socket(AF_INET, SOCK_STREAM, 0);
+	int                port = -1;
+
+	if (fd < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sin_family      = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *) &a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *) &a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/* Writes s as a YAML double-quoted scalar. */
+static void
+yaml_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s != '\0'; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static ax_err
+write_config(ax_stack *st, const ax_stack_opts *o)
+{
+	char  events[PATH_MAX + 32], tmp[PATH_MAX + 32], tasks[PATH_MAX + 32];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", st->config);
+	if ((f = fopen(tmp, "w")) == NULL)
+		return ax_err_set(AX_EIO, "cannot write %s: %s", tmp,
+		                  strerror(errno));
+	snprintf(events, sizeof(events), "ipc://%s/run/events.ipc", st->home);
+	if (strlen(events) > IPC_PATH_MAX + 6)
+		snprintf(events, sizeof(events), "tcp://127.0.0.1:%d",
+		         free_port());
+	fprintf(f,
+	        "# Written by axctl for the daemons of this home; "
+	        "rewritten at every start.\nhome: ");
+	yaml_str(f, st->home);
+	fprintf(f, "\nlog:\n  level: %s\ndatabase:\n  dsn: ",
+	        o->log_level != NULL ? o->log_level : "info");
+	yaml_str(f, st->dsn);
+	fprintf(f, "\nqueue:\n  address: ");
+	yaml_str(f, st->queue_addr);
+	fprintf(f, "\nworker:\n  server: ");
+	yaml_str(f, st->queue_addr);
+	fprintf(f, "\n  log_dir: ");
+	snprintf(tasks, sizeof(tasks), "%s/tasks", st->log_dir);
+	yaml_str(f, tasks);
+	if (o->worker_slots > 0)
+		fprintf(f, "\n  slots: %d", o->worker_slots);
+	fprintf(f, "\nevents:\n  pub: ");
+	yaml_str(f, events);
+	if (o->api_port > 0)
+		fprintf(f, "\napi:\n  port: %d", o->api_port);
+	fprintf(f, "\n");
+	if (o->extra_yaml != NULL)
+		fprintf(f, "%s\n", o->extra_yaml);
+	if (fclose(f) != 0 || rename(tmp, st->config) != 0)
+		return ax_err_set(AX_EIO, "cannot write %s: %s", st->config,
+		                  strerror(errno));
+	return AX_OK;
+}
+
+ax_err
+ax_stack_init(ax_stack *st, const ax_stack_opts *o)
+{
+	char   sub[PATH_MAX + 32];
+	ax_err rv;
+
+	memset(st, 0, sizeof(*st));
+	if (o->home == NULL || o->home[0] == '\0' || o->dsn == NULL)
+		return ax_err_set(AX_EINVAL, "a home and a DSN are required");
+	if (o->workers < 0 || o->workers > AX_STACK_MAX_WORKERS)
+		return ax_err_set(AX_EINVAL,
+		                  "workers must be between 0 and %d, not %d",
+		                  AX_STACK_MAX_WORKERS, o->workers);
+	if ((rv = mkdir_p(o->home)) != AX_OK)
+		return rv;
+	if (realpath(o->home, st->home) == NULL)
+		return ax_err_set(AX_EIO, "cannot resolve %s: %s", o->home,
+		                  strerror(errno));
+	snprintf(st->config, sizeof(st->config), "%s/ax.yaml", st->home);
+	snprintf(st->log_dir, sizeof(st->log_dir), "%s/logs", st->home);
+	snprintf(sub, sizeof(sub), "%s/tasks", st->log_dir);
+	if ((rv = mkdir_p(sub)) != AX_OK)
+		return rv;
+	snprintf(sub, sizeof(sub), "%s/run", st->home);
+	if ((rv = mkdir_p(sub)) != AX_OK)
+		return rv;
+	snprintf(st->queue_addr, sizeof(st->queue_addr),
+	         "ipc://%s/run/queue.ipc", st->home);
+	if (strlen(st->queue_addr) > IPC_PATH_MAX + 6) {
+		int port = free_port();
+		if (port <= 0)
+			return ax_err_set(AX_EIO,
+			                  "no free TCP port for the queue: %s",
+			                  strerror(errno));
+		snprintf(st->queue_addr, sizeof(st->queue_addr),
+		         "tcp://127.0.0.1:%d", port);
+	}
+	if ((st->dsn = strdup(o->dsn)) == NULL)
+		return ax_err_set(AX_ENOMEM, "out of memory");
+	st->n_workers = o->workers;
+	return write_config(st, o);
+}
+
+/* One int64 from a one-row query; -1 on any failure. */
+static int64_t
+query_i64(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	int64_t   v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+	    !PQgetisnull(r, 0, 0))
+		v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+static ax_err
+start_child(ax_proc *p, const char *name, const char *bin_name,
+            const ax_stack *st, const char *const *env)
+{
+	char         bin[PATH_MAX], log[PATH_MAX + 128];
+	ax_proc_opts opts = { .env = env, .pdeathsig = SIGTERM };
+	ax_err       rv;
+
+	if ((rv = ax_proc_find_bin(bin_name, bin, sizeof(bin))) != AX_OK)
+		return rv;
+	snprintf(log, sizeof(log), "%s/%s.log", st->log_dir, name);
+	char *argv[] = { (char *) bin_name, "--config", (char *) st->config,
+		         NULL };
+	return ax_proc_start(p, name, bin, argv, log, &opts);
+}
+
+/* Fails with the end of p's log after an exit during start-up. */
+static ax_err
+died(const ax_proc *p)
+{
+	char how[96], tail[2048];
+	return ax_err_set(
+	    AX_ECLOSED, "%s %s during start-up; end of %s:\n%s", p->name,
+	    ax_proc_describe(p, how, sizeof(how)), p->log_path,
+	    ax_proc_log_tail(p->log_path, 15, tail, sizeof(tail)));
+}
+
+ax_err
+ax_stack_start_axd(ax_stack *st, int64_t timeout_us)
+{
+	PGconn *c = PQconnectdb(st->dsn);
+	int64_t before, deadline;
+	ax_err  rv;
+
+	if (PQstatus(c) != CONNECTION_OK) {
+		rv = ax_err_set(AX_EDBCONN,
+		                "cannot connect to the database: %s",
+		                PQerrorMessage(c));
+		PQfinish(c);
+		return rv;
+	}
+	before = query_i64(c, "SELECT epoch FROM scheduler_lease");
+	if ((rv = start_child(&st->axd, "axd", "axd", st, NULL)) != AX_OK) {
+		PQfinish(c);
+		return rv;
+	}
+	deadline = ax_clock_mono_us() + timeout_us;
+	for (;;) {
+		char sql[160];
+		snprintf(sql, sizeof(sql),
+		         "SELECT count(*) FROM scheduler_lease WHERE epoch > "
+		         "%lld AND expires_at > now()",
+		         (long long) before);
+		if (query_i64(c, sql) > 0)
+			break;
+		if (PQstatus(c) != CONNECTION_OK)
+			PQreset(c);
+		if (!ax_proc_poll(&st->axd)) {
+			PQfinish(c);
+			return died(&st->axd);
+		}
+		if (ax_clock_mono_us() > deadline) {
+			PQfinish(c);
+			ax_proc_stop(&st->axd, 5 * AX_USEC_PER_SEC);
+			return ax_err_set(
+			    AX_ETIMEDOUT,
+			    "axd did not take the scheduler lease "
+			    "within %lld s; see %s",
+			    (long long) (timeout_us / AX_USEC_PER_SEC),
+			    st->axd.log_path);
+		}
+		ax_clock_sleep_us(50000);
+	}
+	PQfinish(c);
+	return AX_OK;
+}
+
+ax_err
+ax_stack_start_worker(ax_stack *st, int i)
+{
+	char        name[32], id[48];
+	const char *env[] = { id, NULL };
+
+	if (i < 0 || i >= st->n_workers)
+		return ax_err_set(AX_EINVAL, "no worker %d (have %d)", i + 1,
+		                  st->n_workers);
+	snprintf(name, sizeof(name), "worker-%d", i + 1);
+	snprintf(id, sizeof(id), "AX_WORKER_ID=standalone-%d", i + 1);
+	return start_child(&st->workers[i], name, "ax-worker", st, env);
+}
+
+ax_err
+ax_stack_start_workers(ax_stack *st)
+{
+	ax_err rv;
+	for (int i = 0; i < st->n_workers; i++)
+		if ((rv = ax_stack_start_worker(st, i)) != AX_OK)
+			return rv;
+	return AX_OK;
+}
+
+ax_err
+ax_stack_start_api(ax_stack *st, int *up, char *why, size_t whylen)
+{
+	char   bin[PATH_MAX];
+	ax_err rv;
+
+	*up        = 0;
+	st->api_up = 0;
+	if (ax_proc_find_bin("ax-api", bin, sizeof(bin)) != AX_OK) {
+		if (why != NULL)
+			snprintf(why, whylen, "ax-api is not installed");
+		return AX_OK;
+	}
+	if ((rv = start_child(&st->api, "ax-api", "ax-api", st, NULL)) !=
+	    AX_OK)
+		return rv;
+	if (ax_proc_wait(&st->api, AX_USEC_PER_SEC) == AX_OK) {
+		if (why != NULL) {
+			char how[96], tail[1024];
+			snprintf(why, whylen, "ax-api %s: %s",
+			         ax_proc_describe(&st->api, how, sizeof(how)),
+			         ax_proc_log_tail(st->api.log_path, 2, tail,
+			                          sizeof(tail)));
+		}
+		return AX_OK;
+	}
+	*up = st->api_up = 1;
+	return AX_OK;
+}
+
+ax_proc *
+ax_stack_check(ax_stack *st)
+{
+	if (st->axd.pid != 0 && !st->axd.stopping && !ax_proc_poll(&st->axd))
+		return &st->axd;
+	for (int i = 0; i < st->n_workers; i++) {
+		ax_proc *w = &st->workers[i];
+		if (w->pid != 0 && !w->stopping && !ax_proc_poll(w))
+			return w;
+	}
+	if (st->api_up && !st->api.stopping && !ax_proc_poll(&st->api))
+		return &st->api;
+	return NULL;
+}
+
+void
+ax_stack_stop(ax_stack *st, int64_t grace_us)
+{
+	int64_t deadline;
+
+	ax_proc_stop(&st->api, grace_us);
+	/* Workers drain in parallel: one grace period for all of them. */
+	for (int i = 0; i < st->n_workers; i++)
+		if (ax_proc_poll(&st->workers[i])) {
+			st->workers[i].stopping = 1;
+			ax_proc_signal(&st->workers[i], SIGTERM);
+		}
+	deadline = ax_clock_mono_us() + grace_us;
+	for (int i = 0; i < st->n_workers; i++) {
+		int64_t left = deadline - ax_clock_mono_us();
+		ax_proc_wait(&st->workers[i], left > 0 ? left : 0);
+		ax_proc_stop(&st->workers[i], 0);
+	}
+	ax_proc_stop(&st->axd, grace_us);
+}
+
+void
+ax_stack_fini(ax_stack *st)
+{
+	free(st->dsn);
+	st->dsn = NULL;
+}

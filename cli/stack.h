@@ -1,0 +1,100 @@
+/*
+ * stack.h - a running AX installation on one machine: the config file
+ * for the daemons, axd, N ax-worker processes and ax-api, started and
+ * stopped in order. Shared by `axctl standalone`, `axctl bench` and the
+ * e2e test harness (tests/e2e/e2e_harness.h).
+ *
+ * Role: given a home directory and a migrated database (the caller brings
+ * PostgreSQL up: embedded or not), writes $home/ax.yaml (database.dsn,
+ * queue.address and worker.server on an ipc:// socket under $home/run or,
+ * when that path is too long for a Unix socket, a free TCP port;
+ * events.pub under $home/run; worker.log_dir $home/logs/tasks; api.port),
+ * then starts the children with cli/proc.h, logs in $home/logs/NAME.log.
+ *
+ * Invariants: axd counts as ready once it holds the scheduler lease with
+ * an epoch above the one before it started (scheduler_lease row), so a
+ * restarted axd is ready only after it took over. Stop order: ax-api,
+ * workers (they drain), axd. Children get SIGTERM as their parent-death
+ * signal: a crashed axctl leaves no daemon behind.
+ *
+ * Workload: a few calls per process; waiting polls PostgreSQL every
+ * 50 ms, which is fine for start-up (this is not the scheduling path).
+ */
+#ifndef AX_STACK_H
+#define AX_STACK_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "ax_err.h"
+#include "proc.h"
+
+#define AX_STACK_MAX_WORKERS 64
+
+typedef struct ax_stack_opts {
+	const char *home;         /* created when missing; made absolute */
+	const char *dsn;          /* the (migrated) database */
+	int         workers;      /* 0..AX_STACK_MAX_WORKERS */
+	int         worker_slots; /* worker.slots; 0: the config default */
+	int         api_port;     /* api.port; 0: the config default */
+	const char *log_level;    /* log.level of the children; NULL: info */
+	const char *extra_yaml;   /* appended to ax.yaml verbatim (top-level
+	                             keys); may be NULL */
+} ax_stack_opts;
+
+typedef struct ax_stack {
+	char    home[PATH_MAX];
+	char    config[PATH_MAX + 16];     /* $home/ax.yaml */
+	char    log_dir[PATH_MAX + 16];    /* $home/logs */
+	char    queue_addr[PATH_MAX + 32]; /* what workers dial */
+	char   *dsn;                       /* owned copy */
+	int     n_workers;
+	ax_proc axd;
+	ax_proc api;
+	ax_proc workers[AX_STACK_MAX_WORKERS];
+	int     api_up; /* ax-api was started and survived its start-up */
+} ax_stack;
+
+/*
+ * Creates $home, $home/logs, $home/logs/tasks and $home/run and writes the
+ * config file. Starts nothing. AX_EINVAL for a bad option (the detail
+ * names it), AX_EIO / AX_EPERM for the file system.
+ */
+ax_err ax_stack_init(ax_stack *st, const ax_stack_opts *o);
+
+/*
+ * Starts axd and waits (at most timeout_us) until it holds the scheduler
+ * lease. AX_ENOENT when the binary is missing; AX_ECLOSED when axd exited
+ * during start-up (the detail carries the end of its log);
+ * AX_ETIMEDOUT when it never took the lease (it is stopped then).
+ */
+ax_err ax_stack_start_axd(ax_stack *st, int64_t timeout_us);
+
+/* Starts worker i (0-based; log worker-<i+1>.log, id
+ * standalone-<i+1>). Restarting a dead worker reuses its id. */
+ax_err ax_stack_start_worker(ax_stack *st, int i);
+
+/* Starts every worker. */
+ax_err ax_stack_start_workers(ax_stack *st);
+
+/*
+ * Starts ax-api when its binary exists and waits 1 s: *up is 1 when it
+ * still runs then, 0 when the binary is missing or it exited at once
+ * (then *why, when not NULL, says which, with the end of its log).
+ */
+ax_err ax_stack_start_api(ax_stack *st, int *up, char *why, size_t whylen);
+
+/*
+ * Polls every child; returns the first one that has exited without being
+ * stopped (NULL when all run). Never blocks.
+ */
+ax_proc *ax_stack_check(ax_stack *st);
+
+/* Stops ax-api, the workers (in parallel: SIGTERM to all, then wait),
+ * then axd, each with grace_us before SIGKILL. */
+void ax_stack_stop(ax_stack *st, int64_t grace_us);
+
+/* Frees what init allocated. Safe on zeroed memory; stops nothing. */
+void ax_stack_fini(ax_stack *st);
+
+#endif /* AX_STACK_H */

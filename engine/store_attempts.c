@@ -1,0 +1,627 @@
+/*
+ * store_attempts.c - admission, attempt results and event_log writes in
+ * batches (see store_attempts.h).
+ *
+ * Every statement takes PostgreSQL array literals built here and unnests
+ * them, so a batch costs one round trip per statement whatever its size.
+ */
+#include "store_attempts.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "uuid.h"
+
+/* ---------------------------------------------------------------------- */
+/* array literals */
+
+typedef struct sa_arr {
+	char  *buf;
+	size_t len, cap;
+	int    n;   /* elements so far */
+	int    oom; /* an allocation failed */
+} sa_arr;
+
+static void
+arr_put(sa_arr *a, const char *s, size_t n)
+{
+	if (a->oom)
+		return;
+	if (a->len + n + 3 > a->cap) {
+		size_t cap = a->cap ? a->cap : 256;
+		while (a->len + n + 3 > cap)
+			cap *= 2;
+		char *b = realloc(a->buf, cap);
+		if (b == NULL) {
+			a->oom = 1;
+			return;
+		}
+		a->buf = b;
+		a->cap = cap;
+	}
+	memcpy(a->buf + a->len, s, n);
+	a->len += n;
+	a->buf[a->len] = '\0';
+}
+
+static void
+arr_sep(sa_arr *a)
+{
+	arr_put(a, a->n++ == 0 ? "{" : ",", 1);
+}
+
+static void
+arr_int(sa_arr *a, int64_t v)
+{
+	char b[24];
+	int  n = snprintf(b, sizeof(b), "%lld", (long long) v);
+	arr_sep(a);
+	arr_put(a, b, (size_t) n);
+}
+
+/* Text element, quoted and escaped; NULL is SQL NULL. */
+static void
+arr_text(sa_arr *a, const char *s)
+{
+	arr_sep(a);
+	if (s == NULL) {
+		arr_put(a, "NULL", 4);
+		return;
+	}
+	arr_put(a, "\"", 1);
+	for (const char *p = s; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\')
+			arr_put(a, "\\", 1);
+		arr_put(a, p, 1);
+	}
+	arr_put(a, "\"", 1);
+}
+
+/* Finishes n literals into p[]; AX_ENOMEM when one is unusable. */
+static ax_err
+arrs_end(sa_arr *a, const char **p, int n)
+{
+	ax_err rv = AX_OK;
+	for (int i = 0; i < n; i++) {
+		arr_put(&a[i], a[i].n == 0 ? "{}" : "}", a[i].n == 0 ? 2 : 1);
+		p[i] = a[i].buf;
+		if (a[i].oom)
+			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
+	}
+	return rv;
+}
+
+static void
+arrs_free(sa_arr *a, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(a[i].buf);
+}
+
+/* Prepares a statement of this module on first use on s. */
+static ax_err
+stmt(ax_store *s, const char *name, const char *sql, int nparams)
+{
+	ax_err rv = ax_store_prepare(s, name, sql, nparams);
+	return rv == AX_EEXIST ? AX_OK : rv;
+}
+
+/* Runs fn in the caller's transaction when one is open, else its own. */
+static ax_err
+run_tx(ax_store *s, ax_store_tx_fn fn, void *arg)
+{
+	return ax_store_in_tx(s) ? fn(s, arg) : ax_store_tx(s, fn, arg);
+}
+
+static int64_t
+col_i64(PGresult *r, int row, int col)
+{
+	return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+static void
+col_str(PGresult *r, int row, int col, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", PQgetvalue(r, row, col));
+}
+
+/* ---------------------------------------------------------------------- */
+/* admission */
+
+/* Instances with their current (highest) attempt, locked in id order. */
+#define SQL_ADMIT_LOCK                                                        \
+	"SELECT ti.id, ti.state, coalesce(a.number, 0), "                     \
+	"coalesce(a.run_id::text, ''), coalesce(a.state, '') "                \
+	"FROM task_instances ti LEFT JOIN LATERAL (SELECT number, run_id, "   \
+	"state FROM attempts WHERE instance_id = ti.id ORDER BY number DESC " \
+	"LIMIT 1) a ON true WHERE ti.id = ANY($1::bigint[]) "                 \
+	"ORDER BY ti.id FOR UPDATE OF ti"
+
+#define SQL_ADMIT_INSERT                                                      \
+	"WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], "          \
+	"$3::int[], "                                                         \
+	"$4::bigint[], $5::bigint[]) AS u(iid, rid, num, due, adm)), "        \
+	"ins AS (INSERT INTO attempts (run_id, instance_id, number, due_at, " \
+	"admitted_at) SELECT rid::uuid, iid, num, ax_ts(due), ax_ts(adm) "    \
+	"FROM u ORDER BY iid ON CONFLICT DO NOTHING RETURNING instance_id), " \
+	"upd AS (UPDATE task_instances t SET try_number = u.num FROM u "      \
+	"WHERE t.id = u.iid AND t.try_number < u.num RETURNING t.id) "        \
+	"SELECT instance_id FROM ins"
+
+typedef struct admit_batch {
+	ax_store_admit_row *rows;
+	size_t              n;
+	size_t             *first; /* index of the first row with same id */
+	ax_store_ti_move   *moves;
+	size_t             *new_idx; /* rows getting a new attempt */
+} admit_batch;
+
+typedef struct id_pos {
+	int64_t id;
+	size_t  pos;
+} id_pos;
+
+static int
+cmp_id_pos(const void *a, const void *b)
+{
+	const id_pos *x = a, *y = b;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Lock and classify. Fills action, state_before, attempt, run_id. */
+static ax_err
+admit_lock(ax_store *s, admit_batch *b)
+{
+	sa_arr      a[1];
+	const char *p[1];
+	PGresult   *r = NULL;
+	ax_err      rv;
+
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < b->n; i++)
+		if (b->first[i] == i)
+			arr_int(&a[0], b->rows[i].instance_id);
+	rv = arrs_end(a, p, 1);
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_sa.admit_lock", 1, p, &r);
+	arrs_free(a, 1);
+	if (rv != AX_OK)
+		return rv;
+	for (int k = 0; k < PQntuples(r); k++) {
+		int64_t     id = col_i64(r, k, 0);
+		ax_ti_state st;
+		if (ax_state_parse(PQgetvalue(r, k, 1), &st) != AX_OK)
+			continue;
+		int32_t     num   = (int32_t) col_i64(r, k, 2);
+		const char *rid   = PQgetvalue(r, k, 3);
+		const char *astat = PQgetvalue(r, k, 4);
+		for (size_t i = 0; i < b->n; i++) {
+			ax_store_admit_row *x = &b->rows[i];
+			if (x->instance_id != id || b->first[i] != i)
+				continue;
+			x->state_before = st;
+			int queued      = strcmp(astat, "QUEUED") == 0 ||
+			    strcmp(astat, "DISPATCHED") == 0;
+			if (st == AX_TI_PENDING || st == AX_TI_UNKNOWN ||
+			    (st == AX_TI_READY && num == 0)) {
+				x->action  = AX_ADMIT_NEW;
+				x->attempt = num + 1;
+				ax_uuid_v4(x->run_id);
+			} else if (st == AX_TI_READY && queued) {
+				x->action  = AX_ADMIT_REPLAY;
+				x->attempt = num;
+				snprintf(x->run_id, sizeof(x->run_id), "%s",
+				         rid);
+			} else {
+				x->action  = AX_ADMIT_SKIP;
+				x->attempt = num;
+			}
+		}
+	}
+	PQclear(r);
+	return AX_OK;
+}
+
+static ax_err
+admit_tx(ax_store *s, void *arg)
+{
+	admit_batch *b  = arg;
+	size_t       nm = 0, nn = 0;
+	ax_err       rv;
+
+	for (size_t i = 0; i < b->n; i++) {
+		b->rows[i].action       = AX_ADMIT_MISSING;
+		b->rows[i].state_before = AX_TI_PENDING;
+		b->rows[i].attempt      = 0;
+		b->rows[i].run_id[0]    = '\0';
+	}
+	if ((rv = admit_lock(s, b)) != AX_OK)
+		return rv;
+	for (size_t i = 0; i < b->n; i++) {
+		ax_store_admit_row *x = &b->rows[i];
+		if (b->first[i] != i || x->action != AX_ADMIT_NEW)
+			continue;
+		b->new_idx[nn++] = i;
+		if (x->state_before != AX_TI_READY)
+			b->moves[nm++] = (ax_store_ti_move) {
+				.instance_id = x->instance_id,
+				.from        = x->state_before,
+				.to          = AX_TI_READY,
+			};
+	}
+	if (nm > 0 &&
+	    (rv = ax_store_move_instances(s, b->moves, nm, NULL)) != AX_OK)
+		return rv;
+	if (nn == 0)
+		return AX_OK;
+	sa_arr      a[5];
+	const char *p[5];
+	PGresult   *r = NULL;
+	memset(a, 0, sizeof(a));
+	for (size_t k = 0; k < nn; k++) {
+		const ax_store_admit_row *x = &b->rows[b->new_idx[k]];
+		arr_int(&a[0], x->instance_id);
+		arr_text(&a[1], x->run_id);
+		arr_int(&a[2], x->attempt);
+		arr_int(&a[3], x->due_at_us);
+		arr_int(&a[4], x->admitted_at_us);
+	}
+	rv = arrs_end(a, p, 5);
+	if (rv == AX_OK)
+		rv =
+		    ax_store_query_prepared(s, "ax_sa.admit_insert", 5, p, &r);
+	arrs_free(a, 5);
+	if (rv != AX_OK)
+		return rv;
+	/* The rows are locked, so a conflict means an attempt numbered
+	 * past the highest one appeared: a bug elsewhere. Refuse. */
+	if ((size_t) PQntuples(r) != nn) {
+		PQclear(r);
+		return ax_err_set(AX_EINTERNAL,
+		                  "store: admitted %zu instances but created "
+		                  "only %d attempts",
+		                  nn, PQntuples(r));
+	}
+	PQclear(r);
+	return AX_OK;
+}
+
+ax_err
+ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
+{
+	admit_batch b = { .rows = rows, .n = n };
+	ax_err      rv;
+
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_err_set(AX_EINVAL,
+		                  "store: admission batch of %zu is over the "
+		                  "limit of %d",
+		                  n, AX_STORE_BATCH_MAX);
+	if (n == 0)
+		return AX_OK;
+	if ((rv = stmt(s, "ax_sa.admit_lock", SQL_ADMIT_LOCK, 1)) != AX_OK ||
+	    (rv = stmt(s, "ax_sa.admit_insert", SQL_ADMIT_INSERT, 5)) != AX_OK)
+		return rv;
+	b.first   = malloc(sizeof(size_t) * n);
+	b.moves   = malloc(sizeof(ax_store_ti_move) * n);
+	b.new_idx = malloc(sizeof(size_t) * n);
+	if (b.first == NULL || b.moves == NULL || b.new_idx == NULL) {
+		rv = ax_err_set(AX_ENOMEM, "store: out of memory");
+		goto out;
+	}
+	/* Rows with the same id point at the first of them (sort by id,
+	 * then position: O(n log n)). */
+	id_pos *ip = malloc(sizeof(id_pos) * n);
+	if (ip == NULL) {
+		rv = ax_err_set(AX_ENOMEM, "store: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ip[i] = (id_pos) { rows[i].instance_id, i };
+	qsort(ip, n, sizeof(id_pos), cmp_id_pos);
+	for (size_t i = 0; i < n; i++)
+		b.first[ip[i].pos] = i > 0 && ip[i].id == ip[i - 1].id
+		    ? b.first[ip[i - 1].pos]
+		    : ip[i].pos;
+	free(ip);
+	rv = run_tx(s, admit_tx, &b);
+	if (rv == AX_OK)
+		for (size_t i = 0; i < n; i++) {
+			if (b.first[i] == i)
+				continue;
+			const ax_store_admit_row *f = &rows[b.first[i]];
+			rows[i].state_before        = f->state_before;
+			rows[i].attempt             = f->attempt;
+			memcpy(rows[i].run_id, f->run_id, sizeof(f->run_id));
+			rows[i].action = f->action == AX_ADMIT_NEW
+			    ? AX_ADMIT_REPLAY
+			    : f->action;
+		}
+out:
+	free(b.first);
+	free(b.moves);
+	free(b.new_idx);
+	return rv;
+}
+
+/* ---------------------------------------------------------------------- */
+/* results */
+
+#define SQL_LOCK_ATT                                                          \
+	"SELECT u.ord, a.number, a.state, (a.number = cur.number)::int, "     \
+	"(a.worker_id IS NOT NULL)::int, ti.id, ti.state, ti.max_tries, "     \
+	"ti.dag_run_id, r.dag_version_id, ax_us(ti.logical_time), ti.shard, " \
+	"ti.shard_total, ti.priority, d.name, ti.task, ti.channel, "          \
+	"ti.worker_group, coalesce(ti.pool, '') "                             \
+	"FROM unnest($1::uuid[]) WITH ORDINALITY AS u(rid, ord) "             \
+	"JOIN attempts a ON a.run_id = u.rid "                                \
+	"JOIN task_instances ti ON ti.id = a.instance_id "                    \
+	"JOIN dag_runs r ON r.id = ti.dag_run_id "                            \
+	"JOIN dags d ON d.id = ti.dag_id "                                    \
+	"CROSS JOIN LATERAL (SELECT max(number) AS number FROM attempts "     \
+	"WHERE instance_id = ti.id) cur "                                     \
+	"ORDER BY ti.id FOR UPDATE OF ti"
+
+ax_err
+ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
+                       ax_store_attempt_info *out)
+{
+	sa_arr      a[1];
+	const char *p[1];
+	PGresult   *r = NULL;
+	ax_err      rv;
+
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_err_set(AX_EINVAL,
+		                  "store: %zu run_ids is over the limit of %d",
+		                  n, AX_STORE_BATCH_MAX);
+	memset(out, 0, sizeof(*out) * n);
+	if (n == 0)
+		return AX_OK;
+	if ((rv = stmt(s, "ax_sa.lock_att", SQL_LOCK_ATT, 1)) != AX_OK)
+		return rv;
+	memset(a, 0, sizeof(a));
+	/* An invalid uuid would fail the cast of the whole batch: send a
+	 * NULL in its place so the positions still line up. */
+	for (size_t i = 0; i < n; i++)
+		arr_text(&a[0],
+		         run_ids[i] != NULL && ax_uuid_valid(run_ids[i])
+		             ? run_ids[i]
+		             : NULL);
+	rv = arrs_end(a, p, 1);
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_sa.lock_att", 1, p, &r);
+	arrs_free(a, 1);
+	if (rv != AX_OK)
+		return rv;
+	for (int k = 0; k < PQntuples(r); k++) {
+		long long ord = col_i64(r, k, 0);
+		if (ord < 1 || (size_t) ord > n)
+			continue;
+		ax_store_attempt_info *x = &out[ord - 1];
+		x->found                 = 1;
+		x->number                = (int32_t) col_i64(r, k, 1);
+		col_str(r, k, 2, x->state, sizeof(x->state));
+		x->is_current  = (int) col_i64(r, k, 3);
+		x->has_worker  = (int) col_i64(r, k, 4);
+		x->instance_id = col_i64(r, k, 5);
+		if (ax_state_parse(PQgetvalue(r, k, 6), &x->ti_state) != AX_OK)
+			x->ti_state = AX_TI_PENDING;
+		x->max_tries       = (int32_t) col_i64(r, k, 7);
+		x->dag_run_id      = col_i64(r, k, 8);
+		x->dag_version_id  = col_i64(r, k, 9);
+		x->logical_time_us = col_i64(r, k, 10);
+		x->shard           = (int32_t) col_i64(r, k, 11);
+		x->shard_total     = (int32_t) col_i64(r, k, 12);
+		x->priority        = (int32_t) col_i64(r, k, 13);
+		col_str(r, k, 14, x->dag, sizeof(x->dag));
+		col_str(r, k, 15, x->task, sizeof(x->task));
+		col_str(r, k, 16, x->channel, sizeof(x->channel));
+		col_str(r, k, 17, x->worker_group, sizeof(x->worker_group));
+		col_str(r, k, 18, x->pool, sizeof(x->pool));
+	}
+	PQclear(r);
+	return AX_OK;
+}
+
+#define SQL_UPDATE_ATT                                                        \
+	"UPDATE attempts a SET state = u.st, "                                \
+	"worker_id = coalesce(u.w, a.worker_id), "                            \
+	"dispatched_at = coalesce(a.dispatched_at, ax_ts(nullif(u.di, 0))), " \
+	"started_at = coalesce(a.started_at, ax_ts(nullif(u.sa, 0))), "       \
+	"ended_at = coalesce(a.ended_at, ax_ts(nullif(u.en, 0))), "           \
+	"exit_status = coalesce(u.ex, a.exit_status), "                       \
+	"reason = coalesce(u.rs, a.reason), "                                 \
+	"log_path = coalesce(u.lp, a.log_path) "                              \
+	"FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], "      \
+	"$5::bigint[], $6::bigint[], $7::int[], $8::text[], $9::text[]) "     \
+	"AS u(rid, st, w, di, sa, en, ex, rs, lp) "                           \
+	"WHERE a.run_id = u.rid RETURNING a.id"
+
+ax_err
+ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
+                         size_t n, size_t *updated)
+{
+	static const char *const states[] = { "QUEUED",   "DISPATCHED",
+		                              "RUNNING",  "SUCCESS",
+		                              "FAILED",   "TIMEOUT",
+		                              "CANCELED", "UNKNOWN" };
+	sa_arr                   a[9];
+	const char              *p[9];
+	PGresult                *r = NULL;
+	ax_err                   rv;
+
+	if (updated != NULL)
+		*updated = 0;
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_err_set(
+		    AX_EINVAL,
+		    "store: %zu attempt updates is over the limit "
+		    "of %d",
+		    n, AX_STORE_BATCH_MAX);
+	for (size_t i = 0; i < n; i++) {
+		int ok = 0;
+		for (size_t k = 0; k < sizeof(states) / sizeof(states[0]); k++)
+			ok |= u[i].state != NULL &&
+			    strcmp(u[i].state, states[k]) == 0;
+		if (u[i].run_id == NULL || !ax_uuid_valid(u[i].run_id) || !ok)
+			return ax_err_set(AX_EINVAL,
+			                  "store: attempt update %zu: run_id "
+			                  "'%s' or state '%s' is not valid",
+			                  i, u[i].run_id ? u[i].run_id : "",
+			                  u[i].state ? u[i].state : "");
+	}
+	if (n == 0)
+		return AX_OK;
+	if ((rv = stmt(s, "ax_sa.update_att", SQL_UPDATE_ATT, 9)) != AX_OK)
+		return rv;
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < n; i++) {
+		arr_text(&a[0], u[i].run_id);
+		arr_text(&a[1], u[i].state);
+		arr_text(&a[2], u[i].worker_id);
+		arr_int(&a[3], u[i].dispatched_at_us);
+		arr_int(&a[4], u[i].started_at_us);
+		arr_int(&a[5], u[i].ended_at_us);
+		if (u[i].has_exit)
+			arr_int(&a[6], u[i].exit_status);
+		else
+			arr_text(&a[6], NULL);
+		arr_text(&a[7], u[i].reason);
+		arr_text(&a[8], u[i].log_path);
+	}
+	rv = arrs_end(a, p, 9);
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_sa.update_att", 9, p, &r);
+	arrs_free(a, 9);
+	if (rv != AX_OK)
+		return rv;
+	if (updated != NULL)
+		*updated = (size_t) PQntuples(r);
+	PQclear(r);
+	return AX_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* event_log */
+
+#define SQL_INSERT_EV                                                         \
+	"INSERT INTO event_log (event_id, type, time, dag_id, dag_run_id, "   \
+	"instance_id, run_id, attempt, trace_id, reason, payload) "           \
+	"SELECT eid::uuid, ty, ax_ts(tm), (SELECT id FROM dags WHERE name = " \
+	"u.dg), nullif(dr, 0), nullif(ii, 0), rid::uuid, nullif(att, 0), "    \
+	"tr, rs, jsonb_strip_nulls(jsonb_build_object('dag', dg, 'task', "    \
+	"tk, "                                                                \
+	"'source', src, 'logical_time_us', nullif(lt, 0), 'shard_index', "    \
+	"CASE WHEN sht > 1 THEN shi END, 'shard_total', "                     \
+	"CASE WHEN sht > 1 THEN sht END)) || coalesce(pl::jsonb, '{}') "      \
+	"FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], "      \
+	"$5::bigint[], $6::bigint[], $7::text[], $8::int[], $9::text[], "     \
+	"$10::text[], $11::text[], $12::text[], $13::bigint[], $14::int[], "  \
+	"$15::int[], $16::text[]) AS u(eid, ty, tm, dg, dr, ii, rid, att, "   \
+	"tr, rs, src, tk, lt, shi, sht, pl) "                                 \
+	"ON CONFLICT (event_id) DO NOTHING RETURNING id"
+
+static const char *
+nonempty(const char *s)
+{
+	return s != NULL && s[0] != '\0' ? s : NULL;
+}
+
+/* The payload as a JSON object text (malloc'd) or NULL for none. */
+static char *
+payload_object(const char *text)
+{
+	json_error_t je;
+	json_t      *j, *w;
+	char        *out;
+
+	if (text == NULL || text[0] == '\0')
+		return NULL;
+	j = json_loads(text, JSON_DECODE_ANY, &je);
+	if (j != NULL && json_is_object(j)) {
+		json_decref(j);
+		return strdup(text);
+	}
+	json_decref(j);
+	w   = json_pack("{s:s}", "raw", text);
+	out = w != NULL ? json_dumps(w, JSON_COMPACT) : NULL;
+	json_decref(w);
+	return out;
+}
+
+ax_err
+ax_store_insert_events(ax_store *s, const ax_store_event_row *rows, size_t n,
+                       size_t *inserted, size_t *skipped)
+{
+	sa_arr      a[16];
+	const char *p[16];
+	PGresult   *r   = NULL;
+	size_t      bad = 0, good = 0;
+	ax_err      rv;
+
+	if (inserted != NULL)
+		*inserted = 0;
+	if (skipped != NULL)
+		*skipped = 0;
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_err_set(AX_EINVAL,
+		                  "store: %zu events is over the limit of %d",
+		                  n, AX_STORE_BATCH_MAX);
+	if (n == 0)
+		return AX_OK;
+	if ((rv = stmt(s, "ax_sa.insert_ev", SQL_INSERT_EV, 16)) != AX_OK)
+		return rv;
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < n; i++) {
+		const ax_store_event_row *e = &rows[i];
+		if (e->event_id == NULL || !ax_uuid_valid(e->event_id) ||
+		    nonempty(e->type) == NULL) {
+			bad++;
+			continue;
+		}
+		const char *rid = e->run_id != NULL && ax_uuid_valid(e->run_id)
+		    ? e->run_id
+		    : NULL;
+		char       *pl  = payload_object(e->payload_json);
+		good++;
+		arr_text(&a[0], e->event_id);
+		arr_text(&a[1], e->type);
+		arr_int(&a[2], e->time_us);
+		arr_text(&a[3], nonempty(e->dag));
+		arr_int(&a[4], e->dag_run_id);
+		arr_int(&a[5], e->instance_id);
+		arr_text(&a[6], rid);
+		arr_int(&a[7], e->attempt);
+		arr_text(&a[8], nonempty(e->trace_id));
+		arr_text(&a[9], nonempty(e->reason));
+		arr_text(&a[10], nonempty(e->source));
+		arr_text(&a[11], nonempty(e->task));
+		arr_int(&a[12], e->logical_time_us);
+		arr_int(&a[13], e->shard_index);
+		arr_int(&a[14], e->shard_total);
+		arr_text(&a[15], pl);
+		free(pl);
+	}
+	if (skipped != NULL)
+		*skipped = bad;
+	if (good == 0) {
+		arrs_free(a, 16);
+		return AX_OK;
+	}
+	rv = arrs_end(a, p, 16);
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_sa.insert_ev", 16, p, &r);
+	arrs_free(a, 16);
+	if (rv != AX_OK)
+		return rv;
+	if (inserted != NULL)
+		*inserted = (size_t) PQntuples(r);
+	PQclear(r);
+	return AX_OK;
+}

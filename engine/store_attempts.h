@@ -1,0 +1,166 @@
+/*
+ * store_attempts.h - batched SQL of the flow actors: admission of task
+ * instances (instance READY + a new attempt), the attempt side of worker
+ * results, and the idempotent event_log insert.
+ *
+ * Role: the instance generator admits instances with ax_store_admit()
+ * (after making sure the rows exist with ax_store_insert_instances); the
+ * result handler locks the attempts a batch of results talks about with
+ * ax_store_lock_attempts(), moves instances with ax_store_move_instances()
+ * and writes the attempt columns with ax_store_update_attempts(); every
+ * actor that changes state writes its events with ax_store_insert_events()
+ * in the same transaction; the event emitter writes the others.
+ *
+ * Invariants:
+ * - The current attempt of an instance is its attempt with the highest
+ *   number; task_instances.try_number is kept equal to that number.
+ * - Admission is idempotent: an instance already READY with a QUEUED or
+ *   DISPATCHED current attempt is not admitted again; the call returns the
+ *   stored run_id so the caller dispatches that one (a replayed admission
+ *   creates nothing).
+ * - Every function runs inside the caller's transaction when one is open
+ *   (so a state change and its events commit together), else in its own.
+ * - Rows are locked in id order (FOR UPDATE), so concurrent writers of the
+ *   same instances queue instead of deadlocking.
+ *
+ * Workload: batches of up to a few thousand rows; one round trip per
+ * statement per batch (unnest of array parameters), prepared statements.
+ */
+#ifndef AX_STORE_ATTEMPTS_H
+#define AX_STORE_ATTEMPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ax_err.h"
+#include "state.h"
+#include "store.h"
+
+#define AX_STORE_BATCH_MAX 10000 /* rows per call */
+
+/* ---------------------------------------------------------------------- */
+/* admission */
+
+typedef enum ax_admit_action {
+	AX_ADMIT_NEW = 0, /* moved to READY (or was READY without attempt)
+	                     and a new attempt was created */
+	AX_ADMIT_REPLAY,  /* already READY with a queued attempt: dispatch
+	                     the stored run_id again */
+	AX_ADMIT_SKIP,    /* RUNNING, terminal, ...: nothing to do */
+	AX_ADMIT_MISSING, /* no such instance */
+} ax_admit_action;
+
+/* One instance to admit. */
+typedef struct ax_store_admit_row {
+	/* in */
+	int64_t instance_id;
+	int64_t due_at_us;      /* theoretical start of the attempt, UTC us */
+	int64_t admitted_at_us; /* decision time, UTC us */
+	/* out */
+	ax_admit_action action;
+	ax_ti_state     state_before; /* instance state found */
+	int32_t         attempt;      /* number of the attempt to dispatch */
+	char            run_id[37];   /* its run_id ("" on SKIP/MISSING) */
+} ax_store_admit_row;
+
+/*
+ * Admits n instances: locks them, moves PENDING / UNKNOWN ones to READY
+ * (guarded move, reason cleared) and creates their next attempt with a
+ * fresh run_id (engine/uuid.h), due_at and admitted_at; READY ones with a
+ * QUEUED / DISPATCHED current attempt are replays. Fills the out fields.
+ * An id given twice is admitted once (the second row is a REPLAY of the
+ * first). Errors: AX_EINVAL (n over AX_STORE_BATCH_MAX), database errors
+ * as store.h; retried like ax_store_tx when no transaction is open.
+ */
+ax_err ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n);
+
+/* ---------------------------------------------------------------------- */
+/* results */
+
+/* What ax_store_lock_attempts found for one run_id. */
+typedef struct ax_store_attempt_info {
+	int         found;      /* 0: no attempt with this run_id */
+	int32_t     number;     /* attempt number */
+	char        state[16];  /* attempts.state */
+	int         is_current; /* 1: the instance's highest attempt */
+	int         has_worker; /* attempts.worker_id is set */
+	int64_t     instance_id;
+	ax_ti_state ti_state;
+	int32_t     max_tries;
+	int64_t     dag_run_id;
+	int64_t     dag_version_id; /* of the run */
+	int64_t     logical_time_us;
+	int32_t     shard, shard_total, priority;
+	char        dag[256];
+	char        task[256];
+	char        channel[8];
+	char        worker_group[256];
+	char        pool[256]; /* "" for none */
+} ax_store_attempt_info;
+
+/*
+ * Looks up the attempts of run_ids[0..n) (uuid text; invalid ones are
+ * reported not found) with their instances, locking the instances
+ * (FOR UPDATE, id order). out[i] answers run_ids[i]. Call inside a
+ * transaction to keep the locks (the result handler does). Errors as
+ * store.h; AX_EINVAL when n is over AX_STORE_BATCH_MAX.
+ */
+ax_err ax_store_lock_attempts(ax_store *s, const char *const *run_ids,
+                              size_t n, ax_store_attempt_info *out);
+
+/* New values for one attempt row; 0 / NULL members keep the stored value
+ * (timestamps already set are never overwritten). */
+typedef struct ax_store_attempt_update {
+	const char *run_id;    /* uuid text */
+	const char *state;     /* new attempts.state (required) */
+	const char *worker_id; /* NULL: keep */
+	int64_t     dispatched_at_us;
+	int64_t     started_at_us;
+	int64_t     ended_at_us;
+	int         has_exit; /* exit_status is set from exit_status */
+	int32_t     exit_status;
+	const char *reason;   /* NULL: keep */
+	const char *log_path; /* NULL: keep */
+} ax_store_attempt_update;
+
+/*
+ * Writes n attempt rows in one statement; *updated (may be NULL) counts
+ * the rows found. The caller decides the state (the result handler keeps
+ * a terminal state terminal). AX_EINVAL for a bad run_id or state.
+ */
+ax_err ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
+                                size_t n, size_t *updated);
+
+/* ---------------------------------------------------------------------- */
+/* event_log */
+
+/* One event for event_log (fields of ax.Event; strings borrowed). */
+typedef struct ax_store_event_row {
+	const char *event_id; /* uuid text; rows with a bad id are skipped */
+	const char *type;     /* required */
+	int64_t     time_us;
+	const char *dag; /* name; stored as dags.id when the DAG exists */
+	int64_t     dag_run_id;
+	int64_t     instance_id;
+	const char *run_id; /* uuid text or NULL / "" */
+	int32_t     attempt;
+	const char *trace_id;
+	const char *reason;
+	const char *source;          /* kept in payload.source */
+	const char *task;            /* kept in payload.task */
+	int64_t     logical_time_us; /* kept in payload when not 0 */
+	int32_t     shard_index, shard_total;
+	const char *payload_json; /* a JSON object text or NULL; anything
+	                             else is kept as {"raw": text} */
+} ax_store_event_row;
+
+/*
+ * Inserts n events in one statement, ON CONFLICT (event_id) DO NOTHING,
+ * so a re-sent event is stored once. Usable inside the transaction of a
+ * state change. *inserted (may be NULL) counts the new rows; *skipped
+ * (may be NULL) the rows refused before SQL (bad event_id or no type).
+ */
+ax_err ax_store_insert_events(ax_store *s, const ax_store_event_row *rows,
+                              size_t n, size_t *inserted, size_t *skipped);
+
+#endif /* AX_STORE_ATTEMPTS_H */

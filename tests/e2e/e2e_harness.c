@@ -1,0 +1,252 @@
+/*
+ * e2e_harness.c - the end-to-end test harness (see e2e_harness.h).
+ */
+#include "e2e_harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "clock.h"
+#include "cmd_dag.h"
+#include "log.h"
+#include "migrate.h"
+
+ax_e2e *
+ax_e2e_new(int workers, const char *extra_yaml)
+{
+	ax_e2e *e = calloc(1, sizeof(*e));
+	int     applied;
+
+	cr_assert_not_null(e);
+	ax_log_init(AX_LOG_WARN, 2);
+	cr_assert_eq(ax_test_pg_start(&e->pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(e->pg), &applied), AX_OK,
+	             "%s", ax_err_detail());
+	ax_stack_opts o = {
+		.home       = ax_test_pg_home(e->pg),
+		.dsn        = ax_test_pg_dsn(e->pg),
+		.workers    = workers,
+		.log_level  = "debug",
+		.extra_yaml = extra_yaml,
+	};
+	cr_assert_eq(ax_stack_init(&e->st, &o), AX_OK, "%s", ax_err_detail());
+	snprintf(e->dags, sizeof(e->dags), "%s/dags", e->st.home);
+	cr_assert(mkdir(e->dags, 0755) == 0 || errno == EEXIST);
+	e->db = PQconnectdb(ax_test_pg_dsn(e->pg));
+	cr_assert_eq(PQstatus(e->db), CONNECTION_OK, "%s",
+	             PQerrorMessage(e->db));
+	return e;
+}
+
+void
+ax_e2e_free(ax_e2e *e)
+{
+	if (e == NULL)
+		return;
+	ax_stack_stop(&e->st, 10 * AX_USEC_PER_SEC);
+	ax_stack_fini(&e->st);
+	PQfinish(e->db);
+	ax_test_pg_stop(e->pg);
+	free(e);
+}
+
+static void
+dump_file(const char *path, int lines)
+{
+	char tail[8192];
+	fprintf(stderr, "---- end of %s ----\n%s", path,
+	        ax_proc_log_tail(path, lines, tail, sizeof(tail)));
+}
+
+void
+ax_e2e_dump(ax_e2e *e)
+{
+	char      path[PATH_MAX + 64];
+	PGresult *r;
+
+	snprintf(path, sizeof(path), "%s/axd.log", e->st.log_dir);
+	dump_file(path, 40);
+	for (int i = 0; i < e->st.n_workers; i++) {
+		snprintf(path, sizeof(path), "%s/worker-%d.log", e->st.log_dir,
+		         i + 1);
+		dump_file(path, 20);
+	}
+	r = PQexec(e->db,
+	           "SELECT t.id, t.task, t.shard, t.state, t.reason, "
+	           "t.try_number, (SELECT string_agg(a.number || ':' || "
+	           "a.state || '@' || coalesce(a.worker_id, '-'), ' ' ORDER "
+	           "BY a.number) FROM attempts a WHERE a.instance_id = t.id) "
+	           "FROM task_instances t ORDER BY t.id");
+	fprintf(stderr, "---- task_instances ----\n");
+	for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK &&
+	     i < PQntuples(r) && i < 60;
+	     i++)
+		fprintf(stderr, "%s %s[%s] %s reason=%s try=%s attempts=%s\n",
+		        PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+		        PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
+		        PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+		        PQgetvalue(r, i, 6));
+	PQclear(r);
+}
+
+void
+ax_e2e_load(ax_e2e *e, const char *file, const char *dag, const char *yaml)
+{
+	char  path[PATH_MAX + 128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.yaml", e->dags, file);
+	cr_assert_not_null(f = fopen(path, "w"));
+	fputs(yaml, f);
+	fclose(f);
+	cr_assert_eq(ax_dag_load_dir(e->dags, NULL, ax_test_pg_dsn(e->pg)), 0,
+	             "loading %s failed (see stderr)", path);
+	if (dag != NULL) {
+		char        payload[512];
+		const char *params[] = { payload };
+		snprintf(payload, sizeof(payload),
+		         "{\"op\":\"dag_changed\",\"dag\":\"%s\"}", dag);
+		PGresult *r =
+		    PQexecParams(e->db, "SELECT pg_notify('ax_control', $1)",
+		                 1, NULL, params, NULL, NULL, 0);
+		cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+		             PQerrorMessage(e->db));
+		PQclear(r);
+	}
+}
+
+void
+ax_e2e_start_axd(ax_e2e *e)
+{
+	ax_err rv = ax_stack_start_axd(&e->st, 60 * AX_USEC_PER_SEC);
+	if (rv != AX_OK)
+		ax_e2e_dump(e);
+	cr_assert_eq(rv, AX_OK, "axd: %s", ax_err_detail());
+}
+
+void
+ax_e2e_start_workers(ax_e2e *e)
+{
+	ax_err rv = ax_stack_start_workers(&e->st);
+	cr_assert_eq(rv, AX_OK, "workers: %s", ax_err_detail());
+}
+
+static void
+kill_proc(ax_proc *p, int sig)
+{
+	cr_assert(p->running, "%s is not running", p->name);
+	p->stopping = 1; /* expected: ax_stack_check must not complain */
+	ax_proc_signal(p, sig);
+	cr_assert_eq(ax_proc_wait(p, 30 * AX_USEC_PER_SEC), AX_OK,
+	             "%s did not exit after signal %d", p->name, sig);
+}
+
+void
+ax_e2e_kill_axd(ax_e2e *e, int sig)
+{
+	kill_proc(&e->st.axd, sig);
+}
+
+void
+ax_e2e_kill_worker(ax_e2e *e, int i, int sig)
+{
+	cr_assert(i >= 0 && i < e->st.n_workers);
+	kill_proc(&e->st.workers[i], sig);
+}
+
+static PGresult *
+vquery(ax_e2e *e, const char *fmt, va_list ap)
+{
+	char      sql[8192];
+	PGresult *r;
+
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	r = PQexec(e->db, sql);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(e->db));
+		PQclear(r);
+		cr_assert_fail("query failed: %s\n%s", msg, sql);
+	}
+	return r;
+}
+
+int64_t
+ax_e2e_int(ax_e2e *e, const char *fmt, ...)
+{
+	va_list   ap;
+	PGresult *r;
+	int64_t   v = -1;
+
+	va_start(ap, fmt);
+	r = vquery(e, fmt, ap);
+	va_end(ap);
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) {
+		const char *s = PQgetvalue(r, 0, 0);
+		v = s[0] == 't' ? 1 : s[0] == 'f' ? 0 : strtoll(s, NULL, 10);
+	}
+	PQclear(r);
+	return v;
+}
+
+char *
+ax_e2e_text(ax_e2e *e, char *buf, size_t len, const char *fmt, ...)
+{
+	va_list   ap;
+	PGresult *r;
+
+	va_start(ap, fmt);
+	r = vquery(e, fmt, ap);
+	va_end(ap);
+	snprintf(buf, len, "%s", PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
+	PQclear(r);
+	return buf;
+}
+
+void
+ax_e2e_wait(ax_e2e *e, double timeout_s, const char *what, const char *fmt,
+            ...)
+{
+	char     sql[8192];
+	va_list  ap;
+	int64_t  deadline = ax_clock_mono_us() + (int64_t) (timeout_s * 1e6);
+	ax_proc *dead;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	for (;;) {
+		if (ax_e2e_int(e, "%s", sql) > 0)
+			return;
+		if ((dead = ax_stack_check(&e->st)) != NULL) {
+			char how[96];
+			ax_e2e_dump(e);
+			cr_assert_fail(
+			    "waiting for %s: %s %s", what, dead->name,
+			    ax_proc_describe(dead, how, sizeof(how)));
+		}
+		if (ax_clock_mono_us() > deadline) {
+			ax_e2e_dump(e);
+			cr_assert_fail("%s did not happen within %.0f s (%s)",
+			               what, timeout_s, sql);
+		}
+		ax_clock_sleep_us(100 * AX_USEC_PER_MSEC);
+	}
+}
+
+char *
+ax_e2e_at(double secs, char *buf, size_t len)
+{
+	time_t    t = (time_t) ((double) ax_clock_utc_us() / 1e6 + secs + 1);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}

@@ -1,0 +1,1043 @@
+/*
+ * test_flow.c - the flow actors (resource detector, instance generator,
+ * renderer, hooks, result handler, event emitter) against a real
+ * PostgreSQL, with capture actors standing in for their neighbours
+ * (queue, time_detector, dependency_detector, and whichever flow actor a
+ * test does not run).
+ *
+ * Covers: admission decisions with reasons (group capacity, cold-start
+ * default, pools, paused DAG, duplicates); the generator's plan and
+ * admission under replay (one attempt, same run_id); rendered output of a
+ * DAG in Asia/Shanghai and a render error; the result handler's success
+ * path, SUCCESS with its STARTED in one batch, retries with exponential
+ * backoff timings, FAILED after the last try, TIMEOUT, UNKNOWN then a
+ * late SUCCESS reconciled once, duplicate results; the emitter's writes
+ * and its behaviour during a database outage.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "config.h"
+#include "dag_registry.h"
+#include "dag_store.h"
+#include "dag_validate.h"
+#include "dag_yaml.h"
+#include "event_emitter.h"
+#include "hooks.h"
+#include "instance_generator.h"
+#include "log.h"
+#include "migrate.h"
+#include "pg_harness.h"
+#include "pipeline.h"
+#include "renderer.h"
+#include "resource_detector.h"
+#include "result_handler.h"
+#include "store.h"
+#include "store_attempts.h"
+#include "tz.h"
+#include "uuid.h"
+
+/* ---------------------------------------------------------------------- */
+/* capture actors */
+
+typedef struct cap_item {
+	char     dest[64];
+	uint32_t type;
+	size_t   len;
+	uint8_t *data;
+} cap_item;
+
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static cap_item        caps[20000];
+static size_t          ncaps;
+
+static ax_err
+cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+{
+	(void) state;
+	pthread_mutex_lock(&cap_mu);
+	for (size_t i = 0; i < n && ncaps < 20000; i++) {
+		cap_item *c = &caps[ncaps++];
+		snprintf(c->dest, sizeof(c->dest), "%s", ax_actor_name(self));
+		c->type = items[i].type;
+		c->len  = items[i].len;
+		c->data = malloc(items[i].len + 1);
+		memcpy(c->data, items[i].data, items[i].len);
+	}
+	pthread_mutex_unlock(&cap_mu);
+	return AX_OK;
+}
+
+static const ax_actor_ops cap_ops = { .handle = cap_handle };
+
+static void
+add_capture(ax_actor_system *sys, const char *name)
+{
+	ax_actor_config c = { .name = name };
+	cr_assert_eq(ax_actor_system_add(sys, &c, &cap_ops, NULL, NULL), AX_OK,
+	             "%s", ax_err_detail());
+}
+
+/* The k-th (0-based) command of kind to dest, or NULL; free it. */
+static Ax__Command *
+cap_cmd(const char *dest, Ax__Command__BodyCase kind, size_t k)
+{
+	Ax__Command *out = NULL;
+	pthread_mutex_lock(&cap_mu);
+	for (size_t i = 0; i < ncaps && out == NULL; i++) {
+		if (strcmp(caps[i].dest, dest) ||
+		    caps[i].type != AX_ITEM_COMMAND)
+			continue;
+		Ax__Command *c =
+		    ax__command__unpack(NULL, caps[i].len, caps[i].data);
+		if (c != NULL && c->body_case == kind && k-- == 0)
+			out = c;
+		else if (c != NULL)
+			ax__command__free_unpacked(c, NULL);
+	}
+	pthread_mutex_unlock(&cap_mu);
+	return out;
+}
+
+static size_t
+cap_count(const char *dest, Ax__Command__BodyCase kind)
+{
+	size_t n = 0;
+	for (Ax__Command *c; (c = cap_cmd(dest, kind, n)) != NULL; n++)
+		ax__command__free_unpacked(c, NULL);
+	return n;
+}
+
+/* Events captured with this type (and reason when not NULL). */
+static size_t
+cap_events(const char *type, const char *reason)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&cap_mu);
+	for (size_t i = 0; i < ncaps; i++) {
+		if (caps[i].type != AX_ITEM_EVENT)
+			continue;
+		Ax__Event *e =
+		    ax__event__unpack(NULL, caps[i].len, caps[i].data);
+		if (e != NULL && strcmp(e->type, type) == 0 &&
+		    (reason == NULL || strcmp(e->reason, reason) == 0))
+			n++;
+		if (e != NULL)
+			ax__event__free_unpacked(e, NULL);
+	}
+	pthread_mutex_unlock(&cap_mu);
+	return n;
+}
+
+static int
+wait_events(const char *type, const char *reason, size_t n)
+{
+	for (int i = 0; i < 500; i++) {
+		if (cap_events(type, reason) >= n)
+			return 1;
+		ax_clock_sleep_us(10000);
+	}
+	return 0;
+}
+
+static int
+wait_count(const char *dest, Ax__Command__BodyCase kind, size_t n)
+{
+	for (int i = 0; i < 500; i++) {
+		if (cap_count(dest, kind) >= n)
+			return 1;
+		ax_clock_sleep_us(10000);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* fixture */
+
+static const char *DAG_YAML =
+    "kind: DAG\n"
+    "name: flow.test\n"
+    "schedule: {cron: \"0 30 2 * * ?\", timezone: Asia/Shanghai}\n"
+    "params: {region: eu}\n"
+    "tasks:\n"
+    "  - {name: a, type: bash, command: \"echo {{ ds }} {{ params.region }} "
+    "{{ data_interval_end }}\", env: {OUT: \"/data/{{ ds_nodash }}\"}}\n"
+    "  - {name: r, type: bash, command: \"false\", retries: {count: 2, "
+    "backoff: exponential, delay: 10s, max_delay: 15s}}\n"
+    "  - {name: t, type: bash, command: \"sleep 9\", timeout: 5s}\n"
+    "  - {name: u, type: bash, command: \"true\", retries: {count: 1, delay: "
+    "2s}}\n";
+
+static ax_test_pg      *pg;
+static ax_store        *db;
+static ax_config       *cfg;
+static ax_dag_registry *reg;
+static ax_dag_entry    *entry;
+static ax_pipeline_ctx  ctx;
+static ax_actor_system *sys;
+static ax_actor_client *cli;
+static int64_t          dag_id, version_id, run_id, logical_us;
+
+static int64_t
+q64(const char *sql)
+{
+	int64_t v = -1;
+	cr_assert_eq(ax_store_query_int64(db, sql, 0, NULL, &v), AX_OK,
+	             "%s: %s", sql, ax_err_detail());
+	return v;
+}
+
+static void
+setup(void)
+{
+	ax_dagset          *set;
+	ax_dag_store_result res;
+	char                sql[512];
+
+	ax_log_init(AX_LOG_ERROR, 2);
+	ncaps = 0;
+	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), NULL), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &db), AX_OK);
+	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);
+	cr_assert_eq(ax_dag_registry_new(&reg), AX_OK);
+	cr_assert_eq(ax_dagset_new(NULL, &set), AX_OK);
+	cr_assert_eq(
+	    ax_dag_yaml_load_buf(set, "flow.yaml", DAG_YAML, strlen(DAG_YAML)),
+	    AX_OK);
+	cr_assert_eq(ax_dagset_validate(set), AX_OK, "DAG invalid");
+	cr_assert_eq(ax_dag_store_submit(db, set->dags[0], "test", &res),
+	             AX_OK, "%s", ax_err_detail());
+	dag_id     = res.id;
+	version_id = res.version_id;
+	cr_assert_eq(ax_dag_registry_publish(reg, dag_id, version_id, set,
+	                                     set->dags[0]),
+	             AX_OK, "%s", ax_err_detail());
+	entry = ax_dag_registry_current(reg, "flow.test");
+	cr_assert_not_null(entry);
+	/* 2026-03-02 02:30 in Shanghai */
+	cr_assert_eq(
+	    ax_tz_parse_iso8601("2026-03-01T18:30:00Z", NULL, &logical_us),
+	    AX_OK);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	         "logical_date, interval_start, interval_end) VALUES (%lld, "
+	         "%lld, 'scheduled', ax_ts(%lld), ax_ts(%lld), ax_ts(%lld)) "
+	         "RETURNING id",
+	         (long long) dag_id, (long long) version_id,
+	         (long long) logical_us, (long long) logical_us,
+	         (long long) (logical_us + 86400LL * AX_USEC_PER_SEC));
+	run_id       = q64(sql);
+	ctx.cfg      = cfg;
+	ctx.dsn      = ax_test_pg_dsn(pg);
+	ctx.home     = "/tmp/ax-flow-home";
+	ctx.registry = reg;
+	cr_assert_eq(ax_actor_system_new(&sys), AX_OK);
+}
+
+static void
+start(void)
+{
+	cr_assert_eq(ax_actor_system_start(sys), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_actor_client_new(sys, "test", &cli), AX_OK);
+}
+
+static void
+teardown(void)
+{
+	ax_actor_client_free(cli);
+	cli = NULL;
+	ax_actor_system_free(sys);
+	ax_dag_entry_release(entry);
+	ax_dag_registry_free(reg);
+	ax_config_free(cfg);
+	ax_store_close(db);
+	ax_test_pg_stop(pg);
+	for (size_t i = 0; i < ncaps; i++)
+		free(caps[i].data);
+	ncaps = 0;
+}
+
+TestSuite(flow, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Sends cmds[0..n) to dest as one envelope. */
+static void
+send_cmds(const char *dest, Ax__Command **cmds, size_t n)
+{
+	ax_actor_item items[16];
+	uint8_t      *bufs[16];
+	cr_assert(n <= 16);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = ax__command__get_packed_size(cmds[i]);
+		bufs[i]    = malloc(len + 1);
+		ax__command__pack(cmds[i], bufs[i]);
+		items[i] = (ax_actor_item) { .type = AX_ITEM_COMMAND,
+			                     .len  = (uint32_t) len,
+			                     .data = bufs[i] };
+	}
+	cr_assert_eq(ax_actor_client_send(cli, dest, items, n, 0), AX_OK, "%s",
+	             ax_err_detail());
+	for (size_t i = 0; i < n; i++)
+		free(bufs[i]);
+}
+
+static void
+send1(const char *dest, Ax__Command *c)
+{
+	send_cmds(dest, &c, 1);
+}
+
+/* An InstanceRef of task in the test run (strings static). */
+static Ax__InstanceRef
+ref_of(const char *task, int shard)
+{
+	Ax__InstanceRef r = AX__INSTANCE_REF__INIT;
+	r.dag             = "flow.test";
+	r.dag_version_id  = version_id;
+	r.dag_run_id      = run_id;
+	r.task            = (char *) task;
+	r.logical_time_us = logical_us;
+	r.shard_index     = shard;
+	r.shard_total     = 1;
+	return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* resource detector */
+
+static void
+send_ready(const char *task, int shard, const char *pool)
+{
+	Ax__InstanceRef   ref = ref_of(task, shard);
+	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
+	Ax__Command       c   = AX__COMMAND__INIT;
+	rd.instance           = &ref;
+	rd.worker_group       = "g1";
+	rd.pool               = (char *) pool;
+	rd.slots              = 1;
+	c.body_case           = AX__COMMAND__BODY_INSTANCE_READY;
+	c.instance_ready      = &rd;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+static void
+send_released(const char *task, int shard)
+{
+	Ax__InstanceRef  ref = ref_of(task, shard);
+	Ax__SlotReleased sr  = AX__SLOT_RELEASED__INIT;
+	Ax__Command      c   = AX__COMMAND__INIT;
+	sr.instance          = &ref;
+	c.body_case          = AX__COMMAND__BODY_SLOT_RELEASED;
+	c.slot_released      = &sr;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+static void
+rd_compose(void)
+{
+	cr_assert_eq(ax_resource_detector_add(sys, &ctx), AX_OK);
+	add_capture(sys, AX_A_INSTANCE_GENERATOR);
+	add_capture(sys, AX_A_EVENT_EMITTER);
+	start();
+}
+
+Test(flow, admission_cold_start_capacity_and_duplicates)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	cr_assert_eq(ax_config_set(cfg, "resources.default_group_slots", "2"),
+	             AX_OK);
+	rd_compose();
+	send_ready("a", 0, "");
+	send_ready("a", 1, "");
+	send_ready("a", 2, "");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2));
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 1));
+	/* cold start: the default of 2 slots, the third waits */
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 2);
+	cr_assert_eq(cap_events("instance.delayed", "WAIT_RESOURCE"), 1);
+	cr_assert_eq(cap_events("instance.admitted", NULL), 2);
+	/* a duplicate of an admitted instance is ignored */
+	send_ready("a", 0, "");
+	send_released("a", 1);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
+	Ax__Command *c = cap_cmd(AX_A_INSTANCE_GENERATOR, ADM, 2);
+	cr_assert_eq(c->admission->decision, AX__ADMISSION_DECISION__ADMIT);
+	cr_assert_eq(c->admission->instance->shard_index, 2);
+	ax__command__free_unpacked(c, NULL);
+	/* capacity report: 1 worker slot x overcommit 2 = 2 (both used) */
+	Ax__WorkerCapacity wc = AX__WORKER_CAPACITY__INIT;
+	Ax__Command        w  = AX__COMMAND__INIT;
+	wc.worker_id          = "w1";
+	wc.worker_group       = "g1";
+	wc.slots_total        = 1;
+	wc.alive              = 1;
+	w.body_case           = AX__COMMAND__BODY_WORKER_CAPACITY;
+	w.worker_capacity     = &wc;
+	send1(AX_A_RESOURCE_DETECTOR, &w);
+	send_ready("a", 3, "");
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 3,
+	             "the duplicate or the over-capacity one was admitted");
+	wc.slots_total = 2; /* 2 x 2 = 4: room for one more */
+	send1(AX_A_RESOURCE_DETECTOR, &w);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4));
+}
+
+Test(flow, admission_pools_and_paused_dag)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	q64("INSERT INTO pools (name, slots) VALUES ('p1', 1) RETURNING 1");
+	rd_compose();
+	send_ready("a", 0, "p1");
+	send_ready("a", 1, "p1");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 1));
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 1));
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 1,
+	             "pool p1 has one slot");
+	cr_assert_eq(cap_events("instance.delayed", "WAIT_RESOURCE"), 1);
+	/* paused DAG: BLOCK with DAG_PAUSED, admitted after unpause */
+	ax_dag_registry_set_paused(reg, "flow.test", 1);
+	send_ready("u", 0, "");
+	cr_assert(wait_events("instance.blocked", "DAG_PAUSED", 2));
+	cr_assert_eq(cap_events("instance.blocked", "DAG_PAUSED"), 2,
+	             "the new one and the waiting one of the paused DAG");
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 1);
+	ax_dag_registry_set_paused(reg, "flow.test", 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2),
+	          "not admitted after unpause");
+	Ax__Command *c = cap_cmd(AX_A_INSTANCE_GENERATOR, ADM, 1);
+	cr_assert_str_eq(c->admission->instance->task, "u");
+	ax__command__free_unpacked(c, NULL);
+	/* the pool slot frees: the second p1 instance goes */
+	send_released("a", 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
+}
+
+/* ---------------------------------------------------------------------- */
+/* instance generator */
+
+static void
+send_admit(const char *task, int shard)
+{
+	Ax__InstanceRef   ref = ref_of(task, shard);
+	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
+	Ax__Admission     a   = AX__ADMISSION__INIT;
+	Ax__Command       c   = AX__COMMAND__INIT;
+	rd.instance           = &ref;
+	rd.worker_group       = "g1";
+	rd.due_at_us          = logical_us;
+	a.instance            = &ref;
+	a.decision            = AX__ADMISSION_DECISION__ADMIT;
+	a.ready               = &rd;
+	a.decided_at_us       = ax_clock_utc_us();
+	c.body_case           = AX__COMMAND__BODY_ADMISSION;
+	c.admission           = &a;
+	send1(AX_A_INSTANCE_GENERATOR, &c);
+}
+
+Test(flow, generator_plan_and_replayed_admission)
+{
+	const Ax__Command__BodyCase AC = AX__COMMAND__BODY_ATTEMPT_CREATED;
+	cr_assert_eq(ax_instance_generator_add(sys, &ctx), AX_OK);
+	add_capture(sys, AX_A_RENDERER);
+	add_capture(sys, AX_A_RESOURCE_DETECTOR);
+	add_capture(sys, AX_A_EVENT_EMITTER);
+	start();
+
+	Ax__PlannedInstance pi[2], *pp[2];
+	Ax__RunPlan         plan     = AX__RUN_PLAN__INIT;
+	Ax__Command         c        = AX__COMMAND__INIT;
+	const char *const   tasks[2] = { "a", "r" };
+	for (int i = 0; i < 2; i++) {
+		pi[i]      = (Ax__PlannedInstance) AX__PLANNED_INSTANCE__INIT;
+		pi[i].task = (char *) tasks[i];
+		pi[i].shard_total  = 1;
+		pi[i].channel      = "Px";
+		pi[i].worker_group = "g1";
+		pi[i].max_tries    = i == 1 ? 3 : 1;
+		pi[i].state        = "PENDING";
+		pi[i].reason = i == 1 ? "WAIT_DEPENDENCY" : "WAIT_RESOURCE";
+		pp[i]        = &pi[i];
+	}
+	plan.dag             = "flow.test";
+	plan.dag_id          = dag_id;
+	plan.dag_version_id  = version_id;
+	plan.dag_run_id      = run_id;
+	plan.logical_time_us = logical_us;
+	plan.n_instances     = 2;
+	plan.instances       = pp;
+	c.body_case          = AX__COMMAND__BODY_RUN_PLAN;
+	c.run_plan           = &plan;
+	send1(AX_A_INSTANCE_GENERATOR, &c);
+	send1(AX_A_INSTANCE_GENERATOR, &c); /* replayed plan */
+	send_admit("a", 0);
+	send_admit("a", 0); /* replayed admission */
+	cr_assert(wait_count(AX_A_RENDERER, AC, 2));
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), 2);
+	cr_assert_eq(
+	    q64("SELECT count(*) FROM task_instances WHERE task = 'r' "
+	        "AND state = 'PENDING' AND reason = "
+	        "'WAIT_DEPENDENCY' AND max_tries = 3"),
+	    1);
+	cr_assert_eq(
+	    q64("SELECT count(*) FROM task_instances WHERE task = 'a' "
+	        "AND state = 'READY' AND try_number = 1"),
+	    1);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts WHERE admitted_at IS "
+	                 "NOT NULL AND due_at = ax_ts("
+	                 "0) + (SELECT "
+	                 "logical_date - ax_ts(0) FROM dag_runs)"),
+	             1, "one attempt, with due_at and admitted_at");
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.ready'"),
+	             1);
+	Ax__Command *a1 = cap_cmd(AX_A_RENDERER, AC, 0);
+	Ax__Command *a2 = cap_cmd(AX_A_RENDERER, AC, 1);
+	cr_assert_str_eq(a1->attempt_created->run_id,
+	                 a2->attempt_created->run_id,
+	                 "the replay must dispatch the stored run_id");
+	cr_assert_eq(a1->attempt_created->attempt, 1);
+	cr_assert_neq(a1->attempt_created->instance->instance_id, 0);
+	ax__command__free_unpacked(a1, NULL);
+	ax__command__free_unpacked(a2, NULL);
+	/* an admission of an instance already running: skipped, slot back */
+	q64("UPDATE task_instances SET state = 'RUNNING' WHERE task = 'a' "
+	    "RETURNING 1");
+	send_admit("a", 0);
+	cr_assert(wait_count(AX_A_RESOURCE_DETECTOR,
+	                     AX__COMMAND__BODY_SLOT_RELEASED, 1));
+	cr_assert_eq(cap_count(AX_A_RENDERER, AC), 2);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts"), 1);
+}
+
+/* ---------------------------------------------------------------------- */
+/* renderer */
+
+/* Creates instance + attempt 1 of task (READY) and returns its run_id. */
+static void
+admit_row(const char *task, int shard, char run_id_out[37], int64_t *iid)
+{
+	const ax_task  *t  = ax_dag_entry_task(entry, task);
+	ax_store_ti_row ti = {
+		.dag_run_id      = run_id,
+		.dag_id          = dag_id,
+		.task            = task,
+		.logical_time_us = logical_us,
+		.shard           = shard,
+		.shard_total     = shard + 1,
+		.worker_group    = "g1",
+		.max_tries       = 1 + t->eff.retries.count,
+		.state           = AX_TI_PENDING,
+	};
+	cr_assert_eq(ax_store_insert_instances(db, &ti, 1, NULL), AX_OK, "%s",
+	             ax_err_detail());
+	ax_store_admit_row ad = { .instance_id    = ti.instance_id,
+		                  .due_at_us      = logical_us,
+		                  .admitted_at_us = ax_clock_utc_us() };
+	cr_assert_eq(ax_store_admit(db, &ad, 1), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ad.action, AX_ADMIT_NEW);
+	memcpy(run_id_out, ad.run_id, 37);
+	*iid = ti.instance_id;
+}
+
+static void
+send_created(const char *task, const char *rid, int64_t iid, int attempt)
+{
+	Ax__InstanceRef    ref = ref_of(task, 0);
+	Ax__AttemptCreated ac  = AX__ATTEMPT_CREATED__INIT;
+	ref.shard_total        = 1;
+	Ax__Command c          = AX__COMMAND__INIT;
+	ref.instance_id        = iid;
+	ac.instance            = &ref;
+	ac.run_id              = (char *) rid;
+	ac.attempt             = attempt;
+	c.body_case            = AX__COMMAND__BODY_ATTEMPT_CREATED;
+	c.attempt_created      = &ac;
+	send1(AX_A_RENDERER, &c);
+}
+
+static const char *
+env_of(const Ax__AttemptRendered *r, const char *key)
+{
+	for (size_t i = 0; i < r->n_env; i++)
+		if (strcmp(r->env[i]->key, key) == 0)
+			return r->env[i]->value;
+	return NULL;
+}
+
+Test(flow, renderer_output_and_render_error)
+{
+	char    rid[37];
+	int64_t iid;
+
+	cr_assert_eq(ax_renderer_add(sys, &ctx), AX_OK);
+	add_capture(sys, AX_A_PRE_HOOK);
+	add_capture(sys, AX_A_RESULT_HANDLER);
+	add_capture(sys, AX_A_EVENT_EMITTER);
+	start();
+	admit_row("a", 0, rid, &iid);
+	send_created("a", rid, iid, 1);
+	cr_assert(
+	    wait_count(AX_A_PRE_HOOK, AX__COMMAND__BODY_ATTEMPT_RENDERED, 1));
+	Ax__Command *c =
+	    cap_cmd(AX_A_PRE_HOOK, AX__COMMAND__BODY_ATTEMPT_RENDERED, 0);
+	const Ax__AttemptRendered *r = c->attempt_rendered;
+	/* 18:30Z is 02:30 the next day in Shanghai; interval end +1 day */
+	cr_assert_str_eq(r->command,
+	                 "echo 2026-03-02 eu 2026-03-03T02:30:00+08:00");
+	cr_assert_str_eq(env_of(r, "OUT"), "/data/20260302");
+	cr_assert_str_eq(env_of(r, "AX_RUN_ID"), rid);
+	cr_assert_str_eq(env_of(r, "AX_TASK"), "a");
+	cr_assert_str_eq(env_of(r, "AX_ATTEMPT"), "1");
+	cr_assert_str_eq(env_of(r, "AX_LOGICAL_DATE"),
+	                 "2026-03-02T02:30:00+08:00");
+	cr_assert_str_eq(r->task_type, "bash");
+	cr_assert_str_eq(r->routing, "round_robin");
+	cr_assert_str_eq(r->log_path,
+	                 "/tmp/ax-flow-home/logs/flow.test/a/"
+	                 "20260301T183000Z/0/1.log");
+	cr_assert_eq(r->kill_grace_us, 10 * AX_USEC_PER_SEC);
+	ax__command__free_unpacked(c, NULL);
+
+	/* render error: a template that names an unknown variable (the DAG
+	 * was valid at submit time; here the loaded copy is broken on
+	 * purpose to reach the run-time path) */
+	ax_task *u     = (ax_task *) ax_dag_entry_task(entry, "u");
+	u->eff.command = "echo {{ dss }}";
+	admit_row("u", 0, rid, &iid);
+	send_created("u", rid, iid, 1);
+	cr_assert(
+	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 1));
+	c = cap_cmd(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 0);
+	cr_assert_eq(c->result->status, AX__ATTEMPT_STATUS__ATTEMPT_FAILED);
+	cr_assert_str_eq(c->result->reason, "RENDER_ERROR");
+	cr_assert(strstr(c->result->error, "task 'u': command: offset 8") !=
+	              NULL,
+	          "error was: %s", c->result->error);
+	cr_assert(strstr(c->result->error, "dss") != NULL);
+	cr_assert_str_eq(c->result->run_id, rid);
+	ax__command__free_unpacked(c, NULL);
+	cr_assert_eq(
+	    cap_count(AX_A_PRE_HOOK, AX__COMMAND__BODY_ATTEMPT_RENDERED), 1,
+	    "a failed render must not be dispatched");
+	/* an unknown DAG version is a render error too, never a command */
+	send_created("zz", rid, iid, 1);
+	cr_assert(
+	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 2));
+}
+
+/* ---------------------------------------------------------------------- */
+/* result handler */
+
+static void
+rh_compose(void)
+{
+	cr_assert_eq(ax_result_handler_add(sys, &ctx), AX_OK);
+	add_capture(sys, AX_A_RESOURCE_DETECTOR);
+	add_capture(sys, AX_A_DEPENDENCY_DETECTOR);
+	add_capture(sys, AX_A_TIME_DETECTOR);
+	add_capture(sys, AX_A_EVENT_EMITTER);
+	start();
+}
+
+static Ax__Command *
+result(Ax__Command *c, Ax__AttemptResult *r, Ax__InstanceRef *ref,
+       const char *rid, Ax__AttemptStatus s)
+{
+	*c                  = (Ax__Command) AX__COMMAND__INIT;
+	*r                  = (Ax__AttemptResult) AX__ATTEMPT_RESULT__INIT;
+	r->instance         = ref;
+	r->run_id           = (char *) rid;
+	r->status           = s;
+	r->worker_id        = "w1";
+	int64_t now         = ax_clock_utc_us();
+	r->dispatched_at_us = now - 2000;
+	r->started_at_us    = now - 1000;
+	if (s != AX__ATTEMPT_STATUS__ATTEMPT_STARTED)
+		r->ended_at_us = now;
+	c->body_case = AX__COMMAND__BODY_RESULT;
+	c->result    = r;
+	return c;
+}
+
+static void
+send_result(const char *task, const char *rid, Ax__AttemptStatus s)
+{
+	Ax__Command       c;
+	Ax__AttemptResult r;
+	Ax__InstanceRef   ref = ref_of(task, 0);
+	send1(AX_A_RESULT_HANDLER, result(&c, &r, &ref, rid, s));
+}
+
+static int64_t
+qstate(int64_t iid, const char *state)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM task_instances WHERE id = %lld AND "
+	         "state = '%s'",
+	         (long long) iid, state);
+	return q64(sql);
+}
+
+static int
+wait_state(int64_t iid, const char *state)
+{
+	for (int i = 0; i < 300; i++) {
+		if (qstate(iid, state) == 1)
+			return 1;
+		ax_clock_sleep_us(10000);
+	}
+	return 0;
+}
+
+Test(flow, result_success_and_started_with_success_in_one_batch)
+{
+	char    r1[37], r2[37];
+	int64_t i1, i2;
+	rh_compose();
+	admit_row("a", 0, r1, &i1);
+	admit_row("a", 1, r2, &i2);
+	send_result("a", r1, AX__ATTEMPT_STATUS__ATTEMPT_STARTED);
+	cr_assert(wait_state(i1, "RUNNING"));
+	send_result("a", r1, AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
+	cr_assert(wait_state(i1, "SUCCESS"));
+	/* SUCCESS arriving before its STARTED, in one envelope */
+	Ax__Command       c[2], *cp[2];
+	Ax__AttemptResult r[2];
+	Ax__InstanceRef   ref = ref_of("a", 1);
+	cp[0]                 = result(&c[0], &r[0], &ref, r2,
+	                               AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
+	cp[1]                 = result(&c[1], &r[1], &ref, r2,
+	                               AX__ATTEMPT_STATUS__ATTEMPT_STARTED);
+	send_cmds(AX_A_RESULT_HANDLER, cp, 2);
+	cr_assert(wait_state(i2, "SUCCESS"));
+	cr_assert(wait_count(AX_A_DEPENDENCY_DETECTOR,
+	                     AX__COMMAND__BODY_INSTANCE_SUCCEEDED, 2));
+	cr_assert_eq(q64("SELECT count(*) FROM attempts WHERE state = "
+	                 "'SUCCESS' AND worker_id = 'w1' AND dispatched_at IS "
+	                 "NOT NULL AND started_at IS NOT NULL AND ended_at IS "
+	                 "NOT NULL AND exit_status = 0"),
+	             2);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.succeeded'"),
+	             2);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.running'"),
+	             2);
+	cr_assert_eq(
+	    cap_count(AX_A_RESOURCE_DETECTOR, AX__COMMAND__BODY_SLOT_RELEASED),
+	    2);
+	/* duplicates are harmless */
+	send_result("a", r1, AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
+	send_result("a", r1, AX__ATTEMPT_STATUS__ATTEMPT_FAILED);
+	ax_clock_sleep_us(300000);
+	cr_assert_eq(qstate(i1, "SUCCESS"), 1);
+	cr_assert_eq(cap_count(AX_A_DEPENDENCY_DETECTOR,
+	                       AX__COMMAND__BODY_INSTANCE_SUCCEEDED),
+	             2);
+	cr_assert_eq(
+	    cap_count(AX_A_RESOURCE_DETECTOR, AX__COMMAND__BODY_SLOT_RELEASED),
+	    2);
+}
+
+/* Re-admits an instance (as the generator does for a retry). */
+static void
+readmit(int64_t iid, char rid[37], int expect_attempt)
+{
+	ax_store_admit_row ad = { .instance_id    = iid,
+		                  .due_at_us      = ax_clock_utc_us(),
+		                  .admitted_at_us = ax_clock_utc_us() };
+	cr_assert_eq(ax_store_admit(db, &ad, 1), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ad.action, AX_ADMIT_NEW);
+	cr_assert_eq(ad.attempt, expect_attempt);
+	memcpy(rid, ad.run_id, 37);
+}
+
+Test(flow, result_retry_exponential_then_failed)
+{
+	char                        rid[37];
+	int64_t                     iid;
+	const Ax__Command__BodyCase TS = AX__COMMAND__BODY_TIMER_SET;
+	/* task r: retries 2, exponential, delay 10s, max_delay 15s */
+	const int64_t want[2] = { 10 * AX_USEC_PER_SEC, 15 * AX_USEC_PER_SEC };
+	rh_compose();
+	admit_row("r", 0, rid, &iid);
+	for (int k = 0; k < 2; k++) {
+		int64_t t0 = ax_clock_utc_us();
+		send_result("r", rid, AX__ATTEMPT_STATUS__ATTEMPT_FAILED);
+		cr_assert(wait_count(AX_A_TIME_DETECTOR, TS, (size_t) k + 1));
+		cr_assert(wait_state(iid, "PENDING"));
+		Ax__Command *c = cap_cmd(AX_A_TIME_DETECTOR, TS, (size_t) k);
+		const Ax__TimerSet *ts = c->timer_set;
+		cr_assert_eq(ts->kind, AX__TIMER_KIND__TIMER_RETRY);
+		int64_t d = ts->fire_at_us - t0;
+		cr_assert(d >= want[k] && d < want[k] + 2 * AX_USEC_PER_SEC,
+		          "retry %d: delay %lld us, want %lld", k + 1,
+		          (long long) d, (long long) want[k]);
+		cr_assert_not_null(ts->ready);
+		cr_assert_eq(ts->ready->instance->instance_id, iid);
+		cr_assert_str_eq(ts->ready->worker_group, "g1");
+		cr_assert_eq(ts->ready->due_at_us, ts->fire_at_us);
+		cr_assert_str_eq(ts->notify, AX_A_RESOURCE_DETECTOR);
+		ax__command__free_unpacked(c, NULL);
+		cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE "
+		                 "reason = 'RETRY_SCHEDULED'"),
+		             1);
+		readmit(iid, rid, k + 2);
+	}
+	send_result("r", rid, AX__ATTEMPT_STATUS__ATTEMPT_FAILED);
+	cr_assert(wait_count(AX_A_DEPENDENCY_DETECTOR,
+	                     AX__COMMAND__BODY_INSTANCE_FINISHED, 1));
+	cr_assert_eq(qstate(iid, "FAILED"), 1);
+	cr_assert_eq(cap_count(AX_A_TIME_DETECTOR, TS), 2, "no third retry");
+	Ax__Command *c = cap_cmd(AX_A_DEPENDENCY_DETECTOR,
+	                         AX__COMMAND__BODY_INSTANCE_FINISHED, 0);
+	cr_assert_str_eq(c->instance_finished->state, "FAILED");
+	ax__command__free_unpacked(c, NULL);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.retry_scheduled' AND reason = "
+	                 "'RETRY_SCHEDULED'"),
+	             2);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts WHERE state = "
+	                 "'FAILED'"),
+	             3);
+}
+
+Test(flow, result_timeout_and_unknown_then_late_success)
+{
+	char    rt[37], ru[37];
+	int64_t it, iu;
+	rh_compose();
+	/* TIMEOUT, no retries: stays TIMEOUT, InstanceFinished */
+	admit_row("t", 0, rt, &it);
+	send_result("t", rt, AX__ATTEMPT_STATUS__ATTEMPT_STARTED);
+	send_result("t", rt, AX__ATTEMPT_STATUS__ATTEMPT_TIMEOUT);
+	cr_assert(wait_state(it, "TIMEOUT"));
+	cr_assert(wait_count(AX_A_DEPENDENCY_DETECTOR,
+	                     AX__COMMAND__BODY_INSTANCE_FINISHED, 1));
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE state = "
+	                 "'TIMEOUT' AND reason = 'TIMEOUT_EXEC'"),
+	             1);
+
+	/* UNKNOWN (worker lost) with a try left: retry armed */
+	admit_row("u", 0, ru, &iu);
+	send_result("u", ru, AX__ATTEMPT_STATUS__ATTEMPT_STARTED);
+	send_result("u", ru, AX__ATTEMPT_STATUS__ATTEMPT_UNKNOWN);
+	cr_assert(wait_state(iu, "UNKNOWN"));
+	cr_assert(
+	    wait_count(AX_A_TIME_DETECTOR, AX__COMMAND__BODY_TIMER_SET, 1));
+	cr_assert(wait_count(AX_A_RESOURCE_DETECTOR,
+	                     AX__COMMAND__BODY_SLOT_RELEASED, 2));
+	/* the late SUCCESS of the same attempt settles it once */
+	send_result("u", ru, AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
+	cr_assert(wait_state(iu, "SUCCESS"));
+	cr_assert(
+	    wait_count(AX_A_TIME_DETECTOR, AX__COMMAND__BODY_TIMER_CANCEL, 1));
+	send_result("u", ru, AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
+	send_result("u", ru, AX__ATTEMPT_STATUS__ATTEMPT_UNKNOWN);
+	ax_clock_sleep_us(300000);
+	cr_assert_eq(qstate(iu, "SUCCESS"), 1);
+	cr_assert_eq(cap_count(AX_A_DEPENDENCY_DETECTOR,
+	                       AX__COMMAND__BODY_INSTANCE_SUCCEEDED),
+	             1, "exactly one success");
+	cr_assert_eq(
+	    cap_count(AX_A_RESOURCE_DETECTOR, AX__COMMAND__BODY_SLOT_RELEASED),
+	    2, "the slot is released once per attempt");
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.succeeded'"),
+	             1);
+	/* the retry the generator would now get for it is skipped */
+	ax_store_admit_row ad = { .instance_id = iu };
+	cr_assert_eq(ax_store_admit(db, &ad, 1), AX_OK);
+	cr_assert_eq(ad.action, AX_ADMIT_SKIP);
+
+	/* a result for a run_id that is not the current attempt: attempt
+	 * row only */
+	char    ra[37];
+	int64_t ia;
+	admit_row("r", 0, ra, &ia);
+	send_result("r", ra, AX__ATTEMPT_STATUS__ATTEMPT_FAILED);
+	cr_assert(wait_state(ia, "PENDING"));
+	char rb[37];
+	readmit(ia, rb, 2);
+	send_result("r", ra, AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS); /* late */
+	ax_clock_sleep_us(300000);
+	cr_assert_eq(qstate(ia, "READY"), 1, "late result moved the instance");
+}
+
+/* ---------------------------------------------------------------------- */
+/* event emitter */
+
+static void
+send_event(const char *type, int persisted)
+{
+	Ax__Event     e = AX__EVENT__INIT;
+	char          id[AX_UUID_LEN];
+	ax_actor_item it;
+	uint8_t       buf[512];
+	e.id           = ax_uuid_v4(id);
+	e.type         = (char *) type;
+	e.time_us      = ax_clock_utc_us();
+	e.dag          = "flow.test";
+	e.task         = "a";
+	e.reason       = "WAIT_RESOURCE";
+	e.payload_json = "{\"k\":1}";
+	e.persisted    = persisted;
+	size_t len     = ax__event__pack(&e, buf);
+	it             = (ax_actor_item) { .type = AX_ITEM_EVENT,
+		                           .len  = (uint32_t) len,
+		                           .data = buf };
+	cr_assert_eq(ax_actor_client_send(cli, AX_A_EVENT_EMITTER, &it, 1, 0),
+	             AX_OK);
+}
+
+Test(flow, emitter_writes_and_survives_outage)
+{
+	ax_event_emitter      *em;
+	ax_event_emitter_stats s;
+	cr_assert_eq(ax_config_set(cfg, "events.buffer", "5"), AX_OK);
+	cr_assert_eq(ax_event_emitter_add(sys, &ctx, &em), AX_OK);
+	start();
+	send_event("instance.delayed", 0);
+	send_event("instance.ready", 1); /* already persisted: log only */
+	for (int i = 0; i < 200; i++) {
+		ax_event_emitter_stats_get(em, &s);
+		if (s.stored == 1)
+			break;
+		ax_clock_sleep_us(10000);
+	}
+	cr_assert_eq(s.stored, 1);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.delayed' AND reason = 'WAIT_RESOURCE' AND "
+	                 "dag_id IS NOT NULL AND payload->>'task' = 'a' AND "
+	                 "(payload->>'k')::int = 1"),
+	             1);
+	/* outage: 8 events into a buffer of 5 -> 3 dropped, none blocks */
+	cr_assert_eq(ax_pg_embed_down(ax_test_pg_embed(pg)), AX_OK, "%s",
+	             ax_err_detail());
+	int64_t t0 = ax_clock_mono_us();
+	for (int i = 0; i < 8; i++)
+		send_event("instance.delayed", 0);
+	cr_assert(ax_clock_mono_us() - t0 < AX_USEC_PER_SEC,
+	          "sending blocked during the outage");
+	for (int i = 0; i < 300; i++) {
+		ax_event_emitter_stats_get(em, &s);
+		if (s.events == 10)
+			break;
+		ax_clock_sleep_us(10000);
+	}
+	cr_assert_eq(s.events, 10);
+	cr_assert_eq(s.dropped, 3, "dropped %llu",
+	             (unsigned long long) s.dropped);
+	cr_assert_eq(ax_pg_embed_up(ax_test_pg_embed(pg)), AX_OK, "%s",
+	             ax_err_detail());
+	for (int i = 0; i < 1000; i++) {
+		ax_event_emitter_stats_get(em, &s);
+		if (s.stored == 6)
+			break;
+		ax_clock_sleep_us(10000);
+	}
+	cr_assert_eq(s.stored, 6, "stored %llu",
+	             (unsigned long long) s.stored);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log"), 6);
+}
+
+/* ---------------------------------------------------------------------- */
+/* hooks */
+
+static void
+send_rendered(const char *task, int64_t iid)
+{
+	Ax__InstanceRef     ref = ref_of(task, 0);
+	Ax__AttemptRendered r   = AX__ATTEMPT_RENDERED__INIT;
+	Ax__Command         c   = AX__COMMAND__INIT;
+	ref.instance_id         = iid;
+	r.instance              = &ref;
+	r.run_id                = "4b0d6c1e-0000-4000-8000-000000000001";
+	r.attempt               = 1;
+	r.command               = "true";
+	r.worker_group          = "g1";
+	r.pool                  = "p1";
+	c.body_case             = AX__COMMAND__BODY_ATTEMPT_RENDERED;
+	c.attempt_rendered      = &r;
+	send1(AX_A_PRE_HOOK, &c);
+}
+
+Test(flow, hooks_pass_hold_drop_and_post)
+{
+	cr_assert_eq(ax_hooks_add(sys, &ctx), AX_OK);
+	add_capture(sys, AX_A_QUEUE);
+	add_capture(sys, AX_A_RESOURCE_DETECTOR);
+	add_capture(sys, AX_A_RESULT_HANDLER);
+	add_capture(sys, AX_A_EVENT_EMITTER);
+	start();
+	send_rendered("a", 7);
+	cr_assert(
+	    wait_count(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED, 1));
+	/* paused after admission: held, back to the resource detector */
+	ax_dag_registry_set_paused(reg, "flow.test", 1);
+	send_rendered("a", 7);
+	cr_assert(wait_count(AX_A_RESOURCE_DETECTOR,
+	                     AX__COMMAND__BODY_ATTEMPT_HELD, 1));
+	Ax__Command *c =
+	    cap_cmd(AX_A_RESOURCE_DETECTOR, AX__COMMAND__BODY_ATTEMPT_HELD, 0);
+	cr_assert_str_eq(c->attempt_held->reason, "DAG_PAUSED");
+	cr_assert_str_eq(c->attempt_held->ready->pool, "p1");
+	ax__command__free_unpacked(c, NULL);
+	cr_assert(wait_events("attempt.held", "DAG_PAUSED", 1));
+	ax_dag_registry_set_paused(reg, "flow.test", 0);
+	/* canceled: not dispatched, reported CANCELED; cancel forwarded */
+	Ax__InstanceRef    ref = ref_of("a", 0);
+	Ax__CancelInstance ci  = AX__CANCEL_INSTANCE__INIT;
+	Ax__Command        k   = AX__COMMAND__INIT;
+	ref.instance_id        = 7;
+	ci.instance            = &ref;
+	ci.reason              = "MANUAL_CLEAR";
+	k.body_case            = AX__COMMAND__BODY_CANCEL_INSTANCE;
+	k.cancel_instance      = &ci;
+	send1(AX_A_PRE_HOOK, &k);
+	send_rendered("a", 7);
+	cr_assert(
+	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 1));
+	c = cap_cmd(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 0);
+	cr_assert_eq(c->result->status, AX__ATTEMPT_STATUS__ATTEMPT_CANCELED);
+	ax__command__free_unpacked(c, NULL);
+	cr_assert_eq(cap_count(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED),
+	             1);
+	cr_assert_eq(cap_count(AX_A_QUEUE, AX__COMMAND__BODY_CANCEL_INSTANCE),
+	             1);
+	/* post: forwarded, with the log location in its event */
+	Ax__Command       rc;
+	Ax__AttemptResult rr;
+	result(&rc, &rr, &ref, "4b0d6c1e-0000-4000-8000-000000000001",
+	       AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
+	rr.log_path = "/logs/a/1.log";
+	send1(AX_A_POST_HOOK, &rc);
+	cr_assert(
+	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 2));
+	cr_assert(wait_events("attempt.reported", NULL, 1));
+	int found = 0;
+	pthread_mutex_lock(&cap_mu);
+	for (size_t i = 0; i < ncaps; i++) {
+		if (caps[i].type != AX_ITEM_EVENT)
+			continue;
+		Ax__Event *e =
+		    ax__event__unpack(NULL, caps[i].len, caps[i].data);
+		if (e != NULL && strcmp(e->type, "attempt.reported") == 0)
+			found =
+			    strstr(e->payload_json,
+			           "\"log_path\":\"/logs/a/1.log\"") != NULL &&
+			    strstr(e->payload_json,
+			           "\"status\":\"SUCCESS\"") != NULL;
+		if (e != NULL)
+			ax__event__free_unpacked(e, NULL);
+	}
+	pthread_mutex_unlock(&cap_mu);
+	cr_assert(found, "post event without the log location");
+}

@@ -1,0 +1,106 @@
+/*
+ * test_store_workers.c - the batched upsert of the workers table
+ * (engine/store_workers.c) against a real PostgreSQL.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "migrate.h"
+#include "pg_harness.h"
+#include "store.h"
+#include "store_workers.h"
+
+static ax_test_pg *pg;
+static ax_store   *st;
+
+static void
+setup(void)
+{
+	int n = 0;
+	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &n), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
+}
+
+static void
+teardown(void)
+{
+	ax_store_close(st);
+	ax_test_pg_stop(pg);
+}
+
+TestSuite(store_workers, .init = setup, .fini = teardown, .timeout = 120);
+
+static int64_t
+q64(const char *sql)
+{
+	int64_t v = -1;
+	cr_assert_eq(ax_store_query_int64(st, sql, 0, NULL, &v), AX_OK, "%s",
+	             ax_err_detail());
+	return v;
+}
+
+Test(store_workers, upsert_inserts_then_updates_in_one_statement)
+{
+	int64_t             now     = 1800000000000000LL;
+	ax_store_worker_row rows[2] = {
+		{ .id                  = "w1",
+		  .worker_group        = "g",
+		  .slots               = 4,
+		  .used_slots          = 1,
+		  .hostname            = "h\"1",
+		  .pid                 = 10,
+		  .state               = "ACTIVE",
+		  .registered_at_us    = now,
+		  .heartbeat_at_us     = now,
+		  .lease_expires_at_us = now + 10000000 },
+		{ .id                  = "w2",
+		  .worker_group        = "g2",
+		  .slots               = 2,
+		  .state               = "ACTIVE",
+		  .registered_at_us    = now,
+		  .heartbeat_at_us     = now,
+		  .lease_expires_at_us = now + 10000000 },
+	};
+	cr_assert_eq(ax_store_workers_upsert(st, rows, 2), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(q64("SELECT count(*) FROM workers"), 2);
+	rows[0].used_slots      = 3;
+	rows[0].state           = "LOST";
+	rows[0].heartbeat_at_us = now + 5;
+	cr_assert_eq(ax_store_workers_upsert(st, rows, 1), AX_OK);
+	cr_assert_eq(q64("SELECT count(*) FROM workers"), 2);
+	cr_assert_eq(q64("SELECT used_slots FROM workers WHERE id = 'w1'"), 3);
+	cr_assert_eq(q64("SELECT count(*) FROM workers WHERE id = 'w1' AND "
+	                 "state = 'LOST' AND hostname = 'h\"1'"),
+	             1);
+	cr_assert_eq(q64("SELECT ax_us(last_heartbeat_at) FROM workers "
+	                 "WHERE id = 'w1'"),
+	             now + 5);
+	cr_assert_eq(ax_store_workers_upsert(st, rows, 0), AX_OK);
+}
+
+Test(store_workers, bad_rows_are_refused_with_the_row_named)
+{
+	ax_store_worker_row r = {
+		.id = "w", .worker_group = "g", .slots = 1, .state = "ACTIVE"
+	};
+	r.state = "ALIVE";
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_EINVAL);
+	cr_assert(strstr(ax_err_detail(), "state 'ALIVE'") != NULL);
+	r.state = "ACTIVE";
+	r.id    = "";
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_EINVAL);
+	cr_assert(strstr(ax_err_detail(), "empty id") != NULL);
+	r.id    = "w";
+	r.slots = -1;
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_EINVAL);
+	r.slots        = 1;
+	r.worker_group = "";
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_EINVAL);
+	cr_assert(strstr(ax_err_detail(), "empty worker_group") != NULL);
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 10001), AX_EINVAL);
+	cr_assert_eq(q64("SELECT count(*) FROM workers"), 0);
+}

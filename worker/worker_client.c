@@ -1,0 +1,948 @@
+/*
+ * worker_client.c - ax-worker's loop and protocol (see worker_client.h).
+ */
+#include "worker_client.h"
+
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ax_config.h"
+#include "clock.h"
+#include "executor.h"
+#include "log.h"
+#include "worker.pb-c.h"
+
+#define NEXEC       2    /* bash (local), noop */
+#define DONE_RING   1024 /* recently finished run_ids kept for dedupe */
+#define REPORT_MAX  512  /* entries per Report */
+#define RETRY_MIN   (200 * AX_USEC_PER_MSEC)
+#define REGISTER_US (500 * AX_USEC_PER_MSEC)
+#define COMP        "ax-worker"
+
+enum { RQ_CTL = 0, RQ_REPORT, RQ_PULL, NRQ };
+enum { PH_IDLE = 0, PH_SEND, PH_RECV, PH_DONE };
+enum { K_REGISTER = 1, K_HEARTBEAT, K_DEREGISTER, K_REPORT, K_PULL };
+
+/* One REQ context with its request in flight. */
+typedef struct wreq {
+	struct ax_worker *w;
+	nng_ctx           ctx;
+	nng_aio          *aio;
+	_Atomic int       phase;
+	int               kind;
+	int               rv;       /* nng result when PH_DONE */
+	int64_t           timeout;  /* receive timeout, ms */
+	size_t            nstarted; /* Report: entries carried */
+	size_t            nresults;
+	size_t            nacks;
+} wreq;
+
+/* A running attempt. */
+typedef struct wrun {
+	char     run_id[AX_EXEC_RUN_ID_MAX];
+	ax_exec *ex;
+	int      killed; /* kill asked by the queue */
+	int      handed; /* killed to hand back: not reported */
+	int      slots;
+} wrun;
+
+typedef struct wstarted {
+	char   *run_id;
+	int64_t started_at;
+} wstarted;
+
+struct ax_worker {
+	ax_worker_opts o;
+	char           id[256];
+	char           host[128];
+	char           log_dir[1024];
+	nng_socket     sock;
+	int            sock_open;
+	wreq           rq[NRQ];
+	int            evfd;
+	ax_exec       *ex[NEXEC]; /* [0] local, [1] noop */
+
+	uint64_t session, seq;
+	int      registered;
+	int64_t  retry_us, next_register, next_hb, report_at;
+
+	wrun  *run;
+	size_t nrun;
+	char   done[DONE_RING][AX_EXEC_RUN_ID_MAX];
+	size_t done_next;
+
+	wstarted   *ost;
+	size_t      nost, cost;
+	Ax__Result *ores; /* owned strings: run_id, error, log_path */
+	size_t      nores, cores;
+	char      **acks;
+	size_t      nacks, cacks;
+	char      **handed; /* run_ids killed to be handed back */
+	size_t      nhanded, chanded;
+
+	int stops, draining, hand_back, deregistered;
+};
+
+/* --------------------------------------------------------------- nng */
+
+static void
+wake(ax_worker *w)
+{
+	uint64_t one = 1;
+	if (write(w->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		ax_log_warn(COMP, "eventfd: %s", strerror(errno));
+}
+
+/* nng thread: send done -> receive; receive done -> wake the loop. */
+static void
+rq_cb(void *arg)
+{
+	wreq *r  = arg;
+	int   rv = nng_aio_result(r->aio);
+
+	if (atomic_load(&r->phase) == PH_SEND && rv == 0) {
+		atomic_store(&r->phase, PH_RECV);
+		nng_aio_set_timeout(r->aio, (nng_duration) r->timeout);
+		nng_ctx_recv(r->ctx, r->aio);
+		return;
+	}
+	if (atomic_load(&r->phase) == PH_SEND && rv != 0)
+		nng_msg_free(nng_aio_get_msg(r->aio));
+	r->rv = rv;
+	atomic_store(&r->phase, PH_DONE);
+	wake(r->w);
+}
+
+/* Sends m on request context k; the reply arrives through rq_cb. */
+static void
+rq_send(ax_worker *w, int k, int kind, Ax__WorkerMessage *m,
+        int64_t timeout_us)
+{
+	wreq    *r = &w->rq[k];
+	nng_msg *msg;
+	size_t   len;
+
+	m->worker_id = w->id;
+	m->session   = w->session;
+	m->seq       = ++w->seq;
+	len          = ax__worker_message__get_packed_size(m);
+	if (nng_msg_alloc(&msg, len) != 0) {
+		r->rv = NNG_ENOMEM;
+		atomic_store(&r->phase, PH_DONE);
+		wake(w);
+		return;
+	}
+	ax__worker_message__pack(m, nng_msg_body(msg));
+	r->kind    = kind;
+	r->timeout = timeout_us / 1000;
+	atomic_store(&r->phase, PH_SEND);
+	nng_aio_set_msg(r->aio, msg);
+	nng_aio_set_timeout(r->aio, (nng_duration) r->timeout);
+	nng_ctx_send(r->ctx, r->aio);
+}
+
+/* The reply of a finished request (NULL on a transport error or a reply
+ * that does not parse). Free with ax__queue_message__free_unpacked. */
+static Ax__QueueMessage *
+rq_reply(ax_worker *w, int k)
+{
+	wreq             *r = &w->rq[k];
+	nng_msg          *msg;
+	Ax__QueueMessage *m;
+
+	atomic_store(&r->phase, PH_IDLE);
+	if (r->rv != 0) {
+		if (r->rv != NNG_ETIMEDOUT && r->rv != NNG_ECANCELED)
+			ax_logf(AX_LOG_DEBUG, COMP, NULL, NULL,
+			        "request %d: %s", r->kind,
+			        nng_strerror(r->rv));
+		return NULL;
+	}
+	msg = nng_aio_get_msg(r->aio);
+	m   = ax__queue_message__unpack(NULL, nng_msg_len(msg),
+	                                nng_msg_body(msg));
+	nng_msg_free(msg);
+	if (m == NULL)
+		ax_log_warn(COMP, "reply is not an ax.QueueMessage; ignored");
+	return m;
+}
+
+static int
+rq_idle(const ax_worker *w, int k)
+{
+	return atomic_load(&((ax_worker *) w)->rq[k].phase) == PH_IDLE;
+}
+
+/* ------------------------------------------------------------ outbox */
+
+static int
+grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	while (c < need)
+		c *= 2;
+	void *n = realloc(*v, c * size);
+	if (n == NULL)
+		return -1;
+	*v   = n;
+	*cap = c;
+	return 0;
+}
+
+static void
+out_started(ax_worker *w, const char *run_id, int64_t at)
+{
+	if (grow((void **) &w->ost, &w->cost, w->nost + 1, sizeof(*w->ost)))
+		return;
+	w->ost[w->nost].run_id       = strdup(run_id);
+	w->ost[w->nost++].started_at = at;
+	w->report_at                 = 0;
+}
+
+static void
+out_result(ax_worker *w, const char *run_id, int status, int exit_code,
+           int sig, int64_t started, int64_t ended, const char *error,
+           const char *log_path, const ax_exec_result *er)
+{
+	Ax__Result *r;
+	if (grow((void **) &w->ores, &w->cores, w->nores + 1,
+	         sizeof(*w->ores)))
+		return;
+	r = &w->ores[w->nores++];
+	ax__result__init(r);
+	r->run_id        = strdup(run_id);
+	r->status        = status;
+	r->exit_code     = exit_code;
+	r->term_signal   = sig;
+	r->started_at_us = started;
+	r->ended_at_us   = ended;
+	r->error         = strdup(error ? error : "");
+	r->log_path      = strdup(log_path ? log_path : "");
+	if (er != NULL) {
+		r->cpu_user_us = er->cpu_user_us;
+		r->cpu_sys_us  = er->cpu_sys_us;
+		r->max_rss_kb  = er->max_rss_kb;
+		r->log_bytes   = er->log_bytes;
+	}
+	w->report_at = 0;
+}
+
+static void
+out_ack(ax_worker *w, const char *run_id)
+{
+	if (grow((void **) &w->acks, &w->cacks, w->nacks + 1,
+	         sizeof(*w->acks)))
+		return;
+	w->acks[w->nacks++] = strdup(run_id);
+	w->report_at        = 0;
+}
+
+/* Drops the first n entries of an outbox array. */
+#define OUT_SHIFT(arr, cnt, n, freeone)                                       \
+	do {                                                                  \
+		for (size_t i_ = 0; i_ < (n); i_++)                           \
+			freeone(&(arr)[i_]);                                  \
+		memmove((arr), (arr) + (n), ((cnt) - (n)) * sizeof(*(arr)));  \
+		(cnt) -= (n);                                                 \
+	} while (0)
+
+static void
+free_started(wstarted *s)
+{
+	free(s->run_id);
+}
+
+static void
+free_result(Ax__Result *r)
+{
+	free(r->run_id);
+	free(r->error);
+	free(r->log_path);
+}
+
+static void
+free_ack(char **a)
+{
+	free(*a);
+}
+
+/* ---------------------------------------------------------- attempts */
+
+static wrun *
+run_find(ax_worker *w, const char *run_id)
+{
+	for (size_t i = 0; i < w->nrun; i++)
+		if (strcmp(w->run[i].run_id, run_id) == 0)
+			return &w->run[i];
+	return NULL;
+}
+
+static int
+done_has(const ax_worker *w, const char *run_id)
+{
+	for (size_t i = 0; i < DONE_RING; i++)
+		if (w->done[i][0] && strcmp(w->done[i], run_id) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+done_add(ax_worker *w, const char *run_id)
+{
+	size_t n = strnlen(run_id, AX_EXEC_RUN_ID_MAX - 1);
+	memcpy(w->done[w->done_next], run_id, n);
+	w->done[w->done_next][n] = '\0';
+	w->done_next             = (w->done_next + 1) % DONE_RING;
+}
+
+static int
+slots_used(const ax_worker *w)
+{
+	int n = 0;
+	for (size_t i = 0; i < w->nrun; i++)
+		n += w->run[i].slots;
+	return n;
+}
+
+/* Starts one dispatched attempt (or fails it at once with a reason). */
+static void
+start_one(ax_worker *w, const Ax__Dispatch *d)
+{
+	const ax_exec_ops *ops = ax_exec_ops_find(d->task_type);
+	ax_exec           *ex  = NULL;
+	ax_exec_spec       s   = { 0 };
+	char               logical[40], log_path[2048], err[512];
+	char             **env;
+	ax_err             rv;
+
+	if (strlen(d->run_id) >= AX_EXEC_RUN_ID_MAX || !*d->run_id)
+		return;
+	if (*d->log_path)
+		snprintf(log_path, sizeof(log_path), "%s", d->log_path);
+	else
+		snprintf(log_path, sizeof(log_path), "%s/%s/%s/%s.log",
+		         w->log_dir, *d->dag ? d->dag : "_",
+		         *d->task ? d->task : "_", d->run_id);
+	for (size_t i = 0; i < NEXEC; i++)
+		if (ops != NULL && ax_exec_ops_of(w->ex[i]) == ops)
+			ex = w->ex[i];
+	if (ex == NULL) {
+		snprintf(err, sizeof(err),
+		         "unknown task type '%s': this worker runs bash and "
+		         "noop",
+		         d->task_type);
+		ax_logf(AX_LOG_WARN, COMP, "BAD_TASK_TYPE", NULL, "%s: %s",
+		        d->run_id, err);
+		out_result(w, d->run_id, 2, -1, 0, 0, ax_clock_utc_us(), err,
+		           log_path, NULL);
+		done_add(w, d->run_id);
+		return;
+	}
+	if ((env = calloc(d->n_env + 1, sizeof(*env))) == NULL)
+		return;
+	for (size_t i = 0; i < d->n_env; i++)
+		if (asprintf(&env[i], "%s=%s", d->env[i]->key,
+		             d->env[i]->value) < 0)
+			env[i] = NULL;
+	s.run_id = d->run_id;
+	s.dag    = d->dag;
+	s.task   = d->task;
+	s.logical_date =
+	    ax_clock_fmt_utc(d->logical_time_us, logical, sizeof(logical));
+	s.attempt     = d->attempt > 0 ? d->attempt : 1;
+	s.shard_index = d->shard_index;
+	s.shard_total = d->shard_total > 0 ? d->shard_total : 1;
+	s.command     = d->command;
+	s.env         = env;
+	s.workdir     = *d->workdir ? d->workdir : NULL;
+	s.timeout_us  = d->timeout_ms * AX_USEC_PER_MSEC;
+	s.grace_us = d->kill_grace_ms > 0 ? d->kill_grace_ms * AX_USEC_PER_MSEC
+	                                  : w->o.kill_grace_us;
+	s.log_path = log_path;
+	if (d->rlimits != NULL) {
+		s.limits.cpu_seconds   = d->rlimits->cpu_seconds;
+		s.limits.address_space = d->rlimits->address_space_bytes;
+		s.limits.open_files    = d->rlimits->open_files;
+		s.limits.processes     = d->rlimits->processes;
+	}
+	rv = ax_exec_start(ex, &s);
+	for (size_t i = 0; i < d->n_env; i++)
+		free(env[i]);
+	free(env);
+	if (rv != AX_OK) {
+		snprintf(err, sizeof(err), "%s: %s", ax_strerror(rv),
+		         ax_err_detail());
+		ax_logf(AX_LOG_WARN, COMP, "START_FAILED", NULL, "%s: %s",
+		        d->run_id, err);
+		out_result(w, d->run_id, 2, -1, 0, 0, ax_clock_utc_us(), err,
+		           log_path, NULL);
+		done_add(w, d->run_id);
+		return;
+	}
+	{
+		wrun *v = realloc(w->run, (w->nrun + 1) * sizeof(*v));
+		if (v != NULL) {
+			w->run = v;
+			memset(&v[w->nrun], 0, sizeof(*v));
+			snprintf(v[w->nrun].run_id, AX_EXEC_RUN_ID_MAX, "%s",
+			         d->run_id);
+			v[w->nrun].ex    = ex;
+			v[w->nrun].slots = d->slots > 0 ? d->slots : 1;
+			w->nrun++;
+		}
+	}
+	out_started(w, d->run_id, ax_clock_utc_us());
+}
+
+static void
+on_dispatches(ax_worker *w, const Ax__DispatchBatch *b)
+{
+	for (size_t i = 0; i < b->n_dispatches; i++) {
+		const Ax__Dispatch *d = b->dispatches[i];
+		if (d->run_id == NULL || !*d->run_id)
+			continue;
+		if (run_find(w, d->run_id) != NULL || done_has(w, d->run_id)) {
+			out_ack(w,
+			        d->run_id); /* duplicate: ack, never rerun */
+			continue;
+		}
+		if (w->draining && w->stops > 1)
+			continue;
+		start_one(w, d);
+	}
+}
+
+/* Collects ended attempts from the executors into the outbox. */
+static void
+reap(ax_worker *w)
+{
+	ax_exec_result r[64];
+	size_t         n;
+	int64_t        now = ax_clock_mono_us();
+
+	for (size_t e = 0; e < NEXEC; e++) {
+		do {
+			n = 0;
+			if (ax_exec_poll(w->ex[e], now, r, 64, &n) != AX_OK)
+				break;
+			for (size_t i = 0; i < n; i++) {
+				wrun *x      = run_find(w, r[i].run_id);
+				int   handed = x && x->handed;
+				int   st = r[i].status == AX_EXEC_SUCCESS ? 1
+				      : r[i].status == AX_EXEC_TIMEOUT    ? 3
+				      : r[i].status == AX_EXEC_KILLED     ? 4
+				                                          : 2;
+				if (x != NULL)
+					*x = w->run[--w->nrun];
+				done_add(w, r[i].run_id);
+				if (handed) {
+					if (grow((void **) &w->handed,
+					         &w->chanded, w->nhanded + 1,
+					         sizeof(char *)) == 0)
+						w->handed[w->nhanded++] =
+						    strdup(r[i].run_id);
+					continue;
+				}
+				out_result(w, r[i].run_id, st, r[i].exit_code,
+				           r[i].term_signal, r[i].started_at,
+				           r[i].ended_at,
+				           st == 3       ? "execution timeout"
+				               : st == 4 ? "killed on request"
+				                         : "",
+				           NULL, &r[i]);
+			}
+		} while (n == 64);
+	}
+}
+
+/* --------------------------------------------------------- requests */
+
+static void
+send_register(ax_worker *w)
+{
+	Ax__WorkerMessage m       = AX__WORKER_MESSAGE__INIT;
+	Ax__Register      reg     = AX__REGISTER__INIT;
+	char             *types[] = { "bash", "noop" };
+	char            **running = calloc(w->nrun + 1, sizeof(char *));
+
+	if (running == NULL)
+		return;
+	for (size_t i = 0; i < w->nrun; i++)
+		running[i] = w->run[i].run_id;
+	m.body_case           = AX__WORKER_MESSAGE__BODY_REGISTER;
+	m.register_           = &reg;
+	reg.worker_id         = w->id;
+	reg.worker_group      = (char *) w->o.group;
+	reg.hostname          = w->host;
+	reg.pid               = (int32_t) getpid();
+	reg.slots             = w->o.slots;
+	reg.version           = AX_VERSION;
+	reg.n_task_types      = 2;
+	reg.task_types        = types;
+	reg.n_running_run_ids = w->nrun;
+	reg.running_run_ids   = running;
+	w->session            = 0;
+	rq_send(w, RQ_CTL, K_REGISTER, &m, w->retry_us);
+	free(running);
+}
+
+static int32_t
+load_x100(void)
+{
+	double l[1];
+	return getloadavg(l, 1) == 1 ? (int32_t) (l[0] * 100) : 0;
+}
+
+static int64_t
+rss_kb(void)
+{
+	long  pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void
+send_heartbeat(ax_worker *w)
+{
+	Ax__WorkerMessage m       = AX__WORKER_MESSAGE__INIT;
+	Ax__Heartbeat     hb      = AX__HEARTBEAT__INIT;
+	char            **running = calloc(w->nrun + 1, sizeof(char *));
+
+	if (running == NULL)
+		return;
+	for (size_t i = 0; i < w->nrun; i++)
+		running[i] = w->run[i].run_id;
+	m.body_case          = AX__WORKER_MESSAGE__BODY_HEARTBEAT;
+	m.heartbeat          = &hb;
+	hb.n_running_run_ids = w->nrun;
+	hb.running_run_ids   = running;
+	hb.slots_total       = w->o.slots;
+	hb.slots_free        = w->o.slots - slots_used(w);
+	hb.load_x100         = load_x100();
+	hb.rss_kb            = rss_kb();
+	hb.sent_at_us        = ax_clock_utc_us();
+	hb.draining          = w->draining != 0;
+	rq_send(w, RQ_CTL, K_HEARTBEAT, &m, w->retry_us);
+	free(running);
+}
+
+static void
+send_deregister(ax_worker *w)
+{
+	Ax__WorkerMessage m = AX__WORKER_MESSAGE__INIT;
+	Ax__Deregister    d = AX__DEREGISTER__INIT;
+
+	m.body_case         = AX__WORKER_MESSAGE__BODY_DEREGISTER;
+	m.deregister        = &d;
+	d.hand_back         = w->hand_back != 0;
+	d.n_running_run_ids = w->nhanded;
+	d.running_run_ids   = w->handed;
+	rq_send(w, RQ_CTL, K_DEREGISTER, &m, w->retry_us);
+}
+
+static void
+send_report(ax_worker *w)
+{
+	Ax__WorkerMessage m   = AX__WORKER_MESSAGE__INIT;
+	Ax__Report        rep = AX__REPORT__INIT;
+	Ax__Ack           ack = AX__ACK__INIT;
+	size_t            ns  = w->nost < REPORT_MAX ? w->nost : REPORT_MAX;
+	size_t            nr  = w->nores < REPORT_MAX ? w->nores : REPORT_MAX;
+	size_t            na  = w->nacks < REPORT_MAX ? w->nacks : REPORT_MAX;
+	Ax__Started      *st  = calloc(ns + 1, sizeof(*st));
+	Ax__Started     **sp  = calloc(ns + 1, sizeof(*sp));
+	Ax__Result      **rp  = calloc(nr + 1, sizeof(*rp));
+
+	if (st == NULL || sp == NULL || rp == NULL)
+		goto out;
+	for (size_t i = 0; i < ns; i++) {
+		ax__started__init(&st[i]);
+		st[i].run_id        = w->ost[i].run_id;
+		st[i].started_at_us = w->ost[i].started_at;
+		sp[i]               = &st[i];
+	}
+	for (size_t i = 0; i < nr; i++)
+		rp[i] = &w->ores[i];
+	m.body_case               = AX__WORKER_MESSAGE__BODY_REPORT;
+	m.report                  = &rep;
+	m.ack                     = &ack;
+	ack.n_acked_run_ids       = na;
+	ack.acked_run_ids         = w->acks;
+	rep.n_started             = ns;
+	rep.started               = sp;
+	rep.n_results             = nr;
+	rep.results               = rp;
+	w->rq[RQ_REPORT].nstarted = ns;
+	w->rq[RQ_REPORT].nresults = nr;
+	w->rq[RQ_REPORT].nacks    = na;
+	rq_send(w, RQ_REPORT, K_REPORT, &m, w->retry_us);
+out:
+	free(st);
+	free(sp);
+	free(rp);
+}
+
+static void
+send_pull(ax_worker *w, int free_slots)
+{
+	Ax__WorkerMessage m = AX__WORKER_MESSAGE__INIT;
+	Ax__Pull          p = AX__PULL__INIT;
+	m.body_case         = AX__WORKER_MESSAGE__BODY_PULL;
+	m.pull              = &p;
+	p.free_slots        = free_slots;
+	p.wait_ms           = (int32_t) (w->o.poll_us / 1000);
+	rq_send(w, RQ_PULL, K_PULL, &m, w->o.poll_us + 5 * AX_USEC_PER_SEC);
+}
+
+/* -------------------------------------------------------- replies */
+
+static void
+kill_run(ax_worker *w, const char *run_id)
+{
+	wrun *x = run_find(w, run_id);
+	if (x == NULL || x->killed)
+		return;
+	x->killed = 1;
+	ax_logf(AX_LOG_INFO, COMP, "KILL", NULL, "%s: killed on request",
+	        run_id);
+	ax_exec_kill(x->ex, run_id);
+}
+
+static int
+session_error(ax_worker *w, const Ax__QueueMessage *m)
+{
+	if (m->body_case != AX__QUEUE_MESSAGE__BODY_ERROR)
+		return 0;
+	if (strcmp(m->error->code, "STALE_SESSION") == 0 ||
+	    strcmp(m->error->code, "UNKNOWN_WORKER") == 0) {
+		if (w->registered)
+			ax_logf(AX_LOG_WARN, COMP, m->error->code, NULL,
+			        "%s; registering again", m->error->message);
+		w->registered    = 0;
+		w->next_register = 0;
+	} else {
+		ax_logf(AX_LOG_WARN, COMP, m->error->code, NULL, "queue: %s",
+		        m->error->message);
+	}
+	return 1;
+}
+
+static void
+done_ctl(ax_worker *w)
+{
+	int               kind = w->rq[RQ_CTL].kind;
+	Ax__QueueMessage *m    = rq_reply(w, RQ_CTL);
+	int64_t           now  = ax_clock_mono_us();
+
+	if (m == NULL || session_error(w, m)) {
+		if (kind == K_REGISTER)
+			w->next_register = now + REGISTER_US;
+		else if (kind == K_HEARTBEAT)
+			w->next_hb = now + w->retry_us / 2;
+		else if (kind == K_DEREGISTER && m != NULL)
+			w->deregistered = 1; /* the queue forgot us: done */
+		if (m)
+			ax__queue_message__free_unpacked(m, NULL);
+		return;
+	}
+	if (kind == K_REGISTER &&
+	    m->body_case == AX__QUEUE_MESSAGE__BODY_REGISTER_REPLY) {
+		Ax__RegisterReply *r = m->register_reply;
+		w->session           = r->session;
+		w->registered        = 1;
+		if (r->retry_interval_ms > 0)
+			w->retry_us = r->retry_interval_ms * AX_USEC_PER_MSEC;
+		if (w->retry_us < RETRY_MIN)
+			w->retry_us = RETRY_MIN;
+		for (size_t i = 0; i < r->n_cancel_run_ids; i++)
+			kill_run(w, r->cancel_run_ids[i]);
+		w->next_hb = now + w->o.heartbeat_us;
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "registered as %s in group %s with %d slots", w->id,
+		        w->o.group, (int) w->o.slots);
+	} else if (kind == K_HEARTBEAT &&
+	           m->body_case == AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY) {
+		Ax__HeartbeatReply *r = m->heartbeat_reply;
+		for (size_t i = 0; i < r->n_cancel_run_ids; i++)
+			kill_run(w, r->cancel_run_ids[i]);
+		if (w->draining && r->hand_back && !w->hand_back) {
+			w->hand_back = 1;
+			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+			        "handing back %zu attempts", w->nrun);
+			for (size_t i = 0; i < w->nrun; i++) {
+				w->run[i].handed = 1;
+				ax_exec_kill(w->run[i].ex, w->run[i].run_id);
+			}
+		}
+	} else if (kind == K_DEREGISTER) {
+		w->deregistered = 1;
+	}
+	ax__queue_message__free_unpacked(m, NULL);
+}
+
+static void
+done_report(ax_worker *w)
+{
+	wreq             *r = &w->rq[RQ_REPORT];
+	Ax__QueueMessage *m = rq_reply(w, RQ_REPORT);
+
+	if (m == NULL || m->body_case != AX__QUEUE_MESSAGE__BODY_ACK) {
+		/* no answer: the same entries go again after the retry */
+		w->report_at = ax_clock_mono_us() + w->retry_us;
+		if (m)
+			ax__queue_message__free_unpacked(m, NULL);
+		return;
+	}
+	OUT_SHIFT(w->ost, w->nost, r->nstarted, free_started);
+	OUT_SHIFT(w->ores, w->nores, r->nresults, free_result);
+	OUT_SHIFT(w->acks, w->nacks, r->nacks, free_ack);
+	ax__queue_message__free_unpacked(m, NULL);
+}
+
+static void
+done_pull(ax_worker *w)
+{
+	Ax__QueueMessage *m = rq_reply(w, RQ_PULL);
+	if (m == NULL)
+		return;
+	if (!session_error(w, m) &&
+	    m->body_case == AX__QUEUE_MESSAGE__BODY_DISPATCH)
+		on_dispatches(w, m->dispatch);
+	ax__queue_message__free_unpacked(m, NULL);
+}
+
+/* -------------------------------------------------------------- loop */
+
+/* Starts what may start now; returns the next instant to look again. */
+static int64_t
+step(ax_worker *w, int64_t now)
+{
+	int64_t next = now + AX_USEC_PER_SEC;
+	int     used = slots_used(w);
+
+	if (!w->registered) {
+		if (rq_idle(w, RQ_CTL) && now >= w->next_register)
+			send_register(w);
+		if (w->next_register > now && w->next_register < next)
+			next = w->next_register;
+	} else if (rq_idle(w, RQ_CTL)) {
+		int quiet = w->nrun == 0 && w->nost == 0 && w->nores == 0 &&
+		    rq_idle(w, RQ_REPORT);
+		if (w->draining && quiet && !w->deregistered)
+			send_deregister(w);
+		else if (now >= w->next_hb) {
+			send_heartbeat(w);
+			w->next_hb = now + w->o.heartbeat_us;
+		}
+	}
+	if (w->next_hb > now && w->next_hb < next)
+		next = w->next_hb;
+	if (w->registered && rq_idle(w, RQ_REPORT) &&
+	    (w->nost || w->nores || w->nacks)) {
+		if (now >= w->report_at)
+			send_report(w);
+		else if (w->report_at < next)
+			next = w->report_at;
+	}
+	if (w->registered && !w->draining && rq_idle(w, RQ_PULL) &&
+	    used < w->o.slots)
+		send_pull(w, w->o.slots - used);
+	return next;
+}
+
+ax_err
+ax_worker_run(ax_worker *w, int stop_fd)
+{
+	struct pollfd pf[2 + NEXEC];
+
+	for (;;) {
+		int64_t now = ax_clock_mono_us(), next, dl;
+		int     to;
+
+		if (atomic_load(&w->rq[RQ_CTL].phase) == PH_DONE)
+			done_ctl(w);
+		if (atomic_load(&w->rq[RQ_REPORT].phase) == PH_DONE)
+			done_report(w);
+		if (atomic_load(&w->rq[RQ_PULL].phase) == PH_DONE)
+			done_pull(w);
+		reap(w);
+		if (w->deregistered) {
+			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+			        "drained; worker %s leaves", w->id);
+			return AX_OK;
+		}
+		next = step(w, now);
+		for (size_t e = 0; e < NEXEC; e++)
+			if ((dl = ax_exec_next_deadline(w->ex[e])) < next)
+				next = dl;
+		to       = next <= now ? 0 : (int) ((next - now + 999) / 1000);
+		pf[0].fd = w->evfd;
+		pf[0].events = POLLIN;
+		pf[1].fd     = stop_fd;
+		pf[1].events = POLLIN;
+		for (size_t e = 0; e < NEXEC; e++) {
+			pf[2 + e].fd     = ax_exec_fd(w->ex[e]);
+			pf[2 + e].events = POLLIN;
+		}
+		if (poll(pf, 2 + NEXEC, to) < 0 && errno != EINTR)
+			return ax_err_set(AX_EIO, "poll: %s", strerror(errno));
+		if (pf[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(w->evfd, &v, sizeof(v)) < 0)
+				(void) 0;
+		}
+		if (stop_fd >= 0 && (pf[1].revents & POLLIN)) {
+			char    b[16];
+			ssize_t n = read(stop_fd, b, sizeof(b));
+			for (ssize_t i = 0; i < n; i++) {
+				w->stops++;
+				if (w->stops == 1) {
+					ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+					        "draining: %zu attempts run",
+					        w->nrun);
+					w->draining = 1;
+					w->next_hb  = 0;
+					nng_aio_cancel(w->rq[RQ_PULL].aio);
+				}
+			}
+			if (w->stops > 1) {
+				ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+				        "second stop: killing %zu attempts",
+				        w->nrun);
+				return ax_err_set(AX_ECLOSED,
+				                  "stopped before the drain "
+				                  "finished");
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------ set up */
+
+ax_err
+ax_worker_new(const ax_worker_opts *o, ax_worker **out)
+{
+	ax_worker *w;
+	int        rv;
+	ax_err     e;
+
+	if (o->server == NULL || *o->server == '\0')
+		return ax_err_set(AX_EINVAL,
+		                  "worker: no queue address "
+		                  "(--server or worker.server)");
+	if (o->slots < 1 || o->slots > 100000)
+		return ax_err_set(AX_EINVAL, "worker: slots %d; use 1..100000",
+		                  (int) o->slots);
+	if (o->group == NULL || *o->group == '\0')
+		return ax_err_set(AX_EINVAL, "worker: empty group");
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		return ax_err_set(AX_ENOMEM, "worker");
+	w->o    = *o;
+	w->evfd = -1;
+	if (w->o.heartbeat_us <= 0)
+		w->o.heartbeat_us = 2 * AX_USEC_PER_SEC;
+	if (w->o.poll_us <= 0)
+		w->o.poll_us = 10 * AX_USEC_PER_SEC;
+	if (w->o.kill_grace_us <= 0)
+		w->o.kill_grace_us = AX_EXEC_DEFAULT_GRACE;
+	w->retry_us = 2 * AX_USEC_PER_SEC;
+	gethostname(w->host, sizeof(w->host) - 1);
+	if (o->id != NULL && *o->id)
+		snprintf(w->id, sizeof(w->id), "%s", o->id);
+	else
+		snprintf(w->id, sizeof(w->id), "%s:%d", w->host,
+		         (int) getpid());
+	snprintf(w->log_dir, sizeof(w->log_dir), "%s",
+	         o->log_dir && *o->log_dir ? o->log_dir : "./.ax/logs");
+	w->o.id      = w->id;
+	w->o.log_dir = w->log_dir;
+	if ((w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+		e = ax_err_set(AX_EIO, "eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	if ((e = ax_exec_new(&ax_exec_local_ops, &w->ex[0])) != AX_OK ||
+	    (e = ax_exec_new(&ax_exec_noop_ops, &w->ex[1])) != AX_OK)
+		goto fail;
+	if ((rv = nng_req0_open(&w->sock)) != 0) {
+		e = ax_err_set(AX_ENNG, "worker: REQ socket: %s",
+		               nng_strerror(rv));
+		goto fail;
+	}
+	w->sock_open = 1;
+	/* our own retry logic re-sends; nng's must not duplicate */
+	nng_socket_set_ms(w->sock, NNG_OPT_REQ_RESENDTIME,
+	                  NNG_DURATION_INFINITE);
+	nng_socket_set_size(w->sock, NNG_OPT_RECVMAXSZ, 64 << 20);
+	nng_socket_set_ms(w->sock, NNG_OPT_RECONNMINT, 50);
+	nng_socket_set_ms(w->sock, NNG_OPT_RECONNMAXT, 1000);
+	for (int k = 0; k < NRQ; k++) {
+		w->rq[k].w = w;
+		if ((rv = nng_aio_alloc(&w->rq[k].aio, rq_cb, &w->rq[k])) ||
+		    (rv = nng_ctx_open(&w->rq[k].ctx, w->sock))) {
+			e = ax_err_set(AX_ENNG, "worker: REQ context: %s",
+			               nng_strerror(rv));
+			goto fail;
+		}
+	}
+	if ((rv = nng_dial(w->sock, o->server, NULL, NNG_FLAG_NONBLOCK))) {
+		e = ax_err_set(rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP
+		                   ? AX_EINVAL
+		                   : AX_ENNG,
+		               "worker: dial %s: %s; use tcp://HOST:PORT or "
+		               "ipc:///PATH",
+		               o->server, nng_strerror(rv));
+		goto fail;
+	}
+	*out = w;
+	return AX_OK;
+fail:
+	ax_worker_free(w);
+	return e;
+}
+
+void
+ax_worker_free(ax_worker *w)
+{
+	if (w == NULL)
+		return;
+	if (w->sock_open)
+		nng_close(w->sock);
+	for (int k = 0; k < NRQ; k++)
+		if (w->rq[k].aio) {
+			nng_aio_stop(w->rq[k].aio);
+			if (atomic_load(&w->rq[k].phase) == PH_DONE &&
+			    w->rq[k].rv == 0)
+				nng_msg_free(nng_aio_get_msg(w->rq[k].aio));
+			nng_aio_free(w->rq[k].aio);
+		}
+	for (size_t e = 0; e < NEXEC; e++)
+		ax_exec_free(w->ex[e]); /* SIGKILL to what still runs */
+	if (w->evfd >= 0)
+		close(w->evfd);
+	OUT_SHIFT(w->ost, w->nost, w->nost, free_started);
+	OUT_SHIFT(w->ores, w->nores, w->nores, free_result);
+	OUT_SHIFT(w->acks, w->nacks, w->nacks, free_ack);
+	free(w->ost);
+	free(w->ores);
+	free(w->acks);
+	for (size_t i = 0; i < w->nhanded; i++)
+		free(w->handed[i]);
+	free(w->handed);
+	free(w->run);
+	free(w);
+}

@@ -1,0 +1,75 @@
+/*
+ * worker_client.h - the engine of ax-worker: registration, long-poll
+ * pulls, running attempts with the executors, reports and heartbeats
+ * (proto/worker.proto), drain.
+ *
+ * Role: one ax-worker process = one ax_worker. It joins a worker group of
+ * the queue service (actors/queue_service.c) with N slots and runs what
+ * it is dispatched: type "bash" with the local executor, "noop" with the
+ * noop executor (worker/executor.h); any other type fails at once with a
+ * clear error.
+ *
+ * Event loop: ONE thread runs ax_worker_run(): poll() over the
+ * executors' fds, an eventfd that nng completion callbacks write to (the
+ * callbacks only mark their request done and wake poll; every protocol
+ * decision is taken on the loop thread, so nothing is locked), and the
+ * caller's stop fd (SIGTERM self-pipe). Three REQ contexts run at once:
+ * control (Register, Heartbeat, Deregister), report (Report with Started,
+ * Result and dispatch acks) and pull (long poll), so a long poll never
+ * delays a heartbeat and a heartbeat never delays a result.
+ *
+ * Reliability: Started and Result wait in an outbox until a Report
+ * carrying them is acknowledged; a Report without an answer within the
+ * retry interval (queue.ack_timeout, learnt at Register) is sent again.
+ * A Dispatch of a run_id that runs or recently finished here is only
+ * acknowledged, never run twice. The executors make this process a child
+ * subreaper and reap every child: nothing else here waits for children.
+ *
+ * Drain: the first stop request stops pulling, tells the queue
+ * (Heartbeat.draining), finishes the running attempts (or, when the
+ * HeartbeatReply says hand_back, kills them and hands them back in
+ * Deregister), reports, deregisters and returns AX_OK. A second stop
+ * request kills every attempt's process group and returns AX_ECLOSED.
+ *
+ * Workload: up to a few hundred slots; thousands of noop attempts per
+ * second (one Report round trip per batch of results).
+ */
+#ifndef AX_WORKER_CLIENT_H
+#define AX_WORKER_CLIENT_H
+
+#include <stdint.h>
+
+#include "ax_err.h"
+
+typedef struct ax_worker_opts {
+	const char *server;       /* queue address, tcp:// or ipc:// */
+	const char *group;        /* worker group */
+	const char *id;           /* worker id; NULL or "": hostname:pid */
+	const char *log_dir;      /* attempt logs when a dispatch names none */
+	int32_t     slots;        /* >= 1 */
+	int64_t     heartbeat_us; /* heartbeat period */
+	int64_t     kill_grace_us; /* TERM -> KILL when a dispatch says 0 */
+	int64_t     poll_us;       /* long-poll length; 0: 10 s */
+} ax_worker_opts;
+
+typedef struct ax_worker ax_worker;
+
+/*
+ * Creates a worker (executors, nng socket dialing opts->server in the
+ * background). Errors: AX_EINVAL (bad option, detail names it), AX_ENNG,
+ * AX_EIO, AX_ENOMEM. The caller owns *out.
+ */
+ax_err ax_worker_new(const ax_worker_opts *opts, ax_worker **out);
+
+/*
+ * Runs the loop on the calling thread until drained. stop_fd (or -1)
+ * becomes readable once per stop request (each read byte is one
+ * request). Returns AX_OK after a clean drain, AX_ECLOSED after a second
+ * stop request (attempts killed), or an error.
+ */
+ax_err ax_worker_run(ax_worker *w, int stop_fd);
+
+/* Kills what still runs, closes the socket, frees. NULL is fine. */
+void ax_worker_free(ax_worker *w);
+
+#endif /* AX_WORKER_CLIENT_H */
