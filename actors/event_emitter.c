@@ -1,6 +1,6 @@
 /*
- * event_emitter.c - events -> sinks (structured log, event_log), see
- * event_emitter.h.
+ * event_emitter.c - events -> sinks (structured log, nng PUB,
+ * OpenLineage, event_log), see event_emitter.h.
  *
  * Invariants: the event_log buffer holds at most `cap` events, oldest
  * first; an event leaves it only once its insert committed. While the
@@ -19,13 +19,17 @@
 
 #include "clock.h"
 #include "flow_util.h"
+#include "sink_openlineage.h"
+#include "sink_pub.h"
 #include "store.h"
 #include "store_attempts.h"
+#include "store_stats.h"
 
 #define EM_CHUNK        2000 /* rows per insert */
 #define EM_BACKOFF0_US  (100 * AX_USEC_PER_MSEC)
 #define EM_BACKOFF_MAX  (5 * AX_USEC_PER_SEC)
 #define EM_RECONNECT_US (200 * AX_USEC_PER_MSEC)
+#define EM_OL_DRAIN_US  (2 * AX_USEC_PER_SEC) /* OpenLineage at stop */
 
 struct ax_event_emitter {
 	const ax_pipeline_ctx *ctx;
@@ -33,8 +37,17 @@ struct ax_event_emitter {
 	Ax__Event            **buf; /* ring of unpacked events (owned) */
 	size_t                 cap, head, n;
 	int64_t                backoff_us;
-	int                    down; /* last write failed: wait for tick */
+	int                    down;   /* last write failed: wait for tick */
+	int64_t                db_due; /* mono: retry event_log; 0 none */
+	int64_t                stats_due;      /* mono: next component_stats */
+	int64_t                last_stats[16]; /* values last upserted */
+	ax_sink_pub           *pub;            /* NULL: PUB sink off */
+	ax_sink_ol            *ol;             /* NULL: OpenLineage off */
+	int                    pub_on, ol_on;  /* configured (stats rows) */
+	ax_sink_ol_stats       ol_final;       /* counters after stop */
+	ax_sink_pub_stats      pub_final;
 	_Atomic uint64_t       events, stored, dropped, failures, bad;
+	_Atomic uint64_t       stats_writes;
 };
 
 typedef struct em_sink {
@@ -85,6 +98,44 @@ log_write(ax_actor *self, ax_event_emitter *em, Ax__Event **evs, size_t n)
 		        e->type, e->task, e->shard_index, e->source, e->id,
 		        e->trace_id, e->payload_json);
 	}
+	return AX_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* deadlines: the event_log retry and the component_stats period share the
+ * actor's single deadline */
+
+static void
+arm(ax_actor *self, ax_event_emitter *em)
+{
+	int64_t d = em->db_due;
+	if (em->stats_due != 0 && (d == 0 || em->stats_due < d))
+		d = em->stats_due;
+	ax_actor_set_deadline(self, d);
+}
+
+/* ---------------------------------------------------------------------- */
+/* PUB and OpenLineage sinks */
+
+static ax_err
+pub_write(ax_actor *self, ax_event_emitter *em, Ax__Event **evs, size_t n)
+{
+	(void) self;
+	if (em->pub == NULL)
+		return AX_OK;
+	for (size_t i = 0; i < n; i++)
+		ax_sink_pub_publish(em->pub, evs[i]);
+	return AX_OK;
+}
+
+static ax_err
+ol_write(ax_actor *self, ax_event_emitter *em, Ax__Event **evs, size_t n)
+{
+	(void) self;
+	if (em->ol == NULL)
+		return AX_OK;
+	for (size_t i = 0; i < n; i++)
+		(void) ax_sink_ol_submit(em->ol, evs[i]);
 	return AX_OK;
 }
 
@@ -146,6 +197,10 @@ flush_or_wait(ax_actor *self, ax_event_emitter *em)
 			            "event_log writable again");
 		em->down       = 0;
 		em->backoff_us = EM_BACKOFF0_US;
+		if (em->db_due != 0) {
+			em->db_due = 0;
+			arm(self, em);
+		}
 		return;
 	}
 	atomic_fetch_add(&em->failures, 1);
@@ -154,8 +209,9 @@ flush_or_wait(ax_actor *self, ax_event_emitter *em)
 		        "cannot write event_log (%s); buffering up to %zu "
 		        "events",
 		        ax_err_detail(), em->cap);
-	em->down = 1;
-	ax_actor_set_deadline(self, ax_clock_mono_us() + em->backoff_us);
+	em->down   = 1;
+	em->db_due = ax_clock_mono_us() + em->backoff_us;
+	arm(self, em);
 	em->backoff_us = em->backoff_us * 2 > EM_BACKOFF_MAX
 	    ? EM_BACKOFF_MAX
 	    : em->backoff_us * 2;
@@ -181,15 +237,89 @@ db_write(ax_actor *self, ax_event_emitter *em, Ax__Event **evs, size_t n)
 static ax_err
 db_tick(ax_actor *self, ax_event_emitter *em)
 {
+	if (em->db_due == 0 || ax_clock_mono_us() < em->db_due)
+		return AX_OK;
+	em->db_due = 0;
 	if (em->n > 0)
 		flush_or_wait(self, em);
+	return AX_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* component_stats: the sink counters, for ax-api's /metrics */
+
+/*
+ * Upserts the counters when one changed since the last write. Skipped
+ * while event_log is unreachable (same database): the next period tries
+ * again. Costs one statement every AX_EVENT_EMITTER_STATS_US at most.
+ */
+static void
+stats_persist(ax_event_emitter *em)
+{
+	ax_event_emitter_stats st;
+	ax_store_stat          rows[16];
+	size_t                 n       = 0;
+	int                    changed = 0;
+
+	if (em->ctx->dsn == NULL || em->down)
+		return;
+	ax_event_emitter_stats_get(em, &st);
+#define ROW(c, k, v)                                                          \
+	rows[n++] = (ax_store_stat) { .component = "event_sink." c,           \
+		                      .key       = k,                         \
+		                      .value     = (int64_t) (v) }
+	ROW("event_log", "delivered", st.stored);
+	ROW("event_log", "dropped.buffer_full", st.dropped);
+	if (st.pub_on) {
+		ROW("pub", "delivered", st.pub_published);
+		ROW("pub", "dropped.send_failed", st.pub_dropped);
+	}
+	if (st.ol_on) {
+		ROW("openlineage", "delivered", st.ol_delivered);
+		ROW("openlineage", "retries", st.ol_retries);
+		ROW("openlineage", "dropped.buffer_full", st.ol_dropped_full);
+		ROW("openlineage", "dropped.undeliverable",
+		    st.ol_undeliverable);
+		ROW("openlineage", "dropped.rejected", st.ol_rejected);
+	}
+#undef ROW
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].value != em->last_stats[i])
+			changed = 1;
+	if (!changed && atomic_load(&em->stats_writes) > 0)
+		return;
+	if (em->store == NULL) {
+		if (ax_store_open(em->ctx->dsn, &em->store) != AX_OK)
+			return;
+		ax_store_set_reconnect_timeout(em->store, EM_RECONNECT_US);
+	}
+	if (ax_store_stats_put(em->store, rows, n) != AX_OK) {
+		ax_logf(AX_LOG_DEBUG, "event_emitter", NULL, NULL,
+		        "component_stats not written: %s", ax_err_detail());
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		em->last_stats[i] = rows[i].value;
+	atomic_fetch_add(&em->stats_writes, 1);
+}
+
+static ax_err
+stats_tick(ax_actor *self, ax_event_emitter *em)
+{
+	(void) self;
+	if (em->stats_due == 0 || ax_clock_mono_us() < em->stats_due)
+		return AX_OK;
+	stats_persist(em);
+	em->stats_due = ax_clock_mono_us() + AX_EVENT_EMITTER_STATS_US;
 	return AX_OK;
 }
 
 /* The sinks, in the order they see each batch. A sink that keeps events
  * (event_log) comes last: it takes ownership of what it keeps. */
 static const em_sink em_sinks[] = {
-	{ .name = "log", .write = log_write },
+	{ .name = "log", .write = log_write, .tick = stats_tick },
+	{ .name = "pub", .write = pub_write },
+	{ .name = "openlineage", .write = ol_write },
 	{ .name = "event_log", .write = db_write, .tick = db_tick },
 };
 
@@ -220,6 +350,10 @@ em_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 		evs[k++] = e;
 	}
 	atomic_fetch_add(&em->events, k);
+	if (em->stats_due == 0 && em->ctx->dsn != NULL) {
+		em->stats_due = ax_clock_mono_us() + AX_EVENT_EMITTER_STATS_US;
+		arm(self, em);
+	}
 	for (size_t s = 0; s < EM_NSINKS; s++) {
 		ax_err rv = em_sinks[s].write(self, em, evs, k);
 		if (rv != AX_OK)
@@ -242,6 +376,7 @@ em_tick(ax_actor *self, void *state, int64_t now)
 	for (size_t s = 0; s < EM_NSINKS; s++)
 		if (em_sinks[s].tick != NULL)
 			(void) em_sinks[s].tick(self, em);
+	arm(self, em);
 	return AX_OK;
 }
 
@@ -253,6 +388,14 @@ em_fini(void *state)
 		return;
 	if (em->n > 0 && em->ctx->dsn != NULL)
 		(void) flush(em); /* last chance at stop */
+	ax_sink_ol_free(em->ol, EM_OL_DRAIN_US, &em->ol_final);
+	em->ol = NULL;
+	if (em->pub != NULL)
+		ax_sink_pub_stats_get(em->pub, &em->pub_final);
+	ax_sink_pub_close(em->pub);
+	em->pub = NULL;
+	if (em->ctx->dsn != NULL && atomic_load(&em->events) > 0)
+		stats_persist(em);
 	ax_log_info("event_emitter",
 	            "stopped: %llu events, %llu stored, %llu dropped, %zu "
 	            "unwritten",
@@ -272,12 +415,71 @@ ax_event_emitter_stats_get(const ax_event_emitter *em,
                            ax_event_emitter_stats *out)
 {
 	ax_event_emitter *m = (ax_event_emitter *) em;
-	out->events         = atomic_load(&m->events);
-	out->stored         = atomic_load(&m->stored);
-	out->dropped        = atomic_load(&m->dropped);
-	out->failures       = atomic_load(&m->failures);
-	out->bad            = atomic_load(&m->bad);
-	out->buffered       = em->n; /* racy read, for monitoring */
+	memset(out, 0, sizeof(*out));
+	out->events       = atomic_load(&m->events);
+	out->stored       = atomic_load(&m->stored);
+	out->dropped      = atomic_load(&m->dropped);
+	out->failures     = atomic_load(&m->failures);
+	out->bad          = atomic_load(&m->bad);
+	out->buffered     = em->n; /* racy read, for monitoring */
+	out->stats_writes = atomic_load(&m->stats_writes);
+	out->pub_on       = em->pub_on;
+	if (em->pub_on) {
+		ax_sink_pub_stats ps = em->pub_final;
+		if (em->pub != NULL)
+			ax_sink_pub_stats_get(em->pub, &ps);
+		out->pub_published = ps.published;
+		out->pub_dropped   = ps.dropped;
+	}
+	out->ol_on = em->ol_on;
+	if (em->ol_on) {
+		ax_sink_ol_stats os = em->ol_final;
+		if (em->ol != NULL)
+			ax_sink_ol_stats_get(em->ol, &os);
+		out->ol_mapped        = os.mapped;
+		out->ol_delivered     = os.delivered;
+		out->ol_retries       = os.retries;
+		out->ol_queued        = os.queued;
+		out->ol_dropped_full  = os.dropped_full;
+		out->ol_undeliverable = os.undeliverable;
+		out->ol_rejected      = os.rejected;
+	}
+}
+
+/* Opens the PUB and OpenLineage sinks; a sink that cannot start is
+ * logged and stays off (events still reach the others). */
+static void
+open_sinks(ax_event_emitter *em)
+{
+	const ax_config *c   = em->ctx->cfg;
+	const char      *pub = ax_config_str(c, "events.pub");
+	const char      *url = ax_config_str(c, "openlineage.url");
+	int64_t          cap = ax_config_int(c, "openlineage.buffer");
+
+	if (ax_sink_pub_open(pub, &em->pub) == AX_OK) {
+		em->pub_on = 1;
+		ax_log_info("event_emitter", "publishing events on %s", pub);
+	} else {
+		ax_logf(AX_LOG_WARN, "event_emitter", NULL, NULL,
+		        "PUB sink off: %s", ax_err_detail());
+	}
+	if (url == NULL || url[0] == '\0')
+		return;
+	ax_sink_ol_config oc = {
+		.url      = url,
+		.ns       = ax_config_str(c, "openlineage.namespace"),
+		.capacity = cap > 0 ? (size_t) cap : 1,
+	};
+	if (ax_sink_ol_new(&oc, &em->ol) == AX_OK) {
+		em->ol_on = 1;
+		ax_log_info("event_emitter",
+		            "OpenLineage events to %s (namespace %s, buffer "
+		            "%zu)",
+		            url, oc.ns, oc.capacity);
+	} else {
+		ax_logf(AX_LOG_WARN, "event_emitter", NULL, NULL,
+		        "OpenLineage sink off: %s", ax_err_detail());
+	}
 }
 
 ax_err
@@ -305,6 +507,7 @@ ax_event_emitter_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 		free(em);
 		return ax_err_set(AX_ENOMEM, "event_emitter: out of memory");
 	}
+	open_sinks(em);
 	ax_actor_config cfg = {
 		.name = AX_A_EVENT_EMITTER,
 		.url  = ax_config_actor_addr(ctx->cfg, AX_A_EVENT_EMITTER, url,

@@ -10,8 +10,20 @@
  *   "event_log"  events not yet persisted by their producer
  *                (persisted = 0) are inserted into event_log in batches
  *                (ON CONFLICT (event_id) DO NOTHING: re-sends are no-ops).
- * The nng PUB and OpenLineage sinks of issue 5 are further rows of that
- * table.
+ *   "pub"        every event on the nng PUB socket events.pub (topic =
+ *                type, then a NUL byte, then the event as JSON; see
+ *                sink_pub.h and docs/events.md);
+ *   "openlineage" run and instance events mapped to OpenLineage
+ *                RunEvents, POSTed to openlineage.url by a sender thread
+ *                with a bounded queue (sink_openlineage.h); disabled when
+ *                the URL is empty.
+ * A PUB address that cannot be bound (e.g. in use) is logged and the PUB
+ * sink stays off; it never stops axd.
+ *
+ * Counters of every sink are upserted into component_stats (component
+ * "event_sink.<sink>", keys "delivered", "retries", "dropped.<reason>")
+ * every AX_EVENT_EMITTER_STATS_US and at stop, when a DSN is set; ax-api
+ * exposes them as ax_event_sink_*_total on /metrics.
  *
  * Never blocks the pipeline: while PostgreSQL is unreachable the
  * event_log sink keeps a bounded buffer (config events.buffer), counts
@@ -35,7 +47,19 @@ typedef struct ax_event_emitter_stats {
 	uint64_t buffered; /* events waiting for event_log now */
 	uint64_t failures; /* failed event_log writes */
 	uint64_t bad;      /* items that were not an ax.Event */
+	/* PUB sink (0 when off) */
+	int      pub_on;
+	uint64_t pub_published, pub_dropped;
+	/* OpenLineage sink (0 when off) */
+	int      ol_on;
+	uint64_t ol_mapped, ol_delivered, ol_retries, ol_queued;
+	uint64_t ol_dropped_full;  /* queue full */
+	uint64_t ol_undeliverable; /* retries exhausted, or stop */
+	uint64_t ol_rejected;      /* endpoint answered 4xx */
+	uint64_t stats_writes;     /* component_stats upserts done */
 } ax_event_emitter_stats;
+
+#define AX_EVENT_EMITTER_STATS_US (5 * 1000000LL) /* component_stats */
 
 /*
  * Adds the actor "event_emitter" to sys. *out (may be NULL) reads its

@@ -279,7 +279,11 @@ hk_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			(void) ax_pipeline_send(self, AX_A_QUEUE, cmd);
 		} else if (st->post &&
 		           cmd->body_case == AX__COMMAND__BODY_RESULT &&
-		           cmd->result->instance != NULL)
+		           (cmd->result->instance != NULL ||
+		            cmd->result->run_id[0] != '\0'))
+			/* no instance: a result for an attempt the queue did
+			 * not know (dispatched before an axd restart); the
+			 * result handler finds it by run_id */
 			post_one(self, st, cmd);
 		else
 			ax_log_warn(ax_actor_name(self),

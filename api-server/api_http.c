@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/control.h"
 #include "log.h"
 #include "tz.h"
 
@@ -371,9 +372,7 @@ ax_api_notify(ax_store *st, json_t *payload)
 
 	if (text == NULL)
 		return ax_err_set(AX_ENOMEM, "control payload");
-	const char *params[] = { text };
-	rv =
-	    ax_store_exec(st, "SELECT pg_notify('ax_control', $1)", 1, params);
+	rv = ax_control_notify(st, text);
 	free(text);
 	return rv;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api_routes.h"
+#include "store.h"
 
 static const unsigned codes[] = { 200, 201, 202, 204, 400, 401, 403, 404,
 	                          405, 409, 413, 415, 422, 500, 503 };
@@ -207,4 +208,65 @@ ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b)
 		    (unsigned long long) copy[r].n);
 	}
 	free(copy);
+}
+
+/* One family of ax_event_sink_*: rows whose key is `key` (or starts with
+ * `prefix`, the rest being the reason label). */
+static void
+sink_family(PGresult *res, ax_api_buf *b, const char *name, const char *help,
+            const char *key, const char *prefix)
+{
+	int    head = 0;
+	size_t pl   = prefix != NULL ? strlen(prefix) : 0;
+
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *comp =
+		    PQgetvalue(res, i, 0) + strlen("event_sink.");
+		const char *k = PQgetvalue(res, i, 1);
+		const char *v = PQgetvalue(res, i, 2);
+		if (key != NULL ? strcmp(k, key) != 0 : strncmp(k, prefix, pl))
+			continue;
+		if (!head++)
+			ax_api_buf_printf(b,
+			                  "# HELP %s %s\n# TYPE %s counter\n",
+			                  name, help, name);
+		if (key != NULL)
+			ax_api_buf_printf(b, "%s{sink=\"%s\"} %s\n", name,
+			                  comp, v);
+		else
+			ax_api_buf_printf(b,
+			                  "%s{sink=\"%s\",reason=\"%s\"} %s\n",
+			                  name, comp, k + pl, v);
+	}
+}
+
+ax_err
+ax_api_metrics_render_sinks(struct ax_store *st, ax_api_buf *b)
+{
+	PGresult *res;
+	/* component and key are written by axd only (fixed identifiers),
+	 * but keep the label values safe for the exposition format anyway */
+	ax_err rv = ax_store_query(
+	    st,
+	    "SELECT component, key, value FROM component_stats WHERE "
+	    "component LIKE 'event\\_sink.%' AND component ~ "
+	    "'^[a-z_.]+$' AND key ~ '^[a-z_.]+$' ORDER BY component, key",
+	    0, NULL, &res);
+
+	if (rv != AX_OK)
+		return rv;
+	sink_family(res, b, "ax_event_sink_delivered_total",
+	            "Events an event sink of axd delivered (event_log rows, "
+	            "PUB messages, OpenLineage POSTs answered 2xx).",
+	            "delivered", NULL);
+	sink_family(res, b, "ax_event_sink_retries_total",
+	            "Deliveries an event sink of axd repeated after a "
+	            "failure.",
+	            "retries", NULL);
+	sink_family(res, b, "ax_event_sink_dropped_total",
+	            "Events an event sink of axd dropped, by reason "
+	            "(buffer_full, undeliverable, rejected, send_failed).",
+	            NULL, "dropped.");
+	PQclear(res);
+	return AX_OK;
 }

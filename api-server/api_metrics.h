@@ -45,4 +45,15 @@ void ax_api_metrics_record(ax_api_metrics *m, int route, unsigned status,
  */
 void ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b);
 
+struct ax_store;
+
+/*
+ * Appends the event sink counters that axd publishes in component_stats
+ * (components "event_sink.<sink>"): ax_event_sink_delivered_total{sink},
+ * ax_event_sink_retries_total{sink} and
+ * ax_event_sink_dropped_total{sink,reason}. A family without rows is
+ * left out. One query; errors as ax_store_query.
+ */
+ax_err ax_api_metrics_render_sinks(struct ax_store *st, ax_api_buf *b);
+
 #endif /* AX_API_METRICS_H */

@@ -115,6 +115,8 @@ ax_api_metrics_text(ax_api_req *q, ax_api_resp *r)
 		           "coalesce(sum(greatest(slots - used_slots, 0)), 0) "
 		           "FROM workers WHERE state = 'ACTIVE') x ORDER BY k",
 		           NULL);
+	if (rv == AX_OK)
+		rv = ax_api_metrics_render_sinks(q->st, &b);
 	if (rv != AX_OK) {
 		ax_api_buf_fini(&b);
 		ax_api_reply_err(r, rv);

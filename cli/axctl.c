@@ -11,6 +11,11 @@
 #include "ax_config.h"
 #include "axctl.h"
 #include "cmd_dag.h"
+#include "cmd_dag_api.h"
+#include "cmd_events.h"
+#include "cmd_instance.h"
+#include "cmd_run.h"
+#include "cmd_worker.h"
 #include "cmd_cron.h"
 #include "cmd_db.h"
 #include "cmd_token.h"
@@ -20,7 +25,13 @@
 static const ax_cmd commands[] = {
 	{ "bench", ax_cmd_bench, "measure scheduling latency and throughput" },
 	{ "cron", ax_cmd_cron, "cron expressions: next fire times" },
-	{ "dag", ax_cmd_dag, "DAG files: validate, json, load" },
+	{ "dag", ax_cmd_dag_api,
+	  "DAGs: submit, list, show, trigger, backfill...; validate, load" },
+	{ "run", ax_cmd_run, "DAG runs: list, show" },
+	{ "instance", ax_cmd_instance,
+	  "task instances: list, show, logs, kill, clear, mark" },
+	{ "worker", ax_cmd_worker, "workers: list" },
+	{ "events", ax_cmd_events, "the event log: query, --follow" },
 	{ "db", ax_cmd_db, "database: up, down, status, migrate, psql" },
 	{ "token", ax_cmd_token, "API tokens: create" },
 	{ "standalone", ax_cmd_standalone,

@@ -13,11 +13,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd_db.h"
+#include "engine/control.h"
 #include "dag.h"
 #include "dag_store.h"
 #include "dag_validate.h"
@@ -181,6 +183,30 @@ list_dir(const char *dir, char ***out, int *n)
 	return 0;
 }
 
+/*
+ * Tells a running axd that dag_name has a new version (control.h
+ * dag_changed). The version is committed already, so a lost notification
+ * costs only latency: axd reloads everything when it (re)connects.
+ */
+static int
+notify_changed(ax_store *s, const char *dag_name)
+{
+	json_t *n =
+	    json_pack("{s:s,s:s}", "op", "dag_changed", "dag", dag_name);
+	char  *text = n ? json_dumps(n, JSON_COMPACT) : NULL;
+	ax_err rv   = text ? ax_control_notify(s, text)
+	                   : ax_err_set(AX_ENOMEM, "control payload");
+
+	free(text);
+	json_decref(n);
+	if (rv != AX_OK) {
+		fprintf(stderr, "axctl dag load: notifying axd of %s: %s\n",
+		        dag_name, ax_err_detail());
+		return 1;
+	}
+	return 0;
+}
+
 static int
 store_set(ax_store *s, ax_dagset *set)
 {
@@ -223,6 +249,9 @@ store_set(ax_store *s, ax_dagset *set)
 		}
 		printf("dag      %-40s %-9s v%d\n", d->name,
 		       ax_dag_store_outcome_name(res.outcome), res.version);
+		if (res.outcome != AX_DAG_UNCHANGED &&
+		    notify_changed(s, d->name) != 0)
+			failed = 1;
 	}
 	return failed;
 }

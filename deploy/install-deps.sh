@@ -14,6 +14,7 @@ PKGS=(
 	uuid-dev
 	# tests
 	libcriterion-dev
+	python3-jsonschema # test_sinks validates OpenLineage events
 	prometheus # promtool: test_api checks /metrics with it
 	# runtime: embedded PostgreSQL, time zone data
 	postgresql postgresql-contrib tzdata procps

@@ -25,7 +25,10 @@
 #define REPORT_MAX  512  /* entries per Report */
 #define RETRY_MIN   (200 * AX_USEC_PER_MSEC)
 #define REGISTER_US (500 * AX_USEC_PER_MSEC)
-#define COMP        "ax-worker"
+/* After a stop, how long an idle worker waits for the queue to
+ * acknowledge its last reports before it leaves anyway. */
+#define DRAIN_REPORT_WAIT_US (10 * AX_USEC_PER_SEC)
+#define COMP                 "ax-worker"
 
 enum { RQ_CTL = 0, RQ_REPORT, RQ_PULL, NRQ };
 enum { PH_IDLE = 0, PH_SEND, PH_RECV, PH_DONE };
@@ -88,7 +91,8 @@ struct ax_worker {
 	char      **handed; /* run_ids killed to be handed back */
 	size_t      nhanded, chanded;
 
-	int stops, draining, hand_back, deregistered;
+	int     stops, draining, hand_back, deregistered;
+	int64_t drain_since; /* mono us of the first stop request */
 };
 
 /* --------------------------------------------------------------- nng */
@@ -781,6 +785,24 @@ ax_worker_run(ax_worker *w, int stop_fd)
 		if (atomic_load(&w->rq[RQ_PULL].phase) == PH_DONE)
 			done_pull(w);
 		reap(w);
+		if (w->draining && w->nrun == 0 &&
+		    (!w->registered ||
+		     now - w->drain_since > DRAIN_REPORT_WAIT_US)) {
+			/* Nothing runs and the queue cannot be reached (never
+			 * registered, or no answer for a while): waiting
+			 * longer would hang a shutdown forever. Unacknowledged
+			 * reports are settled by the scheduler when the lease
+			 * lapses. */
+			if (w->nost || w->nores)
+				ax_logf(
+				    AX_LOG_WARN, COMP, "WORKER_LEFT", NULL,
+				    "leaving with %zu unacknowledged reports: "
+				    "the queue did not answer",
+				    w->nost + w->nores);
+			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+			        "stopped; worker %s leaves", w->id);
+			return AX_OK;
+		}
 		if (w->deregistered) {
 			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 			        "drained; worker %s leaves", w->id);
@@ -815,8 +837,9 @@ ax_worker_run(ax_worker *w, int stop_fd)
 					ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 					        "draining: %zu attempts run",
 					        w->nrun);
-					w->draining = 1;
-					w->next_hb  = 0;
+					w->draining    = 1;
+					w->drain_since = now;
+					w->next_hb     = 0;
 					nng_aio_cancel(w->rq[RQ_PULL].aio);
 				}
 			}

@@ -234,8 +234,17 @@ static const char *chain =
 static void
 submit_chain(void)
 {
+	json_t *n;
+
 	cr_assert_eq(req("POST", "/api/v1/dags", admin, chain, -1, 0), 201,
 	             "%s", body);
+	/* the notification is delivered asynchronously: wait for it, so a
+	 * late arrival is not mistaken for the next request's */
+	n = next_notify();
+	cr_assert_not_null(n, "no dag_changed after a submit");
+	cr_assert_str_eq(json_string_value(json_object_get(n, "op")),
+	                 "dag_changed");
+	json_decref(n);
 	drain_notify();
 }
 
@@ -407,6 +416,7 @@ Test(api, dag_submit_list_show_versions)
 	        chain);
 	cr_expect_eq(req("POST", "/api/v1/dags", admin, v2, -1, 0), 200);
 	free(v2);
+	json_decref(next_notify()); /* the change's dag_changed */
 	drain_notify();
 
 	cr_expect_eq(req("GET", "/api/v1/dags", viewer, NULL, 0, 0), 200);

@@ -1,0 +1,11 @@
+/*
+ * cmd_worker.h - `axctl worker list`: workers through ax-api.
+ */
+#ifndef AX_CMD_WORKER_H
+#define AX_CMD_WORKER_H
+
+/* ax_cmd_fn of the group (axctl.h): argv[0] is the group name; returns
+ * the exit status (0 ok, 1 failure, 2 usage). */
+int ax_cmd_worker(int argc, char **argv);
+
+#endif /* AX_CMD_WORKER_H */

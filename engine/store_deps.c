@@ -1,0 +1,284 @@
+/*
+ * store_deps.c - batched SQL of the dependency detector (see
+ * store_deps.h). Statements take array literals and unnest them: one
+ * round trip per statement whatever the batch size.
+ */
+#include "store_deps.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_sched.h"
+
+#define BATCH_MAX 10000
+
+static ax_err
+arrs_end(ax_sqlarr *a, const char **p, int n)
+{
+	ax_err rv = AX_OK;
+	for (int i = 0; i < n; i++)
+		if ((p[i] = ax_sqlarr_end(&a[i])) == NULL)
+			rv =
+			    ax_err_set(AX_ENOMEM, "store_deps: out of memory");
+	return rv;
+}
+
+static void
+arrs_free(ax_sqlarr *a, int n)
+{
+	for (int i = 0; i < n; i++)
+		ax_sqlarr_fini(&a[i]);
+}
+
+/* Prepares a statement of this module on first use on s. */
+static ax_err
+stmt(ax_store *s, const char *name, const char *sql, int nparams)
+{
+	ax_err rv = ax_store_prepare(s, name, sql, nparams);
+	return rv == AX_EEXIST ? AX_OK : rv;
+}
+
+static ax_err
+too_many(const char *what, size_t n)
+{
+	return ax_err_set(AX_EINVAL, "%s: %zu rows, at most %d per call", what,
+	                  n, BATCH_MAX);
+}
+
+#define RUNS_SELECT                                                           \
+	"SELECT r.id, d.name, r.dag_id, r.dag_version_id,"                    \
+	" ax_us(r.logical_date), ax_us(coalesce(r.due_at, r.created_at)),"    \
+	" r.state, r.run_type, ti.task, ti.shard, ti.state, ti.reason, ti.id" \
+	" FROM dag_runs r JOIN dags d ON d.id = r.dag_id"                     \
+	" LEFT JOIN task_instances ti ON ti.dag_run_id = r.id"
+
+ax_err
+ax_store_deps_load_runs(ax_store *s, const int64_t *run_ids, size_t n,
+                        PGresult **res)
+{
+	static const char all_sql[] =
+	    RUNS_SELECT " WHERE r.state IN ('QUEUED', 'RUNNING')"
+	                " ORDER BY r.logical_date, r.id, ti.task, ti.shard";
+	static const char ids_sql[] =
+	    RUNS_SELECT " WHERE r.id = ANY ($1::bigint[])"
+	                " ORDER BY r.logical_date, r.id, ti.task, ti.shard";
+	ax_sqlarr   a = { 0 };
+	const char *p[1];
+	ax_err      rv;
+
+	*res = NULL;
+	if (run_ids == NULL) {
+		if ((rv = stmt(s, "deps_runs_all", all_sql, 0)) != AX_OK)
+			return rv;
+		return ax_store_query_prepared(s, "deps_runs_all", 0, NULL,
+		                               res);
+	}
+	if (n > BATCH_MAX)
+		return too_many("load runs", n);
+	for (size_t i = 0; i < n; i++)
+		ax_sqlarr_int(&a, run_ids[i]);
+	if ((rv = arrs_end(&a, p, 1)) == AX_OK &&
+	    (rv = stmt(s, "deps_runs_ids", ids_sql, 1)) == AX_OK)
+		rv = ax_store_query_prepared(s, "deps_runs_ids", 1, p, res);
+	arrs_free(&a, 1);
+	return rv;
+}
+
+ax_err
+ax_store_deps_runs_update(ax_store *s, const ax_store_run_change *c, size_t n)
+{
+	static const char sql[] =
+	    "UPDATE dag_runs r SET state = u.st, reason = u.rs,"
+	    " started_at = CASE WHEN u.st = 'RUNNING'"
+	    "  THEN coalesce(r.started_at, now()) ELSE r.started_at END,"
+	    " ended_at = CASE WHEN u.st IN ('SUCCESS', 'FAILED', 'CANCELED')"
+	    "  THEN coalesce(ax_ts(u.en), now()) ELSE NULL END"
+	    " FROM (SELECT DISTINCT ON (id) id, st, rs, en FROM"
+	    " unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[])"
+	    " WITH ORDINALITY AS x(id, st, rs, en, ord)"
+	    " ORDER BY id, ord DESC) u WHERE r.id = u.id";
+	ax_sqlarr   a[4] = { 0 };
+	const char *p[4];
+	ax_err      rv;
+
+	if (n == 0)
+		return AX_OK;
+	if (n > BATCH_MAX)
+		return too_many("run update", n);
+	for (size_t i = 0; i < n; i++) {
+		ax_sqlarr_int(&a[0], c[i].run_id);
+		ax_sqlarr_text(&a[1], c[i].state);
+		ax_sqlarr_text(&a[2], c[i].reason);
+		ax_sqlarr_int0(&a[3], c[i].ended_us);
+	}
+	if ((rv = arrs_end(a, p, 4)) == AX_OK &&
+	    (rv = stmt(s, "deps_runs_upd", sql, 4)) == AX_OK)
+		rv = ax_store_query_prepared(s, "deps_runs_upd", 4, p, NULL);
+	arrs_free(a, 4);
+	return rv;
+}
+
+ax_err
+ax_store_deps_wait_reason(ax_store *s, const int64_t *run_ids,
+                          const char *const *tasks, size_t n,
+                          const char *reason, size_t *updated)
+{
+	static const char sql[] =
+	    "UPDATE task_instances t SET reason = $3, updated_at = now()"
+	    " FROM unnest($1::bigint[], $2::text[]) AS u(r, k)"
+	    " WHERE t.dag_run_id = u.r AND t.task = u.k"
+	    " AND t.state = 'PENDING' AND t.reason IS DISTINCT FROM $3";
+	ax_sqlarr   a[2] = { 0 };
+	const char *p[3];
+	PGresult   *res = NULL;
+	ax_err      rv;
+
+	if (updated != NULL)
+		*updated = 0;
+	if (n == 0)
+		return AX_OK;
+	if (n > BATCH_MAX)
+		return too_many("wait reason", n);
+	for (size_t i = 0; i < n; i++) {
+		ax_sqlarr_int(&a[0], run_ids[i]);
+		ax_sqlarr_text(&a[1], tasks[i]);
+	}
+	p[2] = reason;
+	if ((rv = arrs_end(a, p, 2)) == AX_OK &&
+	    (rv = stmt(s, "deps_wait_reason", sql, 3)) == AX_OK)
+		rv =
+		    ax_store_query_prepared(s, "deps_wait_reason", 3, p, &res);
+	if (rv == AX_OK && updated != NULL)
+		*updated = (size_t) strtoull(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	arrs_free(a, 2);
+	return rv;
+}
+
+ax_err
+ax_store_deps_supersede(ax_store *s, const int64_t *run_ids, size_t n,
+                        PGresult **live)
+{
+	static const char cancel_sql[] =
+	    "UPDATE task_instances SET state = 'CANCELED',"
+	    " reason = 'SUPERSEDED', ended_at = now(), updated_at = now()"
+	    " WHERE dag_run_id = ANY ($1::bigint[]) AND state = 'PENDING'";
+	static const char live_sql[] =
+	    "SELECT id, dag_run_id, task, shard, shard_total"
+	    " FROM task_instances WHERE dag_run_id = ANY ($1::bigint[])"
+	    " AND state IN ('READY', 'RUNNING', 'UNKNOWN') ORDER BY id";
+	ax_sqlarr   a = { 0 };
+	const char *p[1];
+	ax_err      rv;
+
+	*live = NULL;
+	if (n > BATCH_MAX)
+		return too_many("supersede", n);
+	for (size_t i = 0; i < n; i++)
+		ax_sqlarr_int(&a, run_ids[i]);
+	if ((rv = arrs_end(&a, p, 1)) == AX_OK &&
+	    (rv = stmt(s, "deps_sup_cancel", cancel_sql, 1)) == AX_OK &&
+	    (rv = stmt(s, "deps_sup_live", live_sql, 1)) == AX_OK &&
+	    (rv = ax_store_query_prepared(s, "deps_sup_cancel", 1, p, NULL)) ==
+	        AX_OK)
+		rv = ax_store_query_prepared(s, "deps_sup_live", 1, p, live);
+	arrs_free(&a, 1);
+	return rv;
+}
+
+ax_err
+ax_store_deps_check_dags(ax_store *s, ax_store_dagdep_check *c, size_t n)
+{
+	static const char sql[] =
+	    "SELECT u.ord, CASE WHEN u.same THEN EXISTS (SELECT 1"
+	    " FROM dag_runs r JOIN dags d ON d.id = r.dag_id"
+	    " WHERE d.name = u.dag AND r.logical_date = ax_ts(u.lt)"
+	    " AND r.state = 'SUCCESS')"
+	    " ELSE coalesce((SELECT r.state = 'SUCCESS'"
+	    " FROM dag_runs r JOIN dags d ON d.id = r.dag_id"
+	    " WHERE d.name = u.dag AND r.state IN ('SUCCESS', 'FAILED')"
+	    " ORDER BY r.logical_date DESC LIMIT 1), false) END"
+	    " FROM unnest($1::text[], $2::bool[], $3::bigint[])"
+	    " WITH ORDINALITY AS u(dag, same, lt, ord)";
+	ax_sqlarr   a[3] = { 0 };
+	const char *p[3];
+	PGresult   *res = NULL;
+	ax_err      rv;
+
+	if (n == 0)
+		return AX_OK;
+	if (n > BATCH_MAX)
+		return too_many("check dags", n);
+	for (size_t i = 0; i < n; i++) {
+		c[i].met = 0;
+		ax_sqlarr_text(&a[0], c[i].upstream);
+		ax_sqlarr_bool(&a[1], c[i].same_period);
+		ax_sqlarr_int(&a[2], c[i].logical_us);
+	}
+	if ((rv = arrs_end(a, p, 3)) == AX_OK &&
+	    (rv = stmt(s, "deps_check_dags", sql, 3)) == AX_OK)
+		rv = ax_store_query_prepared(s, "deps_check_dags", 3, p, &res);
+	for (int r = 0; rv == AX_OK && r < PQntuples(res); r++) {
+		long ord = strtol(PQgetvalue(res, r, 0), NULL, 10);
+		if (ord >= 1 && (size_t) ord <= n)
+			c[ord - 1].met = PQgetvalue(res, r, 1)[0] == 't';
+	}
+	PQclear(res);
+	arrs_free(a, 3);
+	return rv;
+}
+
+ax_err
+ax_store_deps_instance_run(ax_store *s, int64_t instance_id, int64_t *run_id)
+{
+	char        id[24];
+	const char *p[1] = { id };
+	ax_err      rv;
+
+	snprintf(id, sizeof(id), "%lld", (long long) instance_id);
+	rv = ax_store_query_int64(
+	    s, "SELECT dag_run_id FROM task_instances WHERE id = $1::bigint",
+	    1, p, run_id);
+	if (rv == AX_ENOENT)
+		return ax_err_set(AX_ENOENT, "task instance %lld not found",
+		                  (long long) instance_id);
+	return rv;
+}
+
+ax_err
+ax_store_deps_clear(ax_store *s, const int64_t *ids, const int32_t *base,
+                    size_t n, size_t *cleared)
+{
+	static const char sql[] =
+	    "UPDATE task_instances t SET state = 'PENDING',"
+	    " reason = 'MANUAL_CLEAR', max_tries = t.try_number + u.b,"
+	    " ready_at = NULL, started_at = NULL, ended_at = NULL,"
+	    " updated_at = now()"
+	    " FROM unnest($1::bigint[], $2::int[]) AS u(id, b)"
+	    " WHERE t.id = u.id AND t.state IN ('PENDING', 'SUCCESS',"
+	    " 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')";
+	ax_sqlarr   a[2] = { 0 };
+	const char *p[2];
+	PGresult   *res = NULL;
+	ax_err      rv;
+
+	if (cleared != NULL)
+		*cleared = 0;
+	if (n == 0)
+		return AX_OK;
+	if (n > BATCH_MAX)
+		return too_many("clear", n);
+	for (size_t i = 0; i < n; i++) {
+		ax_sqlarr_int(&a[0], ids[i]);
+		ax_sqlarr_int(&a[1], base[i] > 0 ? base[i] : 1);
+	}
+	if ((rv = arrs_end(a, p, 2)) == AX_OK &&
+	    (rv = stmt(s, "deps_clear", sql, 2)) == AX_OK)
+		rv = ax_store_query_prepared(s, "deps_clear", 2, p, &res);
+	if (rv == AX_OK && cleared != NULL)
+		*cleared = (size_t) strtoull(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	arrs_free(a, 2);
+	return rv;
+}

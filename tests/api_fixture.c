@@ -1,0 +1,113 @@
+/*
+ * api_fixture.c - an in-process ax-api on a throwaway PostgreSQL for
+ * tests (see api_fixture.h).
+ */
+#include "api_fixture.h"
+
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "migrate.h"
+
+void
+ax_api_fixture_start(ax_api_fixture *f, size_t max_body)
+{
+	ax_api_options o = { 0 };
+	int            applied;
+
+	memset(f, 0, sizeof(*f));
+	cr_assert_eq(ax_test_pg_start(&f->pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(f->pg), &applied), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(f->pg), &f->st), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(
+	    ax_api_token_create(f->st, AX_API_ROLE_ADMIN, "a", f->admin, NULL),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_api_token_create(f->st, AX_API_ROLE_OPERATOR, "o",
+	                                 f->oper, NULL),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_api_token_create(f->st, AX_API_ROLE_VIEWER, "v",
+	                                 f->viewer, NULL),
+	             AX_OK, "%s", ax_err_detail());
+	o.dsn       = ax_test_pg_dsn(f->pg);
+	o.max_body  = max_body;
+	o.pool_size = 3;
+	cr_assert_eq(ax_api_server_start(&o, &f->srv), AX_OK, "%s",
+	             ax_err_detail());
+	snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d",
+	         ax_api_server_port(f->srv));
+	f->listener = PQconnectdb(ax_test_pg_dsn(f->pg));
+	cr_assert_eq(PQstatus(f->listener), CONNECTION_OK);
+	PQclear(PQexec(f->listener, "LISTEN ax_control"));
+}
+
+void
+ax_api_fixture_stop(ax_api_fixture *f)
+{
+	if (f->listener != NULL)
+		PQfinish(f->listener);
+	ax_api_server_stop(f->srv);
+	ax_store_close(f->st);
+	ax_test_pg_stop(f->pg);
+	memset(f, 0, sizeof(*f));
+}
+
+void
+ax_api_fixture_sql(ax_api_fixture *f, const char *fmt, ...)
+{
+	char    q[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(q, sizeof(q), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(ax_store_exec(f->st, q, 0, NULL), AX_OK, "%s: %s", q,
+	             ax_err_detail());
+}
+
+int64_t
+ax_api_fixture_int(ax_api_fixture *f, const char *fmt, ...)
+{
+	char    q[4096];
+	int64_t v = -1;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(q, sizeof(q), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(ax_store_query_int64(f->st, q, 0, NULL, &v), AX_OK,
+	             "%s: %s", q, ax_err_detail());
+	return v;
+}
+
+json_t *
+ax_api_fixture_notify(ax_api_fixture *f)
+{
+	for (int i = 0; i < 30; i++) {
+		PGnotify *n;
+		PQconsumeInput(f->listener);
+		if ((n = PQnotifies(f->listener)) != NULL) {
+			json_t *j = json_loads(n->extra, 0, NULL);
+			PQfreemem(n);
+			return j;
+		}
+		struct pollfd p = { .fd     = PQsocket(f->listener),
+			            .events = POLLIN };
+		poll(&p, 1, 100);
+	}
+	return NULL;
+}
+
+void
+ax_api_fixture_drain(ax_api_fixture *f)
+{
+	PGnotify *n;
+
+	PQconsumeInput(f->listener);
+	while ((n = PQnotifies(f->listener)) != NULL)
+		PQfreemem(n);
+}

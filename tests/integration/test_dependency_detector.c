@@ -1,0 +1,718 @@
+/*
+ * test_dependency_detector.c - the dependency detector against a real
+ * PostgreSQL, with the real instance generator (so plan rows exist) and
+ * capture actors standing in for the resource detector, pre_hook and the
+ * event emitter. The test plays the result handler: it moves instance
+ * rows through the state machine with SQL and sends InstanceSucceeded /
+ * InstanceFinished like the result handler does after its commit.
+ *
+ * Covers: diamond order, failure leaves the downstream waiting with
+ * WAIT_DEPENDENCY and fails the run, clear with downstream (try budget
+ * reset), mark SUCCESS releases the downstream, same_period cross-DAG
+ * dependency, serial / discard / replace, restart rebuild (counters
+ * rebuilt, nothing released twice).
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "config.h"
+#include "dag.h"
+#include "dag_registry.h"
+#include "dag_store.h"
+#include "dag_validate.h"
+#include "dag_yaml.h"
+#include "dependency_detector.h"
+#include "instance_generator.h"
+#include "log.h"
+#include "migrate.h"
+#include "pg_harness.h"
+#include "pipeline.h"
+#include "store.h"
+
+/* --- capture actors -------------------------------------------------------
+ */
+
+#define CAP_MAX 4096
+
+typedef struct capture {
+	pthread_mutex_t mu;
+	size_t          n;
+	Ax__Command    *cmds[CAP_MAX];
+} capture;
+
+static ax_err
+cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+{
+	capture *c = state;
+	(void) self;
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].type != AX_ITEM_COMMAND || c->n >= CAP_MAX)
+			continue;
+		Ax__Command *cmd = ax__command__unpack(
+		    NULL, items[i].len, (const uint8_t *) items[i].data);
+		if (cmd != NULL)
+			c->cmds[c->n++] = cmd;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return AX_OK;
+}
+
+static void
+cap_nofree(void *state)
+{
+	(void) state;
+}
+
+static void
+cap_clear(capture *c)
+{
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n; i++)
+		ax__command__free_unpacked(c->cmds[i], NULL);
+	c->n = 0;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* InstanceReady received for (run, task). */
+static int
+readies(capture *c, int64_t run, const char *task)
+{
+	int k = 0;
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n; i++) {
+		Ax__Command *m = c->cmds[i];
+		if (m->body_case != AX__COMMAND__BODY_INSTANCE_READY)
+			continue;
+		Ax__InstanceRef *r = m->instance_ready->instance;
+		if (r->dag_run_id == run && strcmp(r->task, task) == 0)
+			k++;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return k;
+}
+
+/* CancelInstance received for run. */
+static int
+cancels(capture *c, int64_t run)
+{
+	int k = 0;
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n; i++) {
+		Ax__Command *m = c->cmds[i];
+		if (m->body_case == AX__COMMAND__BODY_CANCEL_INSTANCE &&
+		    m->cancel_instance->instance->dag_run_id == run)
+			k++;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return k;
+}
+
+/* --- fixture ------------------------------------------------------------
+ */
+
+static ax_test_pg      *pg;
+static ax_store        *st;
+static ax_config       *cfg;
+static ax_pipeline_ctx  ctx;
+static capture          ready_cap, hook_cap, ev_cap;
+static ax_actor_system *sys;
+
+static void
+setup(void)
+{
+	int applied;
+	ax_log_init(AX_LOG_WARN, 2);
+	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
+	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);
+	ctx.cfg = cfg;
+	ctx.dsn = ax_test_pg_dsn(pg);
+	pthread_mutex_init(&ready_cap.mu, NULL);
+	pthread_mutex_init(&hook_cap.mu, NULL);
+	pthread_mutex_init(&ev_cap.mu, NULL);
+}
+
+static void
+start_system(void)
+{
+	static const ax_actor_ops cap_ops = { .handle = cap_handle,
+		                              .fini   = cap_nofree };
+	ax_actor_config           c1      = { .name = AX_A_RESOURCE_DETECTOR };
+	ax_actor_config           c2      = { .name = AX_A_PRE_HOOK };
+	ax_actor_config           c3      = { .name = AX_A_EVENT_EMITTER };
+
+	/* a fresh registry per system, like a new axd process */
+	cr_assert_eq(ax_dag_registry_new(&ctx.registry), AX_OK);
+	cr_assert_eq(ax_actor_system_new(&sys), AX_OK);
+	cr_assert_eq(ax_dependency_detector_add(sys, &ctx), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_instance_generator_add(sys, &ctx), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_actor_system_add(sys, &c1, &cap_ops, &ready_cap, NULL),
+	             AX_OK);
+	cr_assert_eq(ax_actor_system_add(sys, &c2, &cap_ops, &hook_cap, NULL),
+	             AX_OK);
+	cr_assert_eq(ax_actor_system_add(sys, &c3, &cap_ops, &ev_cap, NULL),
+	             AX_OK);
+	cr_assert_eq(ax_actor_system_start(sys), AX_OK, "%s", ax_err_detail());
+}
+
+static void
+stop_system(void)
+{
+	ax_actor_system_stop(sys, AX_USEC_PER_SEC, NULL);
+	ax_actor_system_free(sys);
+	sys = NULL;
+	ax_dag_registry_free(ctx.registry);
+	ctx.registry = NULL;
+}
+
+static void
+teardown(void)
+{
+	if (sys != NULL)
+		stop_system();
+	cap_clear(&ready_cap);
+	cap_clear(&hook_cap);
+	cap_clear(&ev_cap);
+	ax_config_free(cfg);
+	ax_store_close(st);
+	ax_test_pg_stop(pg);
+}
+
+TestSuite(dependency_detector, .init = setup, .fini = teardown,
+          .timeout = 120);
+
+/* --- helpers --------------------------------------------------------------
+ */
+
+/* Stores a DAG from YAML; returns its dags.id. */
+static int64_t
+store_dag(const char *yaml)
+{
+	ax_dagset          *set;
+	ax_dag_store_result r;
+
+	cr_assert_eq(ax_dagset_new(NULL, &set), AX_OK);
+	ax_dag_yaml_load_buf(set, "t.yaml", yaml, strlen(yaml));
+	ax_dagset_validate(set);
+	if (ax_dagset_error_count(set, NULL) > 0)
+		ax_dagset_print_diags(set, stderr);
+	cr_assert_eq(ax_dagset_error_count(set, NULL), 0);
+	cr_assert_eq(ax_dag_store_submit(st, set->dags[0], "t.yaml", &r),
+	             AX_OK, "%s", ax_err_detail());
+	ax_dagset_free(set);
+	return r.id;
+}
+
+static int64_t q_int(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static int64_t
+q_int(const char *fmt, ...)
+{
+	char    sql[1024];
+	int64_t v = -1;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(ax_store_query_int64(st, sql, 0, NULL, &v), AX_OK,
+	             "%s: %s", sql, ax_err_detail());
+	return v;
+}
+
+static void q_exec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+q_exec(const char *fmt, ...)
+{
+	char    sql[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(ax_store_exec(st, sql, 0, NULL), AX_OK, "%s: %s", sql,
+	             ax_err_detail());
+}
+
+/* Creates a dag_runs row of dag_id at logical second sec. */
+static int64_t
+make_run(int64_t dag_id, int64_t sec)
+{
+	return q_int("INSERT INTO dag_runs (dag_id, dag_version_id, "
+	             "run_type, logical_date, interval_start, interval_end, "
+	             "due_at) SELECT id, active_version_id, 'scheduled', "
+	             "ax_ts(%lld), ax_ts(%lld), ax_ts(%lld), now() FROM dags "
+	             "WHERE id = %lld RETURNING id",
+	             (long long) sec * 1000000, (long long) sec * 1000000,
+	             (long long) sec * 1000000, (long long) dag_id);
+}
+
+static void
+client_send(const char *dest, Ax__Command *cmd)
+{
+	ax_actor_client *cl;
+	size_t           len = ax__command__get_packed_size(cmd);
+	uint8_t         *buf = malloc(len);
+	ax__command__pack(cmd, buf);
+	ax_actor_item it = { .type = AX_ITEM_COMMAND,
+		             .len  = (uint32_t) len,
+		             .data = buf };
+	cr_assert_eq(ax_actor_client_new(sys, "test", &cl), AX_OK);
+	cr_assert_eq(ax_actor_client_send(cl, dest, &it, 1, 0), AX_OK);
+	ax_actor_client_free(cl);
+	free(buf);
+}
+
+static void
+send_due(const char *dag, int64_t run)
+{
+	Ax__Command cmd = AX__COMMAND__INIT;
+	Ax__Due     due = AX__DUE__INIT;
+	due.dag         = (char *) dag;
+	due.dag_run_id  = run;
+	due.dag_version_id =
+	    q_int("SELECT dag_version_id FROM dag_runs WHERE id = %lld",
+	          (long long) run);
+	due.logical_time_us =
+	    q_int("SELECT ax_us(logical_date) FROM dag_runs WHERE id = %lld",
+	          (long long) run);
+	due.due_at_us = ax_clock_utc_us();
+	cmd.body_case = AX__COMMAND__BODY_DUE;
+	cmd.due       = &due;
+	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+}
+
+static void
+send_control(const char *op, int64_t iid, int downstream, const char *state)
+{
+	Ax__Command   cmd = AX__COMMAND__INIT;
+	Ax__ControlOp c   = AX__CONTROL_OP__INIT;
+	c.op              = (char *) op;
+	c.instance_id     = iid;
+	c.downstream      = downstream;
+	c.state           = (char *) (state ? state : "");
+	cmd.body_case     = AX__COMMAND__BODY_CONTROL;
+	cmd.control       = &c;
+	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+}
+
+/* Polls cond for up to 5 s. */
+#define WAIT_FOR(cond)                                                        \
+	do {                                                                  \
+		for (int w_ = 0; w_ < 500 && !(cond); w_++)                   \
+			ax_clock_sleep_us(10000);                             \
+		cr_assert(cond, "timed out waiting for %s", #cond);           \
+	} while (0)
+
+static int64_t
+iid_of(int64_t run, const char *task)
+{
+	return q_int("SELECT id FROM task_instances WHERE dag_run_id = %lld "
+	             "AND task = '%s'",
+	             (long long) run, task);
+}
+
+static int
+ti_state_is(int64_t run, const char *task, const char *state,
+            const char *reason)
+{
+	return q_int("SELECT count(*) FROM task_instances WHERE dag_run_id = "
+	             "%lld AND task = '%s' AND state = '%s' AND reason "
+	             "IS NOT DISTINCT FROM %s%s%s",
+	             (long long) run, task, state, reason ? "'" : "",
+	             reason ? reason : "NULL", reason ? "'" : "") == 1;
+}
+
+static int
+run_state_is(int64_t run, const char *state)
+{
+	return q_int("SELECT count(*) FROM dag_runs WHERE id = %lld AND "
+	             "state = '%s'",
+	             (long long) run, state) == 1;
+}
+
+/*
+ * Plays the result handler: moves (run, task) PENDING -> READY ->
+ * RUNNING -> final (try_number 1 more) and reports it.
+ */
+static void
+finish_task(const char *dag, int64_t run, const char *task, const char *fin)
+{
+	int64_t iid = iid_of(run, task);
+	q_exec("UPDATE task_instances SET state = 'READY', try_number = "
+	       "try_number + 1 WHERE id = %lld",
+	       (long long) iid);
+	q_exec("UPDATE task_instances SET state = 'RUNNING' WHERE id = %lld",
+	       (long long) iid);
+	q_exec("UPDATE task_instances SET state = '%s' WHERE id = %lld", fin,
+	       (long long) iid);
+
+	Ax__Command     cmd = AX__COMMAND__INIT;
+	Ax__InstanceRef ref = AX__INSTANCE_REF__INIT;
+	ref.dag             = (char *) dag;
+	ref.dag_run_id      = run;
+	ref.task            = (char *) task;
+	ref.instance_id     = iid;
+	ref.shard_total     = 1;
+	if (strcmp(fin, "SUCCESS") == 0) {
+		Ax__InstanceSucceeded s = AX__INSTANCE_SUCCEEDED__INIT;
+		s.instance              = &ref;
+		cmd.body_case           = AX__COMMAND__BODY_INSTANCE_SUCCEEDED;
+		cmd.instance_succeeded  = &s;
+		client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+	} else {
+		Ax__InstanceFinished f = AX__INSTANCE_FINISHED__INIT;
+		f.instance             = &ref;
+		f.state                = (char *) fin;
+		cmd.body_case          = AX__COMMAND__BODY_INSTANCE_FINISHED;
+		cmd.instance_finished  = &f;
+		client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+	}
+}
+
+static const char *diamond =
+    "kind: DAG\nname: dia\ntasks:\n"
+    "  - {name: a, command: echo a}\n"
+    "  - {name: b, command: echo b, depends_on: [a]}\n"
+    "  - {name: c, command: echo c, depends_on: [a]}\n"
+    "  - {name: d, command: echo d, depends_on: [b, c]}\n";
+
+/* a second finish_task on a SUCCESS row would be an illegal move: the
+ * duplicate in the test above goes through PENDING first */
+static void
+reset_ti(int64_t run, const char *task)
+{
+	q_exec("UPDATE task_instances SET state = 'PENDING' WHERE id = %lld",
+	       (long long) iid_of(run, task));
+}
+
+/* --- tests ----------------------------------------------------------------
+ */
+
+Test(dependency_detector, diamond_order_and_run_success)
+{
+	int64_t dag = store_dag(diamond);
+	int64_t run = make_run(dag, 1000);
+	start_system();
+	send_due("dia", run);
+
+	WAIT_FOR(readies(&ready_cap, run, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) run) == 4);
+	cr_assert(ti_state_is(run, "a", "PENDING", "WAIT_RESOURCE"));
+	cr_assert(ti_state_is(run, "d", "PENDING", "WAIT_DEPENDENCY"));
+	cr_assert(run_state_is(run, "RUNNING"));
+	cr_assert_eq(readies(&ready_cap, run, "b"), 0);
+
+	finish_task("dia", run, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, run, "b") == 1 &&
+	         readies(&ready_cap, run, "c") == 1);
+	finish_task("dia", run, "b", "SUCCESS");
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(readies(&ready_cap, run, "d"), 0, "d before c");
+	finish_task("dia", run, "c", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, run, "d") == 1);
+	cr_assert(run_state_is(run, "RUNNING"));
+	finish_task("dia", run, "d", "SUCCESS");
+	WAIT_FOR(run_state_is(run, "SUCCESS"));
+	cr_assert_eq(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
+	                   "AND ended_at IS NOT NULL AND started_at IS NOT "
+	                   "NULL",
+	                   (long long) run),
+	             1);
+	cr_assert_eq(q_int("SELECT count(*) FROM event_log WHERE type = "
+	                   "'run.succeeded' AND dag_run_id = %lld",
+	                   (long long) run),
+	             1);
+	/* a duplicate success changes nothing */
+	reset_ti(run, "a");
+	finish_task("dia", run, "a", "SUCCESS");
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(readies(&ready_cap, run, "b"), 1);
+}
+
+Test(dependency_detector, failure_waits_then_clear_with_downstream)
+{
+	int64_t dag =
+	    store_dag("kind: DAG\nname: fl\ntasks:\n"
+	              "  - {name: a, command: echo a, retries: {count: 2}}\n"
+	              "  - {name: b, command: echo b, depends_on: [a]}\n"
+	              "  - {name: c, command: echo c, depends_on: [b]}\n");
+	int64_t run = make_run(dag, 2000);
+	start_system();
+	send_due("fl", run);
+	WAIT_FOR(readies(&ready_cap, run, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) run) == 3);
+	/* b's row reason is overwritten to show the UPDATE happens */
+	q_exec("UPDATE task_instances SET reason = NULL WHERE dag_run_id = "
+	       "%lld AND task IN ('b', 'c')",
+	       (long long) run);
+	/* three tries used up */
+	q_exec("UPDATE task_instances SET try_number = 2 WHERE id = %lld",
+	       (long long) iid_of(run, "a"));
+	finish_task("fl", run, "a", "FAILED");
+	WAIT_FOR(run_state_is(run, "FAILED"));
+	cr_assert(ti_state_is(run, "b", "PENDING", "WAIT_DEPENDENCY"));
+	cr_assert(ti_state_is(run, "c", "PENDING", "WAIT_DEPENDENCY"));
+	cr_assert_eq(readies(&ready_cap, run, "b"), 0);
+	cr_assert_eq(q_int("SELECT count(*) FROM event_log WHERE type = "
+	                   "'run.failed' AND dag_run_id = %lld",
+	                   (long long) run),
+	             1);
+
+	/* clear a with its downstreams: back to PENDING, tries again */
+	send_control("clear", iid_of(run, "a"), 1, NULL);
+	WAIT_FOR(readies(&ready_cap, run, "a") == 2);
+	cr_assert(ti_state_is(run, "a", "PENDING", "MANUAL_CLEAR"));
+	cr_assert(ti_state_is(run, "c", "PENDING", "MANUAL_CLEAR"));
+	cr_assert_eq(q_int("SELECT max_tries - try_number FROM "
+	                   "task_instances WHERE id = %lld",
+	                   (long long) iid_of(run, "a")),
+	             3, "a cleared instance gets its 3 tries again");
+	cr_assert(run_state_is(run, "RUNNING"));
+	cr_assert_eq(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
+	                   "AND ended_at IS NULL",
+	                   (long long) run),
+	             1);
+	cr_assert_eq(q_int("SELECT count(*) FROM event_log WHERE type = "
+	                   "'instance.cleared' AND dag_run_id = %lld",
+	                   (long long) run),
+	             3);
+	finish_task("fl", run, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, run, "b") == 1);
+	cr_assert_eq(readies(&ready_cap, run, "c"), 0);
+}
+
+Test(dependency_detector, mark_success_releases_downstream)
+{
+	int64_t dag = store_dag("kind: DAG\nname: mk\ntasks:\n"
+	                        "  - {name: a, command: echo a}\n"
+	                        "  - {name: b, command: echo b, "
+	                        "depends_on: [a]}\n");
+	int64_t run = make_run(dag, 3000);
+	start_system();
+	send_due("mk", run);
+	WAIT_FOR(readies(&ready_cap, run, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) run) == 2);
+	finish_task("mk", run, "a", "FAILED");
+	WAIT_FOR(run_state_is(run, "FAILED"));
+	/* the API: FAILED -> PENDING is the only legal way out; it marks
+	 * through the state machine and notifies */
+	int64_t a = iid_of(run, "a");
+	q_exec("UPDATE task_instances SET state = 'PENDING' WHERE id = %lld",
+	       (long long) a);
+	q_exec("UPDATE task_instances SET state = 'READY' WHERE id = %lld",
+	       (long long) a);
+	q_exec("UPDATE task_instances SET state = 'RUNNING' WHERE id = %lld",
+	       (long long) a);
+	q_exec("UPDATE task_instances SET state = 'SUCCESS' WHERE id = %lld",
+	       (long long) a);
+	send_control("mark", a, 0, "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, run, "b") == 1);
+	cr_assert(run_state_is(run, "RUNNING"));
+	cr_assert_eq(readies(&ready_cap, run, "a"), 1, "a not re-released");
+	finish_task("mk", run, "b", "SUCCESS");
+	WAIT_FOR(run_state_is(run, "SUCCESS"));
+}
+
+Test(dependency_detector, same_period_cross_dag)
+{
+	int64_t up         = store_dag("kind: DAG\nname: up\ntasks:\n"
+	                                       "  - {name: a, command: echo a}\n");
+	int64_t dn         = store_dag("kind: DAG\nname: dn\n"
+	                                       "depends_on_dags: [{dag: up, mode: "
+	                                       "same_period}]\ntasks:\n"
+	                                       "  - {name: x, command: echo x}\n");
+	int64_t r_dn       = make_run(dn, 4000);
+	int64_t r_up_other = make_run(up, 3999);
+	int64_t r_up       = make_run(up, 4000);
+	start_system();
+	send_due("dn", r_dn);
+	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld AND "
+	               "reason = 'WAIT_DEPENDENCY'",
+	               (long long) r_dn) == 1);
+	cr_assert(run_state_is(r_dn, "QUEUED"));
+	/* another period of the upstream does not release it */
+	send_due("up", r_up_other);
+	WAIT_FOR(readies(&ready_cap, r_up_other, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) r_up_other) == 1);
+	finish_task("up", r_up_other, "a", "SUCCESS");
+	WAIT_FOR(run_state_is(r_up_other, "SUCCESS"));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(readies(&ready_cap, r_dn, "x"), 0);
+
+	send_due("up", r_up);
+	WAIT_FOR(readies(&ready_cap, r_up, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) r_up) == 1);
+	finish_task("up", r_up, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, r_dn, "x") == 1);
+	cr_assert(run_state_is(r_dn, "RUNNING"));
+
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) r_dn) == 1);
+	finish_task("dn", r_dn, "x", "SUCCESS");
+	WAIT_FOR(run_state_is(r_dn, "SUCCESS"));
+
+	/* a run planned after its upstream succeeded starts at once */
+	int64_t r_dn2 = make_run(dn, 3999);
+	send_due("dn", r_dn2);
+	WAIT_FOR(readies(&ready_cap, r_dn2, "x") == 1);
+}
+
+static const char *
+policy_dag(char *buf, size_t len, const char *name, const char *policy)
+{
+	snprintf(buf, len,
+	         "kind: DAG\nname: %s\nconcurrency: {max_active_runs: 1, "
+	         "policy: %s}\ntasks:\n  - {name: a, command: echo a}\n",
+	         name, policy);
+	return buf;
+}
+
+Test(dependency_detector, serial_discard_replace)
+{
+	char    y[512];
+	int64_t ser = store_dag(policy_dag(y, sizeof(y), "ser", "serial"));
+	int64_t dis = store_dag(policy_dag(y, sizeof(y), "dis", "discard"));
+	int64_t rep = store_dag(policy_dag(y, sizeof(y), "rep", "replace"));
+	int64_t s1 = make_run(ser, 10), s2 = make_run(ser, 20),
+	        s3 = make_run(ser, 15);
+	int64_t d1 = make_run(dis, 10), d2 = make_run(dis, 20);
+	int64_t p1 = make_run(rep, 10), p2 = make_run(rep, 20);
+	start_system();
+
+	/* serial: s2 and s3 wait; they start in logical order */
+	send_due("ser", s1);
+	send_due("ser", s2);
+	send_due("ser", s3);
+	WAIT_FOR(readies(&ready_cap, s1, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id IN (%lld, "
+	               "%lld) AND state = 'QUEUED' AND reason = "
+	               "'CONCURRENCY_BLOCKED'",
+	               (long long) s2, (long long) s3) == 2);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) s1) == 1);
+	finish_task("ser", s1, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, s3, "a") == 1);
+	cr_assert_eq(readies(&ready_cap, s2, "a"), 0);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) s3) == 1);
+	finish_task("ser", s3, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, s2, "a") == 1);
+
+	/* discard: d2 is dropped */
+	send_due("dis", d1);
+	send_due("dis", d2);
+	WAIT_FOR(run_state_is(d2, "CANCELED"));
+	cr_assert_eq(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
+	                   "AND reason = 'CONCURRENCY_BLOCKED'",
+	                   (long long) d2),
+	             1);
+	cr_assert_eq(readies(&ready_cap, d2, "a"), 0);
+	cr_assert(run_state_is(d1, "RUNNING"));
+
+	/* replace: p1 is superseded, its running instance canceled */
+	send_due("rep", p1);
+	WAIT_FOR(readies(&ready_cap, p1, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) p1) == 1);
+	int64_t a1 = iid_of(p1, "a");
+	q_exec("UPDATE task_instances SET state = 'READY' WHERE id = %lld",
+	       (long long) a1);
+	send_due("rep", p2);
+	WAIT_FOR(readies(&ready_cap, p2, "a") == 1);
+	WAIT_FOR(run_state_is(p1, "CANCELED"));
+	cr_assert_eq(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
+	                   "AND reason = 'SUPERSEDED'",
+	                   (long long) p1),
+	             1);
+	WAIT_FOR(cancels(&hook_cap, p1) == 1);
+	cr_assert(run_state_is(p2, "RUNNING"));
+}
+
+Test(dependency_detector, restart_rebuilds_counters)
+{
+	int64_t dag    = store_dag(diamond);
+	int64_t run    = make_run(dag, 5000);
+	int64_t queued = make_run(dag, 5001); /* never planned */
+	start_system();
+	send_due("dia", run);
+	WAIT_FOR(readies(&ready_cap, run, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) run) == 4);
+	finish_task("dia", run, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, run, "b") == 1);
+	/* b is running when axd stops */
+	int64_t b = iid_of(run, "b");
+	q_exec("UPDATE task_instances SET state = 'READY' WHERE id = %lld",
+	       (long long) b);
+	q_exec("UPDATE task_instances SET state = 'RUNNING' WHERE id = %lld",
+	       (long long) b);
+	stop_system();
+	cap_clear(&ready_cap);
+
+	start_system();
+	/* c (PENDING, upstream met) is re-sent; a (SUCCESS), b (RUNNING)
+	 * and d (b, c unmet) are not; the never-planned run waits for the
+	 * active one (max_active_runs 1) */
+	WAIT_FOR(readies(&ready_cap, run, "c") == 1);
+	ax_clock_sleep_us(300000);
+	cr_assert_eq(readies(&ready_cap, run, "a"), 0);
+	cr_assert_eq(readies(&ready_cap, run, "b"), 0);
+	cr_assert_eq(readies(&ready_cap, run, "d"), 0);
+	cr_assert_eq(readies(&ready_cap, queued, "a"), 0);
+	cr_assert_eq(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
+	                   "AND reason = 'CONCURRENCY_BLOCKED'",
+	                   (long long) queued),
+	             1);
+
+	/* b finishes (its row is RUNNING: report only) */
+	q_exec("UPDATE task_instances SET state = 'SUCCESS' WHERE id = %lld",
+	       (long long) b);
+	{
+		Ax__Command           cmd = AX__COMMAND__INIT;
+		Ax__InstanceRef       ref = AX__INSTANCE_REF__INIT;
+		Ax__InstanceSucceeded s   = AX__INSTANCE_SUCCEEDED__INIT;
+		ref.dag                   = "dia";
+		ref.dag_run_id            = run;
+		ref.task                  = "b";
+		ref.instance_id           = b;
+		s.instance                = &ref;
+		cmd.body_case          = AX__COMMAND__BODY_INSTANCE_SUCCEEDED;
+		cmd.instance_succeeded = &s;
+		client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+	}
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(readies(&ready_cap, run, "d"), 0);
+	finish_task("dia", run, "c", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, run, "d") == 1);
+	finish_task("dia", run, "d", "SUCCESS");
+	WAIT_FOR(run_state_is(run, "SUCCESS"));
+	/* the held run starts when the active one finished */
+	WAIT_FOR(readies(&ready_cap, queued, "a") == 1);
+	cr_assert_eq(readies(&ready_cap, run, "d"), 1, "d released once");
+}
