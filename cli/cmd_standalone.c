@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_token.h"
 #include "clock.h"
 #include "cmd_dag.h"
 #include "cmd_db.h"
@@ -376,6 +377,33 @@ load_dags(standalone *sa)
 	return 0;
 }
 
+/*
+ * Makes sure $home/admin.token holds an admin API token: created once
+ * (stored hashed in PostgreSQL, the file is 0600) and reused on later
+ * starts. A failure is reported but does not stop AX: the scheduler runs
+ * without the API token.
+ */
+static void
+ensure_admin_token(standalone *sa)
+{
+	char      path[PATH_MAX + 16];
+	ax_store *s;
+
+	snprintf(path, sizeof(path), "%s/admin.token", sa->st.home);
+	if (access(path, R_OK) == 0)
+		return;
+	if (ax_store_open(sa->w.dsn, &s) != AX_OK) {
+		fprintf(stderr, "axctl standalone: no admin token: %s\n",
+		        ax_err_detail());
+		return;
+	}
+	if (ax_api_token_write_admin(s, sa->st.home, path, sizeof(path)) !=
+	    AX_OK)
+		fprintf(stderr, "axctl standalone: no admin token: %s\n",
+		        ax_err_detail());
+	ax_store_close(s);
+}
+
 static void
 print_where(standalone *sa, int api_up, const char *api_why)
 {
@@ -402,6 +430,38 @@ print_where(standalone *sa, int api_up, const char *api_why)
 	fflush(stdout);
 }
 
+/*
+ * Standalone runs everything on this machine, so each worker group that a
+ * loaded DAG names (worker_group: etl, ...) gets one worker of its own
+ * besides the --workers N of the default group: otherwise those tasks
+ * would wait for a worker that never comes.
+ */
+static ax_err
+start_group_workers(standalone *sa)
+{
+	ax_store *s;
+	PGresult *res = NULL;
+	ax_err    rv;
+
+	if ((rv = ax_store_open(sa->w.dsn, &s)) != AX_OK)
+		return rv;
+	rv = ax_store_query(s,
+	                    "SELECT DISTINCT t->>'worker_group' FROM dags d "
+	                    "JOIN dag_versions v ON v.id = d.active_version_id"
+	                    ", jsonb_array_elements(v.definition->'tasks') t "
+	                    "WHERE coalesce(t->>'worker_group', 'default') "
+	                    "<> 'default' ORDER BY 1",
+	                    0, NULL, &res);
+	for (int i = 0; rv == AX_OK && i < PQntuples(res); i++) {
+		const char *g = PQgetvalue(res, i, 0);
+		if ((rv = ax_stack_add_group_worker(&sa->st, g)) == AX_OK)
+			printf("started a worker for worker group %s\n", g);
+	}
+	PQclear(res);
+	ax_store_close(s);
+	return rv;
+}
+
 static int
 start_stack(standalone *sa)
 {
@@ -424,11 +484,13 @@ start_stack(standalone *sa)
 	fflush(stdout);
 	if ((rv = ax_stack_start_axd(&sa->st, 60 * AX_USEC_PER_SEC)) != AX_OK)
 		return fail("axd", rv);
-	if ((rv = ax_stack_start_workers(&sa->st)) != AX_OK)
+	if ((rv = ax_stack_start_workers(&sa->st)) != AX_OK ||
+	    (rv = start_group_workers(sa)) != AX_OK)
 		return fail("workers", rv);
 	if ((rv = ax_stack_start_api(&sa->st, &api_up, why, sizeof(why))) !=
 	    AX_OK)
 		return fail("ax-api", rv);
+	ensure_admin_token(sa);
 	print_where(sa, api_up, why);
 	return 0;
 }

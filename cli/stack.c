@@ -259,14 +259,19 @@ ax_stack_start_axd(ax_stack *st, int64_t timeout_us)
 ax_err
 ax_stack_start_worker(ax_stack *st, int i)
 {
-	char        name[32], id[48];
-	const char *env[] = { id, NULL };
+	char        name[32], id[48], group[96];
+	const char *env[] = { id, NULL, NULL };
 
 	if (i < 0 || i >= st->n_workers)
 		return ax_err_set(AX_EINVAL, "no worker %d (have %d)", i + 1,
 		                  st->n_workers);
 	snprintf(name, sizeof(name), "worker-%d", i + 1);
 	snprintf(id, sizeof(id), "AX_WORKER_ID=standalone-%d", i + 1);
+	if (st->groups[i][0] != '\0') {
+		snprintf(group, sizeof(group), "AX_WORKER_GROUP=%s",
+		         st->groups[i]);
+		env[1] = group;
+	}
 	return start_child(&st->workers[i], name, "ax-worker", st, env);
 }
 
@@ -278,6 +283,27 @@ ax_stack_start_workers(ax_stack *st)
 		if ((rv = ax_stack_start_worker(st, i)) != AX_OK)
 			return rv;
 	return AX_OK;
+}
+
+ax_err
+ax_stack_add_group_worker(ax_stack *st, const char *group)
+{
+	int i = st->n_workers;
+
+	if (group == NULL || *group == '\0' ||
+	    strlen(group) >= sizeof(st->groups[0]))
+		return ax_err_set(AX_EINVAL,
+		                  "worker group '%s': 1 to %zu "
+		                  "characters",
+		                  group ? group : "",
+		                  sizeof(st->groups[0]) - 1);
+	if (i >= AX_STACK_MAX_WORKERS)
+		return ax_err_set(AX_ELIMIT, "at most %d workers",
+		                  AX_STACK_MAX_WORKERS);
+	memset(&st->workers[i], 0, sizeof(st->workers[i]));
+	snprintf(st->groups[i], sizeof(st->groups[i]), "%s", group);
+	st->n_workers++;
+	return ax_stack_start_worker(st, i);
 }
 
 ax_err

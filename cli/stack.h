@@ -52,7 +52,9 @@ typedef struct ax_stack {
 	ax_proc axd;
 	ax_proc api;
 	ax_proc workers[AX_STACK_MAX_WORKERS];
-	int     api_up; /* ax-api was started and survived its start-up */
+	char    groups[AX_STACK_MAX_WORKERS][64]; /* worker.group; "": the
+	                                             default group */
+	int api_up; /* ax-api was started and survived its start-up */
 } ax_stack;
 
 /*
@@ -76,6 +78,13 @@ ax_err ax_stack_start_worker(ax_stack *st, int i);
 
 /* Starts every worker. */
 ax_err ax_stack_start_workers(ax_stack *st);
+
+/*
+ * Adds one more worker that joins worker group `group` (log
+ * worker-<n>.log) and starts it. AX_ELIMIT past AX_STACK_MAX_WORKERS,
+ * AX_EINVAL for an empty or over-long group name.
+ */
+ax_err ax_stack_add_group_worker(ax_stack *st, const char *group);
 
 /*
  * Starts ax-api when its binary exists and waits 1 s: *up is 1 when it
