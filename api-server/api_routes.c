@@ -118,9 +118,12 @@ ax_api_route_match(const char *method, const char *path, ax_api_match *m)
 			continue;
 		m->path_found = 1;
 		if (strstr(m->allow, r->method) == NULL) {
-			size_t n = strlen(m->allow);
-			snprintf(m->allow + n, sizeof(m->allow) - n, "%s%s",
-			         n ? ", " : "", r->method);
+			size_t      n   = strlen(m->allow);
+			const char *sep = n ? ", " : "";
+			if (snprintf(m->allow + n, sizeof(m->allow) - n,
+			             "%s%s", sep, r->method) >=
+			    (int) (sizeof(m->allow) - n))
+				m->allow[sizeof(m->allow) - 1] = '\0';
 		}
 		if (strcmp(r->method, method) != 0 || score <= best_score)
 			continue;

@@ -661,6 +661,15 @@ jr_fail(jreader *r, const char *where, const char *fmt, const char *arg)
 }
 
 /* String member (NULL allowed when nullable). */
+/* ptr/key into p; a path too long for p is cut (it only names a place
+ * in an error message). */
+static void
+jr_join(char *p, size_t n, const char *ptr, const char *key)
+{
+	if (snprintf(p, n, "%s/%s", ptr, key) >= (int) n)
+		p[n - 1] = '\0';
+}
+
 static const char *
 jr_str(jreader *r, const json_t *o, const char *key, const char *ptr,
        int nullable)
@@ -668,7 +677,7 @@ jr_str(jreader *r, const json_t *o, const char *key, const char *ptr,
 	const json_t *v = json_object_get(o, key);
 	char          p[160];
 
-	snprintf(p, sizeof(p), "%s/%s", ptr, key);
+	jr_join(p, sizeof(p), ptr, key);
 	if ((v == NULL || json_is_null(v)) && nullable)
 		return NULL;
 	if (!json_is_string(v)) {
@@ -689,7 +698,7 @@ jr_int(jreader *r, const json_t *o, const char *key, const char *ptr)
 	char          p[160];
 
 	if (!json_is_integer(v)) {
-		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_join(p, sizeof(p), ptr, key);
 		jr_fail(r, p, "expected an integer%s", "");
 		return 0;
 	}
@@ -708,7 +717,7 @@ jr_dur(jreader *r, const json_t *o, const char *key, const char *ptr,
 	if (s == NULL)
 		return 0;
 	if (ax_duration_parse(s, &us) != AX_OK) {
-		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_join(p, sizeof(p), ptr, key);
 		jr_fail(r, p, "bad duration '%s'", s);
 	}
 	return us;
@@ -727,7 +736,7 @@ jr_enum(jreader *r, const json_t *o, const char *key, const char *ptr,
 	for (int i = 0; i < n; i++)
 		if (strcmp(name_of(i), s) == 0)
 			return i;
-	snprintf(p, sizeof(p), "%s/%s", ptr, key);
+	jr_join(p, sizeof(p), ptr, key);
 	jr_fail(r, p, "unknown value '%s'", s);
 	return 0;
 }
@@ -775,7 +784,7 @@ jr_obj(jreader *r, const json_t *o, const char *key, const char *ptr)
 	char          p[160];
 
 	if (!json_is_object(v)) {
-		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_join(p, sizeof(p), ptr, key);
 		jr_fail(r, p, "expected an object%s", "");
 		return NULL;
 	}
@@ -789,7 +798,7 @@ jr_arr(jreader *r, const json_t *o, const char *key, const char *ptr)
 	char          p[160];
 
 	if (!json_is_array(v)) {
-		snprintf(p, sizeof(p), "%s/%s", ptr, key);
+		jr_join(p, sizeof(p), ptr, key);
 		jr_fail(r, p, "expected an array%s", "");
 		return NULL;
 	}
