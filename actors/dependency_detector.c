@@ -489,6 +489,9 @@ send_ready(dd *d, drun *r, size_t t, int32_t j)
 	d->stats->released++;
 }
 
+/* Instances per RunPlan command (about 50 bytes each packed). */
+#define PLAN_CHUNK 2000
+
 static void
 send_plan(dd *d, drun *r)
 {
@@ -533,11 +536,16 @@ send_plan(dd *d, drun *r)
 	p.dag_run_id      = r->id;
 	p.logical_time_us = r->logical_us;
 	p.due_at_us       = r->due_us;
-	p.n_instances     = n;
-	p.instances       = pp;
 	cmd.body_case     = AX__COMMAND__BODY_RUN_PLAN;
 	cmd.run_plan      = &p;
-	send_cmd(d, AX_A_INSTANCE_GENERATOR, &cmd, r->trace);
+	/* A run of many tasks x shards is planned in several commands, so
+	 * each stays far below the runtime's envelope limit; the generator's
+	 * plan insert is idempotent per instance, so chunks compose. */
+	for (size_t off = 0; off < n; off += PLAN_CHUNK) {
+		p.n_instances = n - off < PLAN_CHUNK ? n - off : PLAN_CHUNK;
+		p.instances   = pp + off;
+		send_cmd(d, AX_A_INSTANCE_GENERATOR, &cmd, r->trace);
+	}
 	free(pi);
 	free(pp);
 }

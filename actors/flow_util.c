@@ -176,7 +176,7 @@ ax_flow_event_init(ax_flow_event *e, const char *source, const char *type,
 	Ax__Event init = AX__EVENT__INIT;
 
 	e->ev         = init;
-	e->ev.id      = ax_uuid_v4(e->id);
+	e->ev.id      = ax_uuid_v7(e->id);
 	e->ev.type    = (char *) type;
 	e->ev.time_us = ax_clock_utc_us();
 	e->ev.source  = (char *) source;

@@ -245,11 +245,18 @@ post_one(ax_actor *self, hk_state *st, Ax__Command *cmd)
 		p.buf[p.len++] = '}';
 		p.buf[p.len]   = '\0';
 	}
-	snprintf(type, sizeof(type), "attempt.reported");
-	ax_flow_event_init(&e, ax_actor_name(self), type,
-	                   res->reason[0] ? res->reason : NULL, res->instance,
-	                   res->run_id, res->attempt, cmd->trace_id, p.buf);
-	(void) ax_flow_event_send(self, &e, 0);
+	/* One audit row per finished attempt (worker, status, log location).
+	 * A STARTED report gets none: the result handler's instance.running
+	 * row records it, and at thousands of attempts a second each extra
+	 * event_log row is a measurable share of the database's work. */
+	if (res->status != AX__ATTEMPT_STATUS__ATTEMPT_STARTED) {
+		snprintf(type, sizeof(type), "attempt.reported");
+		ax_flow_event_init(&e, ax_actor_name(self), type,
+		                   res->reason[0] ? res->reason : NULL,
+		                   res->instance, res->run_id, res->attempt,
+		                   cmd->trace_id, p.buf);
+		(void) ax_flow_event_send(self, &e, 0);
+	}
 	(void) ax_pipeline_send(self, AX_A_RESULT_HANDLER, cmd);
 }
 

@@ -21,7 +21,7 @@ ax_pipeline_event(ax_actor *self, const char *type, const char *reason,
 	Ax__Event ev = AX__EVENT__INIT;
 	char      id[AX_UUID_LEN];
 
-	ev.id      = ax_uuid_v4(id);
+	ev.id      = ax_uuid_v7(id);
 	ev.type    = (char *) type;
 	ev.time_us = ax_clock_utc_us();
 	ev.source  = (char *) ax_actor_name(self);

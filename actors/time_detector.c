@@ -543,6 +543,37 @@ arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 	        (long long) s->version_id, (long long) s->next_utc);
 }
 
+/*
+ * The current version of a DAG for a trigger. A trigger may arrive before
+ * the loader has published a DAG that was just stored (both follow the
+ * same NOTIFY path, and a large DAG takes a while to load), so a DAG the
+ * registry does not know is looked up in PostgreSQL once. NULL when the
+ * DAG does not exist or cannot be loaded.
+ */
+static ax_dag_entry *
+trigger_entry(tdet *d, const char *dag)
+{
+	ax_dag_entry *e    = ax_dag_registry_current(d->ctx->registry, dag);
+	PGresult     *res  = NULL;
+	const char   *p[1] = { dag };
+	int64_t       vid  = 0;
+
+	if (e != NULL || d->store == NULL)
+		return e;
+	if (ax_store_query(d->store,
+	                   "SELECT active_version_id FROM dags WHERE name = $1"
+	                   " AND active_version_id IS NOT NULL",
+	                   1, p, &res) == AX_OK &&
+	    PQntuples(res) == 1)
+		vid = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (vid > 0 &&
+	    ax_dag_registry_load_version(d->ctx->registry, d->store, vid) ==
+	        AX_OK)
+		e = ax_dag_registry_version(d->ctx->registry, vid);
+	return e;
+}
+
 /* A manual run (control op trigger): due now. */
 static void
 trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
@@ -550,8 +581,7 @@ trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
 	ax_dag_entry *e;
 	ax_period     p;
 
-	if (op->dag == NULL ||
-	    (e = ax_dag_registry_current(d->ctx->registry, op->dag)) == NULL) {
+	if (op->dag == NULL || (e = trigger_entry(d, op->dag)) == NULL) {
 		ax_logf(AX_LOG_WARN, COMP, "UNKNOWN_DAG",
 		        &(ax_log_ids) { .dag = op->dag },
 		        "trigger of a DAG that is not loaded: dropped");

@@ -211,7 +211,7 @@ admit_lock(ax_store *s, admit_batch *b)
 			    (st == AX_TI_READY && num == 0)) {
 				x->action  = AX_ADMIT_NEW;
 				x->attempt = num + 1;
-				ax_uuid_v4(x->run_id);
+				ax_uuid_v7(x->run_id);
 			} else if (st == AX_TI_READY && queued) {
 				x->action  = AX_ADMIT_REPLAY;
 				x->attempt = num;

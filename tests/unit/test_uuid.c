@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "uuid.h"
 
@@ -22,4 +23,16 @@ Test(uuid, valid_rejects_malformed)
 	cr_assert_not(ax_uuid_valid("123e4567xe89b-12d3-a456-426614174000"));
 	cr_assert_not(ax_uuid_valid("123e4567-e89b-12d3-a456-42661417400g"));
 	cr_assert(ax_uuid_valid("123e4567-e89b-12d3-a456-426614174000"));
+}
+
+Test(uuid, v7_is_canonical_and_time_ordered)
+{
+	char a[AX_UUID_LEN], b[AX_UUID_LEN];
+	ax_uuid_v7(a);
+	usleep(2000);
+	ax_uuid_v7(b);
+	cr_assert(ax_uuid_valid(a), "%s", a);
+	cr_assert_eq(a[14], '7', "version nibble in %s", a);
+	cr_assert(strchr("89ab", a[19]) != NULL, "variant in %s", a);
+	cr_assert_lt(strcmp(a, b), 0, "%s made before %s sorts first", a, b);
 }
