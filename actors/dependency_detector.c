@@ -1443,7 +1443,7 @@ flush(dd *d)
 	ax_err rv = AX_OK;
 
 	if (d->nchg + d->nwr + d->nsup + d->nev > 0)
-		rv = ax_store_tx(d->store, batch_fn, d);
+		rv = ax_store_tx_relaxed(d->store, batch_fn, d);
 	if (rv != AX_OK)
 		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
 		        "%zu run change(s) not written (a restart rebuilds "

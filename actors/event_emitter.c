@@ -156,6 +156,21 @@ buf_push(ax_event_emitter *em, Ax__Event *e)
 }
 
 /* Writes the buffer in chunks; stops at the first failure. */
+/* One chunk of audit rows. Decision events may be lost with the last
+ * moments before a PostgreSQL crash (the log line stays), so they are
+ * committed without waiting for the WAL flush: see ax_store_tx_relaxed. */
+typedef struct em_chunk {
+	ax_store_event_row *rows;
+	size_t              n, inserted;
+} em_chunk;
+
+static ax_err
+insert_chunk(ax_store *s, void *arg)
+{
+	em_chunk *c = arg;
+	return ax_store_insert_events(s, c->rows, c->n, &c->inserted, NULL);
+}
+
 static ax_err
 flush(ax_event_emitter *em)
 {
@@ -174,9 +189,11 @@ flush(ax_event_emitter *em)
 		for (size_t i = 0; i < m; i++)
 			ax_flow_event_row(em->buf[(em->head + i) % em->cap],
 			                  &rows[i]);
-		if ((rv = ax_store_insert_events(em->store, rows, m, &ins,
-		                                 NULL)) != AX_OK)
+		em_chunk c = { rows, m, 0 };
+		if ((rv = ax_store_tx_relaxed(em->store, insert_chunk, &c)) !=
+		    AX_OK)
 			return rv;
+		ins = c.inserted;
 		atomic_fetch_add(&em->stored, ins);
 		for (size_t i = 0; i < m; i++) {
 			ax__event__free_unpacked(em->buf[em->head], NULL);

@@ -343,6 +343,27 @@ keep_pending(ig_state *st, Ax__Command **cmds, size_t n)
 	}
 }
 
+typedef struct plan_rows {
+	ax_store_ti_row *rows;
+	size_t           n, inserted;
+} plan_rows;
+
+static ax_err
+insert_plan(ax_store *s, void *arg)
+{
+	plan_rows *pr = arg;
+	ax_err     rv = AX_OK;
+
+	pr->inserted = 0;
+	/* in slices: the store takes at most 10000 rows per call */
+	for (size_t off = 0; rv == AX_OK && off < pr->n; off += 5000) {
+		size_t m = pr->n - off < 5000 ? pr->n - off : 5000, c = 0;
+		rv = ax_store_insert_instances(s, pr->rows + off, m, &c);
+		pr->inserted += c;
+	}
+	return rv;
+}
+
 /* Writes the PENDING rows of the plans among cmds (one transaction). */
 static ax_err
 do_plans(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
@@ -388,14 +409,11 @@ do_plans(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 		}
 	}
 	if ((rv = ensure_store(st)) == AX_OK) {
-		/* in slices: the store takes at most 10000 rows per call */
-		for (size_t off = 0; rv == AX_OK && off < rows; off += 5000) {
-			size_t m = rows - off < 5000 ? rows - off : 5000,
-			       c = 0;
-			rv = ax_store_insert_instances(st->store, ti + off, m,
-			                               &c);
-			ins += c;
-		}
+		plan_rows pr = { ti, rows, 0 };
+		/* PENDING rows are re-planned after a restart, so their
+		 * commit need not wait for the WAL flush */
+		rv  = ax_store_tx_relaxed(st->store, insert_plan, &pr);
+		ins = pr.inserted;
 	}
 	free(ti);
 	if (rv == AX_OK)
@@ -446,12 +464,25 @@ run_cmds(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 			            (int) cmds[i]->body_case);
 		ax__command__free_unpacked(cmds[i], NULL);
 	}
-	/* Plans first: their rows carry the planned reason; an admission
-	 * that comes first upserts the row itself. */
-	rv = do_plans(self, st, plans, np);
-	if (rv == AX_OK && k > 0)
-		rv = do_admissions(self, st, cmds, k);
-	if (ax_flow_db_transient(rv)) {
+	/* Admissions first, and their AttemptCreated sent at once: they lie
+	 * on the path from a schedule's due instant to its task's start.
+	 * Plans (PENDING rows) are bookkeeping: an admission that comes first
+	 * upserts its own row, and a plan never overwrites a row. */
+	rv = k > 0 ? do_admissions(self, st, cmds, k) : AX_OK;
+	if (rv == AX_OK) {
+		(void) ax_actor_flush(self, AX_ACTOR_NONBLOCK);
+		rv = do_plans(self, st, plans, np);
+		if (ax_flow_db_transient(rv)) {
+			ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL, NULL,
+			        "%zu plans kept for a retry: %s", np,
+			        ax_err_detail());
+			keep_pending(st, plans, np);
+			np = 0;
+			ax_actor_set_deadline(
+			    self, ax_clock_mono_us() + IG_RETRY_US);
+			rv = AX_OK;
+		}
+	} else if (ax_flow_db_transient(rv)) {
 		ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL, NULL,
 		        "%zu plans and %zu admissions kept for a retry: %s",
 		        np, k, ax_err_detail());

@@ -338,7 +338,7 @@ flush_batch(tdet *d)
 
 	if (d->nrows == 0)
 		return;
-	rv = ax_store_tx(d->store, write_batch, d);
+	rv = ax_store_tx_relaxed(d->store, write_batch, d);
 	if (rv != AX_OK) {
 		/* nothing was committed: the schedules go back to their
 		 * previous next fire and refire in 0.5 s; manual runs are

@@ -623,7 +623,8 @@ ax_store_rollback(ax_store *s)
 }
 
 static ax_err
-run_tx(ax_store *s, const char *begin_sql, ax_store_tx_fn fn, void *arg)
+run_tx(ax_store *s, const char *begin_sql, int relaxed, ax_store_tx_fn fn,
+       void *arg)
 {
 	int64_t backoff = TX_BACKOFF0_US;
 	ax_err  rv;
@@ -634,7 +635,13 @@ run_tx(ax_store *s, const char *begin_sql, ax_store_tx_fn fn, void *arg)
 		    "store: ax_store_tx inside an open transaction");
 	for (int attempt = 1;; attempt++) {
 		if ((rv = begin_with(s, begin_sql)) == AX_OK) {
-			if ((rv = fn(s, arg)) == AX_OK)
+			if (relaxed &&
+			    (rv = ax_store_exec(s,
+			                        "SET LOCAL synchronous_commit "
+			                        "TO off",
+			                        0, NULL)) != AX_OK)
+				ax_store_rollback(s);
+			else if ((rv = fn(s, arg)) == AX_OK)
 				rv = ax_store_commit(s);
 			else
 				ax_store_rollback(s);
@@ -667,13 +674,19 @@ run_tx(ax_store *s, const char *begin_sql, ax_store_tx_fn fn, void *arg)
 ax_err
 ax_store_tx(ax_store *s, ax_store_tx_fn fn, void *arg)
 {
-	return run_tx(s, "BEGIN", fn, arg);
+	return run_tx(s, "BEGIN", 0, fn, arg);
+}
+
+ax_err
+ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg)
+{
+	return run_tx(s, "BEGIN", 1, fn, arg);
 }
 
 ax_err
 ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg)
 {
-	return run_tx(s, "BEGIN ISOLATION LEVEL SERIALIZABLE", fn, arg);
+	return run_tx(s, "BEGIN ISOLATION LEVEL SERIALIZABLE", 0, fn, arg);
 }
 
 /* ---------------------------------------------------------------------- */

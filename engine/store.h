@@ -143,6 +143,20 @@ typedef ax_err (*ax_store_tx_fn)(ax_store *s, void *arg);
 ax_err ax_store_tx(ax_store *s, ax_store_tx_fn fn, void *arg);
 ax_err ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg);
 
+/*
+ * As ax_store_tx, committed without waiting for the WAL flush
+ * (synchronous_commit off for this transaction only). A crash of
+ * PostgreSQL may lose the last such commits, never half of one, and never
+ * one that precedes a durable commit: WAL is flushed in order, so every
+ * relaxed commit before a durable one is on disk once the durable one is.
+ * Use it only where a lost commit is re-derived after a restart and
+ * nothing outside the database has acted on it yet: run creation (the
+ * schedule re-fires), plans (idempotent), run bookkeeping (rebuilt from
+ * instances), audit rows of decisions. The commit that creates an attempt
+ * is durable, because a worker acts on it.
+ */
+ax_err ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg);
+
 /* Number of transaction retries so far (monitoring, tests). */
 uint64_t ax_store_retries(const ax_store *s);
 
