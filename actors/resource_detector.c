@@ -402,6 +402,8 @@ block_item(ax_actor *self, rd_state *st, rd_item *it, const char *reason)
 	return AX_OK;
 }
 
+static void unuse(rd_item *it);
+
 /*
  * Creates the item of ready (owned from now on, freed on failure) and
  * indexes it by key; NULL with *dup = 1 when the key is already known.
@@ -422,7 +424,20 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 		return NULL;
 	}
 	ax_flow_key(ready->instance, key, sizeof(key));
-	if (ax_flow_map_get(st->items, key) != NULL) {
+	if ((it = ax_flow_map_get(st->items, key)) != NULL &&
+	    it->state == RD_ADMITTED && ready->after_attempt > 0 &&
+	    ready->after_attempt >= it->ready->after_attempt + 1) {
+		/* A retry after the attempt this admission produced: that
+		 * attempt has ended, and its SlotReleased (sent by the result
+		 * handler, which is not this message's sender) has not arrived
+		 * yet. The admission is over: free its slot now; the late
+		 * SlotReleased is then recognised as stale. */
+		unuse(it);
+		ax_flow_map_del(st->items, key);
+		item_free(it);
+		it = NULL;
+	}
+	if (it != NULL) {
 		*dup = 1;
 		ax__instance_ready__free_unpacked(ready, NULL);
 		return NULL;
@@ -493,6 +508,12 @@ on_released(ax_actor *self, rd_state *st, const Ax__SlotReleased *sr)
 		return;
 	ax_flow_key(sr->instance, key, sizeof(key));
 	it = ax_flow_map_get(st->items, key);
+	if (it != NULL && sr->attempt > 0 &&
+	    sr->attempt <= it->ready->after_attempt) {
+		/* the release of an attempt older than this admission: its
+		 * slot was freed when the retry arrived (see item_new) */
+		return;
+	}
 	if (it == NULL || it->state != RD_ADMITTED) {
 		ax_logf(AX_LOG_DEBUG, ax_actor_name(self), NULL, NULL,
 		        "SlotReleased for %s.%s: not admitted here, ignored",

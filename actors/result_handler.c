@@ -518,6 +518,7 @@ after_commit(ax_actor *self, rh_run *x)
 		rd.pool              = x->info.pool;
 		rd.due_at_us         = x->fire_at_us;
 		rd.slots             = 1;
+		rd.after_attempt     = x->info.number;
 		ts.kind              = AX__TIMER_KIND__TIMER_RETRY;
 		ts.key               = key;
 		ts.fire_at_us        = x->fire_at_us;

@@ -388,6 +388,50 @@ Test(flow, admission_cold_start_capacity_and_duplicates)
 	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4));
 }
 
+/*
+ * A retry may overtake the SlotReleased of the attempt it follows (they
+ * come from different actors): it must still be admitted, exactly once,
+ * and the late release must not free a second slot.
+ */
+Test(flow, admission_retry_overtakes_its_slot_release)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	Ax__InstanceRef             ref = ref_of("r", 0);
+	Ax__InstanceReady           rd  = AX__INSTANCE_READY__INIT;
+	Ax__SlotReleased            sr  = AX__SLOT_RELEASED__INIT;
+	Ax__Command                 c   = AX__COMMAND__INIT;
+
+	cr_assert_eq(ax_config_set(cfg, "resources.default_group_slots", "1"),
+	             AX_OK);
+	rd_compose();
+	send_ready("r", 0, "");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 1));
+	/* attempt 1 ended; its retry arrives before its release */
+	rd.instance      = &ref;
+	rd.worker_group  = "g1";
+	rd.slots         = 1;
+	rd.after_attempt = 1;
+	c.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
+	c.instance_ready = &rd;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2),
+	          "the retry was taken for a duplicate");
+	/* the late release of attempt 1 is stale: the one slot stays used */
+	sr.instance     = &ref;
+	sr.attempt      = 1;
+	c.body_case     = AX__COMMAND__BODY_SLOT_RELEASED;
+	c.slot_released = &sr;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+	send_ready("s", 0, "");
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 2,
+	             "a stale release freed the retry's slot");
+	/* the retry's own release frees it */
+	sr.attempt = 2;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
+}
+
 Test(flow, admission_pools_and_paused_dag)
 {
 	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
