@@ -16,6 +16,7 @@ PKGS=(
 	libcriterion-dev
 	python3-jsonschema # test_sinks validates OpenLineage events
 	prometheus # promtool: test_api checks /metrics with it
+	openssl # test_api_e2e makes a self-signed TLS certificate
 	# runtime: embedded PostgreSQL, time zone data
 	postgresql postgresql-contrib tzdata procps
 )

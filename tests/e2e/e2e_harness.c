@@ -4,14 +4,18 @@
 #include "e2e_harness.h"
 
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "cmd_dag.h"
@@ -136,6 +140,53 @@ ax_e2e_start_workers(ax_e2e *e)
 {
 	ax_err rv = ax_stack_start_workers(&e->st);
 	cr_assert_eq(rv, AX_OK, "workers: %s", ax_err_detail());
+}
+
+/* Binds port on 127.0.0.1 (0: the kernel picks one); returns the bound
+ * port with connect_only 0, or 1 when a connect() to it succeeds. */
+static int
+loopback(int port, int connect_only)
+{
+	struct sockaddr_in a   = { .sin_family = AF_INET };
+	socklen_t          len = sizeof(a);
+	int                fd  = socket(AF_INET, SOCK_STREAM, 0);
+	int                rc  = -1;
+
+	if (fd < 0)
+		return -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port        = htons((uint16_t) port);
+	if (connect_only)
+		rc = connect(fd, (struct sockaddr *) &a, sizeof(a)) == 0;
+	else if (bind(fd, (struct sockaddr *) &a, sizeof(a)) == 0 &&
+	         getsockname(fd, (struct sockaddr *) &a, &len) == 0)
+		rc = ntohs(a.sin_port);
+	close(fd);
+	return rc;
+}
+
+int
+ax_e2e_start_api(ax_e2e *e)
+{
+	char    why[1024] = "", ps[16];
+	int     up, port = loopback(0, 0);
+	int64_t deadline;
+
+	cr_assert_gt(port, 0, "no free port: %s", strerror(errno));
+	snprintf(ps, sizeof(ps), "%d", port);
+	setenv("AX_API_PORT", ps, 1);
+	cr_assert_eq(ax_stack_start_api(&e->st, &up, why, sizeof(why)), AX_OK,
+	             "ax-api: %s", ax_err_detail());
+	cr_assert(up, "ax-api did not start: %s", why);
+	deadline = ax_clock_mono_us() + 10 * AX_USEC_PER_SEC;
+	while (loopback(port, 1) != 1) {
+		cr_assert(ax_proc_poll(&e->st.api), "ax-api exited");
+		cr_assert_lt(ax_clock_mono_us(), deadline,
+		             "ax-api does not accept connections on port %d",
+		             port);
+		ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
+	}
+	return port;
 }
 
 static void

@@ -1,9 +1,10 @@
 /*
  * e2e_harness.h - end-to-end tests with the real binaries: a throwaway
  * home with its own PostgreSQL (tests/pg_harness.h), migrated, DAGs
- * loaded from YAML strings, axd and N ax-worker processes (cli/stack.h),
- * SQL helpers that wait for a condition with a deadline, kill -9 and
- * restart of a process, and the daemons' logs printed when a wait fails.
+ * loaded from YAML strings, axd, N ax-worker processes and ax-api
+ * (cli/stack.h), SQL helpers that wait for a condition with a deadline,
+ * kill -9 and restart of a process, and the daemons' logs printed when a
+ * wait fails.
  *
  * Binaries: $AX_BIN_DIR (set by tests/meson.build to the build root,
  * with depends on axd, ax-worker and axctl).
@@ -52,6 +53,14 @@ void ax_e2e_start_axd(ax_e2e *e);
 
 /* Starts every worker. */
 void ax_e2e_start_workers(ax_e2e *e);
+
+/*
+ * Starts ax-api on a free 127.0.0.1 port (AX_API_PORT is set in this
+ * process's environment, which the child inherits; so are AX_API_TLS_*
+ * when the caller set them) and waits until the port accepts TCP
+ * connections (10 s). Returns the port.
+ */
+int ax_e2e_start_api(ax_e2e *e);
 
 /* Sends sig (e.g. SIGKILL) to axd / worker i, and reaps it. */
 void ax_e2e_kill_axd(ax_e2e *e, int sig);
