@@ -522,6 +522,10 @@ Test(flow, generator_plan_and_replayed_admission)
 	send_admit("a", 0);
 	send_admit("a", 0); /* replayed admission */
 	cr_assert(wait_count(AX_A_RENDERER, AC, 2));
+	/* attempts go out before the plan's PENDING rows are written */
+	for (int i = 0;
+	     i < 100 && q64("SELECT count(*) FROM task_instances") < 2; i++)
+		ax_clock_sleep_us(20000);
 	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), 2);
 	cr_assert_eq(
 	    q64("SELECT count(*) FROM task_instances WHERE task = 'r' "
