@@ -20,7 +20,8 @@
 #include "store.h"
 #include "store_sched.h"
 
-#define COMP "dag_loader"
+#define LOAD_SLICE 5000 /* rows per batched schedules write */
+#define COMP       "dag_loader"
 
 typedef struct loader {
 	const ax_pipeline_ctx *ctx;
@@ -264,8 +265,17 @@ load_dags(loader *l, const char *name)
 		}
 	}
 	PQclear(res);
-	if ((rv = ax_store_sched_upsert(l->store, rows, nrows)) == AX_OK)
-		rv = ax_store_sched_delete(l->store, nosched, nnos);
+	/* in slices: the store takes at most 10000 rows per call, and an
+	 * installation may hold far more scheduled DAGs */
+	rv = AX_OK;
+	for (size_t off = 0; rv == AX_OK && off < nrows; off += LOAD_SLICE)
+		rv = ax_store_sched_upsert(
+		    l->store, rows + off,
+		    nrows - off < LOAD_SLICE ? nrows - off : LOAD_SLICE);
+	for (size_t off = 0; rv == AX_OK && off < nnos; off += LOAD_SLICE)
+		rv = ax_store_sched_delete(
+		    l->store, nosched + off,
+		    nnos - off < LOAD_SLICE ? nnos - off : LOAD_SLICE);
 	if (rv != AX_OK)
 		goto out;
 	for (size_t i = 0, k = 0; i < n; i++) {

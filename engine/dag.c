@@ -19,6 +19,10 @@
 
 /* --- arena --------------------------------------------------------------- */
 
+/* Blocks grow from ARENA_FIRST to ARENA_BLOCK: a one-task DAG (most of
+ * the million armed schedules a big installation holds) then costs a
+ * couple of kilobytes instead of a 64 KB block's touched pages. */
+#define ARENA_FIRST (2 * 1024)
 #define ARENA_BLOCK (64 * 1024)
 
 typedef struct ablock {
@@ -29,6 +33,7 @@ typedef struct ablock {
 
 struct ax_arena {
 	ablock *head;
+	size_t  next_cap; /* size of the next regular block */
 };
 
 static void *
@@ -41,13 +46,17 @@ arena_alloc(ax_arena *a, size_t size)
 	if (size == 0)
 		size = align;
 	if (b == NULL || b->cap - b->used < size) {
-		size_t  cap = size > ARENA_BLOCK / 4 ? size : ARENA_BLOCK;
-		ablock *nb  = malloc(sizeof(ablock) + cap);
+		size_t  regular = a->next_cap ? a->next_cap : ARENA_FIRST;
+		size_t  cap     = size > regular / 4 ? size : regular;
+		int     big     = cap != regular;
+		ablock *nb      = malloc(sizeof(ablock) + cap);
 		if (nb == NULL)
 			return NULL;
 		nb->cap  = cap;
 		nb->used = 0;
-		if (b != NULL && cap != ARENA_BLOCK) {
+		if (!big && regular < ARENA_BLOCK)
+			a->next_cap = regular * 2;
+		if (b != NULL && big) {
 			/* a big block goes behind the head, which keeps its
 			 * free space for the small allocations that follow */
 			nb->next = b->next;
