@@ -13,92 +13,28 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_sched.h"
 #include "uuid.h"
 
 /* ---------------------------------------------------------------------- */
 /* array literals */
 
-typedef struct sa_arr {
-	char  *buf;
-	size_t len, cap;
-	int    n;   /* elements so far */
-	int    oom; /* an allocation failed */
-} sa_arr;
-
-static void
-arr_put(sa_arr *a, const char *s, size_t n)
-{
-	if (a->oom)
-		return;
-	if (a->len + n + 3 > a->cap) {
-		size_t cap = a->cap ? a->cap : 256;
-		while (a->len + n + 3 > cap)
-			cap *= 2;
-		char *b = realloc(a->buf, cap);
-		if (b == NULL) {
-			a->oom = 1;
-			return;
-		}
-		a->buf = b;
-		a->cap = cap;
-	}
-	memcpy(a->buf + a->len, s, n);
-	a->len += n;
-	a->buf[a->len] = '\0';
-}
-
-static void
-arr_sep(sa_arr *a)
-{
-	arr_put(a, a->n++ == 0 ? "{" : ",", 1);
-}
-
-static void
-arr_int(sa_arr *a, int64_t v)
-{
-	char b[24];
-	int  n = snprintf(b, sizeof(b), "%lld", (long long) v);
-	arr_sep(a);
-	arr_put(a, b, (size_t) n);
-}
-
-/* Text element, quoted and escaped; NULL is SQL NULL. */
-static void
-arr_text(sa_arr *a, const char *s)
-{
-	arr_sep(a);
-	if (s == NULL) {
-		arr_put(a, "NULL", 4);
-		return;
-	}
-	arr_put(a, "\"", 1);
-	for (const char *p = s; *p != '\0'; p++) {
-		if (*p == '"' || *p == '\\')
-			arr_put(a, "\\", 1);
-		arr_put(a, p, 1);
-	}
-	arr_put(a, "\"", 1);
-}
-
 /* Finishes n literals into p[]; AX_ENOMEM when one is unusable. */
 static ax_err
-arrs_end(sa_arr *a, const char **p, int n)
+arrs_end(ax_sqlarr *a, const char **p, int n)
 {
 	ax_err rv = AX_OK;
-	for (int i = 0; i < n; i++) {
-		arr_put(&a[i], a[i].n == 0 ? "{}" : "}", a[i].n == 0 ? 2 : 1);
-		p[i] = a[i].buf;
-		if (a[i].oom)
+	for (int i = 0; i < n; i++)
+		if ((p[i] = ax_sqlarr_end(&a[i])) == NULL)
 			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
-	}
 	return rv;
 }
 
 static void
-arrs_free(sa_arr *a, int n)
+arrs_free(ax_sqlarr *a, int n)
 {
 	for (int i = 0; i < n; i++)
-		free(a[i].buf);
+		ax_sqlarr_fini(&a[i]);
 }
 
 /* Prepares a statement of this module on first use on s. */
@@ -177,7 +113,7 @@ cmp_id_pos(const void *a, const void *b)
 static ax_err
 admit_lock(ax_store *s, admit_batch *b)
 {
-	sa_arr      a[1];
+	ax_sqlarr   a[1];
 	const char *p[1];
 	PGresult   *r = NULL;
 	ax_err      rv;
@@ -185,7 +121,7 @@ admit_lock(ax_store *s, admit_batch *b)
 	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < b->n; i++)
 		if (b->first[i] == i)
-			arr_int(&a[0], b->rows[i].instance_id);
+			ax_sqlarr_int(&a[0], b->rows[i].instance_id);
 	rv = arrs_end(a, p, 1);
 	if (rv == AX_OK)
 		rv = ax_store_query_prepared(s, "ax_sa.admit_lock", 1, p, &r);
@@ -259,17 +195,17 @@ admit_tx(ax_store *s, void *arg)
 		return rv;
 	if (nn == 0)
 		return AX_OK;
-	sa_arr      a[5];
+	ax_sqlarr   a[5];
 	const char *p[5];
 	PGresult   *r = NULL;
 	memset(a, 0, sizeof(a));
 	for (size_t k = 0; k < nn; k++) {
 		const ax_store_admit_row *x = &b->rows[b->new_idx[k]];
-		arr_int(&a[0], x->instance_id);
-		arr_text(&a[1], x->run_id);
-		arr_int(&a[2], x->attempt);
-		arr_int(&a[3], x->due_at_us);
-		arr_int(&a[4], x->admitted_at_us);
+		ax_sqlarr_int(&a[0], x->instance_id);
+		ax_sqlarr_text(&a[1], x->run_id);
+		ax_sqlarr_int(&a[2], x->attempt);
+		ax_sqlarr_int(&a[3], x->due_at_us);
+		ax_sqlarr_int(&a[4], x->admitted_at_us);
 	}
 	rv = arrs_end(a, p, 5);
 	if (rv == AX_OK)
@@ -371,7 +307,7 @@ ax_err
 ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
                        ax_store_attempt_info *out)
 {
-	sa_arr      a[1];
+	ax_sqlarr   a[1];
 	const char *p[1];
 	PGresult   *r = NULL;
 	ax_err      rv;
@@ -389,10 +325,10 @@ ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
 	/* An invalid uuid would fail the cast of the whole batch: send a
 	 * NULL in its place so the positions still line up. */
 	for (size_t i = 0; i < n; i++)
-		arr_text(&a[0],
-		         run_ids[i] != NULL && ax_uuid_valid(run_ids[i])
-		             ? run_ids[i]
-		             : NULL);
+		ax_sqlarr_text(&a[0],
+		               run_ids[i] != NULL && ax_uuid_valid(run_ids[i])
+		                   ? run_ids[i]
+		                   : NULL);
 	rv = arrs_end(a, p, 1);
 	if (rv == AX_OK)
 		rv = ax_store_query_prepared(s, "ax_sa.lock_att", 1, p, &r);
@@ -451,7 +387,7 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
 		                              "RUNNING",  "SUCCESS",
 		                              "FAILED",   "TIMEOUT",
 		                              "CANCELED", "UNKNOWN" };
-	sa_arr                   a[9];
+	ax_sqlarr                a[9];
 	const char              *p[9];
 	PGresult                *r = NULL;
 	ax_err                   rv;
@@ -482,18 +418,18 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
 		return rv;
 	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < n; i++) {
-		arr_text(&a[0], u[i].run_id);
-		arr_text(&a[1], u[i].state);
-		arr_text(&a[2], u[i].worker_id);
-		arr_int(&a[3], u[i].dispatched_at_us);
-		arr_int(&a[4], u[i].started_at_us);
-		arr_int(&a[5], u[i].ended_at_us);
+		ax_sqlarr_text(&a[0], u[i].run_id);
+		ax_sqlarr_text(&a[1], u[i].state);
+		ax_sqlarr_text(&a[2], u[i].worker_id);
+		ax_sqlarr_int(&a[3], u[i].dispatched_at_us);
+		ax_sqlarr_int(&a[4], u[i].started_at_us);
+		ax_sqlarr_int(&a[5], u[i].ended_at_us);
 		if (u[i].has_exit)
-			arr_int(&a[6], u[i].exit_status);
+			ax_sqlarr_int(&a[6], u[i].exit_status);
 		else
-			arr_text(&a[6], NULL);
-		arr_text(&a[7], u[i].reason);
-		arr_text(&a[8], u[i].log_path);
+			ax_sqlarr_text(&a[6], NULL);
+		ax_sqlarr_text(&a[7], u[i].reason);
+		ax_sqlarr_text(&a[8], u[i].log_path);
 	}
 	rv = arrs_end(a, p, 9);
 	if (rv == AX_OK)
@@ -559,7 +495,7 @@ ax_err
 ax_store_insert_events(ax_store *s, const ax_store_event_row *rows, size_t n,
                        size_t *inserted, size_t *skipped)
 {
-	sa_arr      a[16];
+	ax_sqlarr   a[16];
 	const char *p[16];
 	PGresult   *r   = NULL;
 	size_t      bad = 0, good = 0;
@@ -590,22 +526,22 @@ ax_store_insert_events(ax_store *s, const ax_store_event_row *rows, size_t n,
 		    : NULL;
 		char       *pl  = payload_object(e->payload_json);
 		good++;
-		arr_text(&a[0], e->event_id);
-		arr_text(&a[1], e->type);
-		arr_int(&a[2], e->time_us);
-		arr_text(&a[3], nonempty(e->dag));
-		arr_int(&a[4], e->dag_run_id);
-		arr_int(&a[5], e->instance_id);
-		arr_text(&a[6], rid);
-		arr_int(&a[7], e->attempt);
-		arr_text(&a[8], nonempty(e->trace_id));
-		arr_text(&a[9], nonempty(e->reason));
-		arr_text(&a[10], nonempty(e->source));
-		arr_text(&a[11], nonempty(e->task));
-		arr_int(&a[12], e->logical_time_us);
-		arr_int(&a[13], e->shard_index);
-		arr_int(&a[14], e->shard_total);
-		arr_text(&a[15], pl);
+		ax_sqlarr_text(&a[0], e->event_id);
+		ax_sqlarr_text(&a[1], e->type);
+		ax_sqlarr_int(&a[2], e->time_us);
+		ax_sqlarr_text(&a[3], nonempty(e->dag));
+		ax_sqlarr_int(&a[4], e->dag_run_id);
+		ax_sqlarr_int(&a[5], e->instance_id);
+		ax_sqlarr_text(&a[6], rid);
+		ax_sqlarr_int(&a[7], e->attempt);
+		ax_sqlarr_text(&a[8], nonempty(e->trace_id));
+		ax_sqlarr_text(&a[9], nonempty(e->reason));
+		ax_sqlarr_text(&a[10], nonempty(e->source));
+		ax_sqlarr_text(&a[11], nonempty(e->task));
+		ax_sqlarr_int(&a[12], e->logical_time_us);
+		ax_sqlarr_int(&a[13], e->shard_index);
+		ax_sqlarr_int(&a[14], e->shard_total);
+		ax_sqlarr_text(&a[15], pl);
 		free(pl);
 	}
 	if (skipped != NULL)
