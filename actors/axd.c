@@ -18,6 +18,11 @@
  *    impossible for a whole lease_ttl means another axd may be active:
  *    axd stops scheduling at once and exits 1, so its supervisor restarts
  *    it as a standby.
+ *  - Every write of the pipeline is fenced by the epoch (store.h,
+ *    "Fencing"): the actors open their connections with a DSN that
+ *    carries it, so a transaction that finds the lease moved on writes
+ *    nothing, and its fence hook wakes main() (SIGUSR1), which stops
+ *    scheduling and exits 1 without waiting for the next renewal.
  *  - The lease is taken before the actors are built (the queue binds its
  *    worker address when added: a standby must not), and the LISTEN
  *    connection is open before the lease is taken, so a control payload
@@ -73,6 +78,8 @@ typedef struct axd {
 	char                         holder[160]; /* lease holder name */
 	int64_t                      ttl_us;      /* scheduler.lease_ttl */
 	int64_t                      epoch;       /* 0: lease not held */
+	char                        *fenced_dsn;  /* dsn + epoch (actors) */
+	pthread_t                    main_thread; /* woken by on_fenced */
 	ax_store                    *store;       /* main's own connection */
 	ax_dag_registry             *reg;
 	ax_pipeline_ctx              ctx;
@@ -82,7 +89,7 @@ typedef struct axd {
 	ax_dependency_detector_stats dds;
 	ax_queue                    *queue;
 	ax_event_emitter            *emitter;
-	sigset_t                     sigs; /* SIGINT, SIGTERM */
+	sigset_t                     sigs; /* SIGINT, SIGTERM, SIGUSR1 */
 } axd;
 
 static void
@@ -222,7 +229,8 @@ take_lease(axd *d)
 			        ax_err_detail());
 		}
 		ax_control_discard(d->ctl);
-		if (wait_signal(d, period) != 0)
+		int sig = wait_signal(d, period);
+		if (sig == SIGINT || sig == SIGTERM)
 			return AX_ECLOSED;
 	}
 }
@@ -260,8 +268,11 @@ start_pipeline(axd *d)
 {
 	ax_err rv;
 
+	if ((rv = ax_store_dsn_fenced(d->dsn, d->epoch, &d->fenced_dsn)) !=
+	    AX_OK)
+		return rv;
 	d->ctx.cfg      = d->cfg;
-	d->ctx.dsn      = d->dsn;
+	d->ctx.dsn      = d->fenced_dsn;
 	d->ctx.home     = ax_config_str(d->cfg, "home");
 	d->ctx.registry = d->reg;
 	d->ctx.epoch    = d->epoch;
@@ -273,8 +284,23 @@ start_pipeline(axd *d)
 }
 
 /*
- * Renews the lease until a signal; returns 0 on a signal, 1 when the
- * lease is lost (refused, or not renewed for a whole lease_ttl).
+ * The fence hook (store.h): a pipeline transaction found the lease at
+ * another epoch. Runs on that actor's thread: only wakes main().
+ */
+static void
+on_fenced(void *arg, int64_t fence, int64_t epoch)
+{
+	axd *d = arg;
+
+	(void) fence;
+	(void) epoch;
+	pthread_kill(d->main_thread, SIGUSR1);
+}
+
+/*
+ * Renews the lease until a signal; returns 0 on SIGINT/SIGTERM, 1 when
+ * the lease is lost (refused, not renewed for a whole lease_ttl, or a
+ * fenced write: SIGUSR1 from on_fenced).
  */
 static int
 run(axd *d)
@@ -284,7 +310,17 @@ run(axd *d)
 	int     sig;
 
 	for (;;) {
-		if ((sig = wait_signal(d, next - ax_clock_mono_us())) != 0) {
+		sig = wait_signal(d, next - ax_clock_mono_us());
+		if (sig == SIGUSR1) {
+			ax_logf(
+			    AX_LOG_ERROR, COMP, "LEASE_LOST", NULL,
+			    "a write of this axd was fenced: the scheduler "
+			    "lease (epoch %" PRId64
+			    ") was taken over: stopping scheduling",
+			    d->epoch);
+			return 1;
+		}
+		if (sig != 0) {
 			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 			        "%s received: stopping", strsignal(sig));
 			return 0;
@@ -369,6 +405,7 @@ axd_fini(axd *d)
 	ax_actor_system_free(d->sys);
 	ax_dag_registry_free(d->reg);
 	ax_store_close(d->store);
+	free(d->fenced_dsn);
 	ax_pg_embed_free(d->embed);
 	ax_config_free(d->cfg);
 }
@@ -465,7 +502,10 @@ main(int argc, char **argv)
 	sigemptyset(&d.sigs);
 	sigaddset(&d.sigs, SIGINT);
 	sigaddset(&d.sigs, SIGTERM);
+	sigaddset(&d.sigs, SIGUSR1); /* a fenced write (on_fenced) */
 	pthread_sigmask(SIG_BLOCK, &d.sigs, NULL);
+	d.main_thread = pthread_self();
+	ax_store_set_fence_hook(on_fenced, &d);
 	signal(SIGPIPE, SIG_IGN);
 	if (ax_config_load(config, &d.cfg) != AX_OK) {
 		fprintf(stderr, "axd: %s\n", ax_err_detail());

@@ -2,62 +2,78 @@
  * dag_loader.c - the DAG loader actor (see dag_loader.h).
  *
  * One pass (load_dags) serves every trigger: all DAGs at start and on
- * resync, one DAG on dag_changed / paused / unpaused. A pass decodes each
- * active version, publishes it (a no-op for the version already current),
- * upserts the schedules rows of the pass in one statement and then tells
- * the time detector what to arm or disarm.
+ * resync, one DAG on dag_changed / paused / unpaused. A pass reads slices
+ * of LOAD_SLICE DAGs; per slice it upserts the schedules rows that do not
+ * match their version in one statement, deletes those of DAGs that lost
+ * their schedule in another, then tells the time detector what to arm or
+ * disarm and flushes, so the time detector's inbox paces the pass and at
+ * most one slice is in memory.
  */
 #include "dag_loader.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
 #include "dag_registry.h"
 #include "dag_schedule.h"
-#include "flow_util.h"
 #include "store.h"
 #include "store_sched.h"
 
-#define LOAD_SLICE 5000 /* rows per batched schedules write */
+#define LOAD_SLICE 5000 /* DAGs per slice (and per schedules upsert) */
 #define COMP       "dag_loader"
+/* warm-up: the DAGs due this soon are decoded right after the initial
+ * pass; later ones on their first fire (prepared ahead, so off the
+ * critical path) */
+#define WARM_HORIZON_US (10 * 60 * AX_USEC_PER_SEC)
 
 typedef struct loader {
 	const ax_pipeline_ctx *ctx;
 	ax_actor              *self;
 	ax_store              *store;
 	ax_tz_cache           *tzc;
-	ax_flow_map           *known;   /* DAG name -> (void *) 1: loaded */
 	int                    started; /* initial load done */
+	int                    passes;  /* full passes begun */
 } loader;
 
-/* What one pass decided for one DAG. */
+/* What a pass read and decided for one DAG (strings point into the
+ * slice's PGresult). */
 typedef struct pass_dag {
-	char   *name;
-	int64_t dag_id;
-	int64_t version_id;
-	int     paused;
-	int     scheduled; /* has a schedules row (upserted) */
-	char    expr[512];
-	char   *tz;
-	int     catchup;
-	int64_t first_fire_us; /* for the schedules row when it has none */
+	const char *name;
+	int64_t     dag_id;
+	int64_t     version_id;
+	int         paused;
+	const char *expr; /* the version's schedule; NULL: none */
+	const char *tz;
+	int         catchup;
+	int64_t     start_us, end_us; /* resolved window; 0: open */
+	int64_t     schedule_id;      /* schedules.id; 0: no row yet */
+	int64_t     next_us;          /* schedules.next_fire_at; 0: none */
+	int         usable;           /* 0: bad schedule, left alone */
+	long        row;              /* index into the upsert rows; -1 */
 } pass_dag;
 
+/* Counters of one pass. */
+typedef struct pass_stats {
+	size_t dags, armed, written, bad;
+} pass_stats;
+
 static void
-send_armed(loader *l, const pass_dag *p, const ax_store_sched_row *row)
+send_armed(loader *l, const pass_dag *p)
 {
 	Ax__Command       cmd = AX__COMMAND__INIT;
 	Ax__ScheduleArmed sa  = AX__SCHEDULE_ARMED__INIT;
 
-	sa.schedule_id     = row->schedule_id;
-	sa.dag             = p->name;
+	sa.schedule_id     = p->schedule_id;
+	sa.dag             = (char *) p->name;
+	sa.dag_id          = p->dag_id;
 	sa.dag_version_id  = p->version_id;
 	sa.cron            = (char *) p->expr;
-	sa.timezone        = p->tz;
-	sa.next_fire_us    = row->next_fire_us;
+	sa.timezone        = (char *) p->tz;
+	sa.next_fire_us    = p->next_us;
 	sa.catchup         = p->catchup;
+	sa.start_us        = p->start_us;
+	sa.end_us          = p->end_us;
 	cmd.issued_at_us   = ax_clock_utc_us();
 	cmd.body_case      = AX__COMMAND__BODY_SCHEDULE_ARMED;
 	cmd.schedule_armed = &sa;
@@ -67,19 +83,22 @@ send_armed(loader *l, const pass_dag *p, const ax_store_sched_row *row)
 		        "cannot arm the schedule: %s", ax_err_detail());
 }
 
+/* ScheduleDisarmed for dag, or the end-of-pass sweep marker (dag NULL). */
 static void
 send_disarmed(loader *l, const char *dag, const char *reason)
 {
 	Ax__Command          cmd = AX__COMMAND__INIT;
 	Ax__ScheduleDisarmed sd  = AX__SCHEDULE_DISARMED__INIT;
 
-	sd.dag                = (char *) dag;
+	sd.dag                = (char *) (dag ? dag : "");
 	sd.reason             = (char *) reason;
+	sd.sweep              = dag == NULL;
 	cmd.issued_at_us      = ax_clock_utc_us();
 	cmd.body_case         = AX__COMMAND__BODY_SCHEDULE_DISARMED;
 	cmd.schedule_disarmed = &sd;
 	if (ax_pipeline_send(l->self, AX_A_TIME_DETECTOR, &cmd) != AX_OK)
-		ax_logf(AX_LOG_ERROR, COMP, NULL, &(ax_log_ids) { .dag = dag },
+		ax_logf(AX_LOG_ERROR, COMP, NULL,
+		        dag ? &(ax_log_ids) { .dag = dag } : NULL,
 		        "cannot disarm the schedule: %s", ax_err_detail());
 }
 
@@ -95,118 +114,177 @@ dag_event(loader *l, const char *type, const char *reason, const char *dag,
 	                  payload, 0);
 }
 
-/*
- * Decodes row r of the dags query and publishes it. Fills p. Returns 0,
- * or -1 when the stored definition cannot be used (logged; the DAG keeps
- * whatever version it had).
- */
-static int
-publish_row(loader *l, PGresult *res, int r, pass_dag *p)
+static const char *
+col(PGresult *res, int r, int c)
 {
-	json_error_t jerr;
-	json_t      *j;
-	ax_dagset   *set;
-	ax_dag      *dag;
-	ax_schedule *sch = NULL;
+	return PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+}
 
-	p->dag_id     = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-	p->name       = strdup(PQgetvalue(res, r, 1));
-	p->paused     = PQgetvalue(res, r, 2)[0] == 't';
-	p->version_id = strtoll(PQgetvalue(res, r, 3), NULL, 10);
-	if (p->name == NULL)
-		return -1;
-	ax_dag_registry_set_paused(l->ctx->registry, p->name, p->paused);
-	if ((j = json_loads(PQgetvalue(res, r, 4), 0, &jerr)) == NULL ||
-	    ax_dagset_new(NULL, &set) != AX_OK) {
-		ax_logf(AX_LOG_ERROR, COMP, "BAD_DEFINITION",
-		        &(ax_log_ids) { .dag = p->name },
-		        "version %lld: definition is not JSON: %s",
-		        (long long) p->version_id, jerr.text);
-		json_decref(j);
-		return -1;
-	}
-	ax_err rv = ax_dag_from_json(set, j, &dag);
-	json_decref(j);
-	if (rv != AX_OK) {
-		ax_logf(AX_LOG_ERROR, COMP, "BAD_DEFINITION",
+static int64_t
+col_i64(PGresult *res, int r, int c)
+{
+	const char *v = col(res, r, c);
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+static int
+same(const char *a, const char *b)
+{
+	return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/*
+ * The first fire of p's schedule, used only when its schedules row has
+ * none: with catchup and a start, the end of the first period (the time
+ * detector then creates the missed periods, capped); otherwise the next
+ * fire after now. -1 when the schedule does not compile (logged).
+ */
+static int64_t
+first_fire(loader *l, const pass_dag *p)
+{
+	ax_schedule *sch;
+	ax_period    first;
+	int64_t      nf = 0;
+
+	if (ax_dag_schedule_parse(p->expr, p->tz, p->catchup,
+	                          p->start_us ? p->start_us
+	                                      : AX_SCHED_NO_START,
+	                          p->end_us ? p->end_us : AX_SCHED_NO_END,
+	                          l->tzc, &sch) != AX_OK) {
+		ax_logf(AX_LOG_ERROR, COMP, "BAD_SCHEDULE",
 		        &(ax_log_ids) { .dag = p->name }, "version %lld: %s",
 		        (long long) p->version_id, ax_err_detail());
-		ax_dagset_free(set);
 		return -1;
 	}
-	/* the schedule, before the set goes to the registry */
-	if (dag->schedule.kind != AX_SCHED_NONE &&
-	    ax_dag_schedule_new(dag, l->tzc, &sch) != AX_OK)
+	if (p->catchup && p->start_us != 0 &&
+	    ax_schedule_next_period(sch, INT64_MIN + 1, &first) == AX_OK)
+		nf = first.end_us;
+	else if (ax_schedule_next_fire(sch, ax_clock_utc_us(), &nf) != AX_OK)
+		nf = 0;
+	ax_schedule_free(sch);
+	return nf;
+}
+
+/*
+ * Reads row r of a slice into p. Returns 1 when the schedules row must be
+ * written (missing, or it no longer matches the version's schedule; *row
+ * filled), else 0.
+ */
+static int
+read_row(loader *l, PGresult *res, int r, pass_dag *p, ax_store_sched_row *row)
+{
+	const char *start = col(res, r, AX_SCHED_C_START);
+	const char *end   = col(res, r, AX_SCHED_C_END);
+	int64_t     nf;
+
+	memset(p, 0, sizeof(*p));
+	p->row         = -1;
+	p->dag_id      = col_i64(res, r, AX_SCHED_C_DAG_ID);
+	p->name        = PQgetvalue(res, r, AX_SCHED_C_NAME);
+	p->paused      = PQgetvalue(res, r, AX_SCHED_C_PAUSED)[0] == 't';
+	p->version_id  = col_i64(res, r, AX_SCHED_C_VERSION_ID);
+	p->expr        = col(res, r, AX_SCHED_C_EXPR);
+	p->tz          = col(res, r, AX_SCHED_C_TZ);
+	p->catchup     = PQgetvalue(res, r, AX_SCHED_C_CATCHUP)[0] == 't';
+	p->schedule_id = col_i64(res, r, AX_SCHED_C_SCHED_ID);
+	p->next_us     = col_i64(res, r, AX_SCHED_C_NEXT);
+	if (p->expr == NULL)
+		return 0;
+	if (p->tz == NULL)
+		p->tz = "UTC";
+	if (ax_dag_schedule_instant(start, p->tz, l->tzc, 0, &p->start_us) !=
+	        AX_OK ||
+	    ax_dag_schedule_instant(end, p->tz, l->tzc, 0, &p->end_us) !=
+	        AX_OK) {
 		ax_logf(AX_LOG_ERROR, COMP, "BAD_SCHEDULE",
-		        &(ax_log_ids) { .dag = p->name }, "%s",
-		        ax_err_detail());
-	if (sch != NULL) {
-		/* the first fire, used only when the schedules row has none:
-		 * with catchup and a start, the end of the first period (the
-		 * time detector then creates the missed periods, capped);
-		 * otherwise the next fire after now */
-		ax_period first;
-		int64_t   nf = 0;
-		p->scheduled = 1;
-		ax_dag_schedule_expr(dag, p->expr, sizeof(p->expr));
-		p->tz = strdup(dag->schedule.timezone ? dag->schedule.timezone
-		                                      : "UTC");
-		p->catchup = dag->catchup;
-		if (dag->catchup && dag->start != NULL &&
-		    ax_schedule_next_period(sch, INT64_MIN + 1, &first) ==
-		        AX_OK)
-			nf = first.end_us;
-		else if (ax_schedule_next_fire(sch, ax_clock_utc_us(), &nf) !=
-		         AX_OK)
-			nf = 0;
-		p->first_fire_us = nf;
-		ax_schedule_free(sch);
+		        &(ax_log_ids) { .dag = p->name }, "version %lld: %s",
+		        (long long) p->version_id, ax_err_detail());
+		return 0;
 	}
-	rv = ax_dag_registry_publish(l->ctx->registry, p->dag_id,
-	                             p->version_id, set, dag);
-	if (rv != AX_OK) {
-		ax_logf(AX_LOG_ERROR, COMP, NULL,
-		        &(ax_log_ids) { .dag = p->name }, "publish: %s",
-		        ax_err_detail());
-		return -1;
+	/* a row that matches the version and has a next fire (or fired and
+	 * ended) is current: an unchanged restart writes nothing */
+	if (p->schedule_id != 0 &&
+	    same(col(res, r, AX_SCHED_C_ROW_EXPR), p->expr) &&
+	    same(col(res, r, AX_SCHED_C_ROW_TZ), p->tz) &&
+	    (PQgetvalue(res, r, AX_SCHED_C_ROW_CATCHUP)[0] == 't') ==
+	        p->catchup &&
+	    col_i64(res, r, AX_SCHED_C_ROW_START) == p->start_us &&
+	    col_i64(res, r, AX_SCHED_C_ROW_END) == p->end_us &&
+	    (p->next_us != 0 ||
+	     PQgetvalue(res, r, AX_SCHED_C_FIRED)[0] == 't')) {
+		p->usable = 1;
+		return 0;
 	}
-	return 0;
+	if ((nf = first_fire(l, p)) < 0)
+		return 0;
+	p->usable          = 1;
+	row->dag_id        = p->dag_id;
+	row->expression    = p->expr;
+	row->tz            = p->tz;
+	row->catchup       = p->catchup;
+	row->start_us      = p->start_us;
+	row->end_us        = p->end_us;
+	row->first_fire_us = nf;
+	return 1;
 }
 
-static void
-pass_free(pass_dag *p, size_t n)
+/*
+ * Handles one slice (n rows of res): paused flags, schedules rows, then
+ * the commands to the time detector. disarm: send ScheduleDisarmed for
+ * DAGs that must not be armed (not needed on the first pass). one: a
+ * single-DAG pass (events). AX_OK or a store error.
+ */
+static ax_err
+do_slice(loader *l, PGresult *res, int n, pass_dag *p,
+         ax_store_sched_row *rows, int64_t *nosched, int disarm, int one,
+         pass_stats *st)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(p[i].name);
-		free(p[i].tz);
-	}
-	free(p);
-}
+	size_t nrows = 0, nnos = 0;
+	ax_err rv;
 
-/* Collects the names of `known` that are not in `seen`. */
-typedef struct gone_ctx {
-	ax_flow_map *seen;
-	char       **names;
-	size_t       n, cap;
-} gone_ctx;
-
-static void
-collect_gone(void *arg, const char *key, void *val)
-{
-	gone_ctx *g = arg;
-	(void) val;
-	if (ax_flow_map_get(g->seen, key) != NULL)
-		return;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 16;
-		char **nn  = realloc(g->names, cap * sizeof(char *));
-		if (nn == NULL)
-			return;
-		g->names = nn;
-		g->cap   = cap;
+	for (int i = 0; i < n; i++) {
+		pass_dag *d = &p[i];
+		if (read_row(l, res, i, d, &rows[nrows]))
+			d->row = (long) nrows++;
+		ax_dag_registry_set_paused(l->ctx->registry, d->name,
+		                           d->paused);
+		if (d->expr == NULL && d->schedule_id != 0)
+			nosched[nnos++] = d->dag_id;
+		if (d->expr != NULL && !d->usable)
+			st->bad++;
 	}
-	if ((g->names[g->n] = strdup(key)) != NULL)
-		g->n++;
+	if ((rv = ax_store_sched_upsert(l->store, rows, nrows)) != AX_OK ||
+	    (rv = ax_store_sched_delete(l->store, nosched, nnos)) != AX_OK)
+		return rv;
+	st->written += nrows + nnos;
+	for (int i = 0; i < n; i++) {
+		pass_dag *d = &p[i];
+		if (d->row >= 0) {
+			d->schedule_id = rows[d->row].schedule_id;
+			d->next_us     = rows[d->row].next_fire_us;
+		}
+		if (d->expr == NULL) {
+			if (disarm)
+				send_disarmed(l, d->name, "UNSCHEDULED");
+		} else if (!d->usable) {
+			/* a schedule that does not compile: left as it was */
+		} else if (d->paused || d->next_us == 0) {
+			if (disarm)
+				send_disarmed(l, d->name,
+				              d->paused ? "PAUSED" : "ENDED");
+		} else {
+			send_armed(l, d);
+			st->armed++;
+		}
+		if (one)
+			dag_event(l, "dag.loaded", d->paused ? "PAUSED" : NULL,
+			          d->name, d->version_id);
+	}
+	st->dags += (size_t) n;
+	/* out now: the time detector's inbox paces the pass, and the outbox
+	 * never holds more than a slice */
+	ax_actor_flush(l->self, 0);
+	return AX_OK;
 }
 
 /* A DAG that no longer exists: forget it and stop its schedule. */
@@ -216,116 +294,89 @@ forget(loader *l, const char *name)
 	if (ax_dag_registry_remove(l->ctx->registry, name) == AX_OK)
 		ax_logf(AX_LOG_INFO, COMP, NULL, &(ax_log_ids) { .dag = name },
 		        "DAG removed");
+	ax_dag_registry_set_paused(l->ctx->registry, name, 0);
 	send_disarmed(l, name, "DELETED");
-	ax_flow_map_del(l->known, name);
 }
 
 /*
  * One pass over all DAGs (name NULL) or one DAG. Returns a store error
- * when PostgreSQL could not be read (the caller retries), else AX_OK.
+ * when PostgreSQL could not be read or written (the caller retries),
+ * else AX_OK.
  */
 static ax_err
 load_dags(loader *l, const char *name)
 {
-	PGresult           *res     = NULL;
-	pass_dag           *p       = NULL;
-	ax_store_sched_row *rows    = NULL;
-	int64_t            *nosched = NULL;
-	size_t              n, nrows = 0, nnos = 0, armed = 0;
-	ax_err              rv;
+	pass_dag           *p       = calloc(LOAD_SLICE, sizeof(*p));
+	ax_store_sched_row *rows    = calloc(LOAD_SLICE, sizeof(*rows));
+	int64_t            *nosched = calloc(LOAD_SLICE, sizeof(*nosched));
+	pass_stats          st      = { 0 };
+	int64_t             t0 = ax_clock_mono_us(), after = 0;
+	int                 first = 0, n;
+	ax_err              rv    = AX_OK;
 
-	if ((rv = ax_store_sched_dags(l->store, name, &res)) != AX_OK)
-		return rv;
-	n       = (size_t) PQntuples(res);
-	p       = calloc(n + 1, sizeof(*p));
-	rows    = calloc(n + 1, sizeof(*rows));
-	nosched = calloc(n + 1, sizeof(*nosched));
 	if (p == NULL || rows == NULL || nosched == NULL) {
-		PQclear(res);
 		free(p);
 		free(rows);
 		free(nosched);
 		return ax_err_set(AX_ENOMEM, "dag_loader: out of memory");
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (publish_row(l, res, (int) i, &p[i]) != 0) {
-			p[i].scheduled = -1; /* unusable: leave as it was */
-			continue;
-		}
-		ax_flow_map_put(l->known, p[i].name, (void *) 1);
-		if (p[i].scheduled) {
-			ax_store_sched_row *r = &rows[nrows++];
-			r->dag_id             = p[i].dag_id;
-			r->expression         = p[i].expr;
-			r->tz                 = p[i].tz;
-			r->catchup            = p[i].catchup;
-			r->first_fire_us      = p[i].first_fire_us;
-		} else {
-			nosched[nnos++] = p[i].dag_id;
-		}
+	if (name == NULL) {
+		first = l->passes++ == 0;
+		/* a resync: any DAG may have changed unnoticed */
+		if (!first)
+			ax_dag_registry_invalidate(l->ctx->registry, NULL);
 	}
-	PQclear(res);
-	/* in slices: the store takes at most 10000 rows per call, and an
-	 * installation may hold far more scheduled DAGs */
-	rv = AX_OK;
-	for (size_t off = 0; rv == AX_OK && off < nrows; off += LOAD_SLICE)
-		rv = ax_store_sched_upsert(
-		    l->store, rows + off,
-		    nrows - off < LOAD_SLICE ? nrows - off : LOAD_SLICE);
-	for (size_t off = 0; rv == AX_OK && off < nnos; off += LOAD_SLICE)
-		rv = ax_store_sched_delete(
-		    l->store, nosched + off,
-		    nnos - off < LOAD_SLICE ? nnos - off : LOAD_SLICE);
+	do {
+		PGresult *res = NULL;
+		if ((rv = ax_store_sched_dags(l->store, name, after,
+		                              LOAD_SLICE, &res)) != AX_OK)
+			break;
+		n = PQntuples(res);
+		if (n > 0)
+			after = col_i64(res, n - 1, AX_SCHED_C_DAG_ID);
+		rv = do_slice(l, res, n, p, rows, nosched, !first,
+		              name != NULL, &st);
+		PQclear(res);
+		memset(rows, 0, sizeof(*rows) * LOAD_SLICE);
+	} while (rv == AX_OK && n == LOAD_SLICE);
+	free(p);
+	free(rows);
+	free(nosched);
 	if (rv != AX_OK)
-		goto out;
-	for (size_t i = 0, k = 0; i < n; i++) {
-		if (p[i].scheduled < 0)
-			continue;
-		if (!p[i].scheduled) {
-			send_disarmed(l, p[i].name, "UNSCHEDULED");
-		} else {
-			const ax_store_sched_row *r = &rows[k++];
-			if (p[i].paused || r->next_fire_us == 0) {
-				send_disarmed(l, p[i].name,
-				              p[i].paused ? "PAUSED"
-				                          : "ENDED");
-			} else {
-				send_armed(l, &p[i], r);
-				armed++;
-			}
-		}
-		dag_event(l, "dag.loaded", p[i].paused ? "PAUSED" : NULL,
-		          p[i].name, p[i].version_id);
-	}
-	/* DAGs gone since the last pass */
-	if (name != NULL && n == 0) {
+		return rv;
+	if (name != NULL && st.dags == 0)
 		forget(l, name);
-	} else if (name == NULL) {
-		ax_flow_map *seen = NULL;
-		gone_ctx     g    = { 0 };
-		if (ax_flow_map_new(&seen) == AX_OK) {
-			for (size_t i = 0; i < n; i++)
-				if (p[i].name != NULL)
-					ax_flow_map_put(seen, p[i].name,
-					                (void *) 1);
-			g.seen = seen;
-			ax_flow_map_each(l->known, collect_gone, &g);
-			for (size_t i = 0; i < g.n; i++) {
-				forget(l, g.names[i]);
-				free(g.names[i]);
-			}
-			free(g.names);
-			ax_flow_map_free(seen, NULL);
-		}
+	if (name == NULL) {
+		send_disarmed(l, NULL, "SWEEP");
+		ax_actor_flush(l->self, 0); /* before the warm-up */
 	}
 	ax_logf(AX_LOG_INFO, COMP, NULL,
 	        name ? &(ax_log_ids) { .dag = name } : NULL,
-	        "loaded %zu DAG(s), %zu schedule(s) armed", n, armed);
-out:
-	pass_free(p, n);
-	free(rows);
-	free(nosched);
-	return rv;
+	        "loaded %zu DAG(s): %zu schedule(s) armed, %zu schedules "
+	        "row(s) written, %zu bad schedule(s), in %.3f s",
+	        st.dags, st.armed, st.written, st.bad,
+	        (double) (ax_clock_mono_us() - t0) / AX_USEC_PER_SEC);
+	return AX_OK;
+}
+
+/* Decodes the DAGs due soonest so their first fires find them cached. */
+static void
+warm_registry(loader *l)
+{
+	ax_dag_registry_stats rs;
+	int64_t               t0 = ax_clock_mono_us();
+	size_t                n  = 0;
+
+	ax_dag_registry_stats_get(l->ctx->registry, &rs);
+	if (ax_dag_registry_warm(l->ctx->registry, rs.cache_max,
+	                         WARM_HORIZON_US, &n) != AX_OK)
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "warming the DAG registry stopped after %zu: %s", n,
+		        ax_err_detail());
+	else
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "DAG registry warmed with %zu version(s) in %.3f s", n,
+		        (double) (ax_clock_mono_us() - t0) / AX_USEC_PER_SEC);
 }
 
 static ax_err
@@ -344,6 +395,7 @@ loader_tick(ax_actor *self, void *state, int64_t now_mono_us)
 		return AX_OK;
 	}
 	l->started = 1;
+	warm_registry(l);
 	return AX_OK;
 }
 
@@ -365,6 +417,9 @@ control(loader *l, const Ax__ControlOp *op)
 			        op->op);
 			return;
 		}
+		/* the next lookup reads the new active version */
+		if (op->op[0] == 'd')
+			ax_dag_registry_invalidate(l->ctx->registry, op->dag);
 		rv = load_dags(l, op->dag);
 	} else {
 		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
@@ -415,7 +470,6 @@ loader_fini(void *state)
 		return;
 	ax_store_close(l->store);
 	ax_tz_cache_free(l->tzc);
-	ax_flow_map_free(l->known, NULL);
 	free(l);
 }
 
@@ -429,17 +483,23 @@ ax_dag_loader_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 	};
 	char    url[256];
 	loader *l = calloc(1, sizeof(*l));
+	int64_t cache;
 	ax_err  rv;
 
 	if (l == NULL)
 		return ax_err_set(AX_ENOMEM, "dag_loader: out of memory");
 	l->ctx = ctx;
+	cache  = ax_config_int(ctx->cfg, "registry.cache_dags");
 	if ((rv = ax_tz_cache_new(&l->tzc)) != AX_OK ||
-	    (rv = ax_flow_map_new(&l->known)) != AX_OK ||
-	    (rv = ax_store_open(ctx->dsn, &l->store)) != AX_OK) {
+	    (rv = ax_store_open(ctx->dsn, &l->store)) != AX_OK ||
+	    (rv = ax_dag_registry_set_source(ctx->registry, ctx->dsn)) !=
+	        AX_OK) {
 		loader_fini(l);
 		return rv;
 	}
+	ax_dag_registry_set_cache_max(
+	    ctx->registry,
+	    cache >= 0 ? (size_t) cache : AX_DAG_REGISTRY_CACHE_DEFAULT);
 	ax_actor_config cfg = {
 		.name = AX_A_DAG_LOADER,
 		.url  = ax_config_actor_addr(ctx->cfg, AX_A_DAG_LOADER, url,

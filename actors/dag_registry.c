@@ -1,16 +1,28 @@
 /*
- * dag_registry.c - refcounted, immutable DAG versions shared by the actors.
+ * dag_registry.c - refcounted, immutable DAG versions shared by the actors,
+ * loaded lazily from PostgreSQL and bounded (see dag_registry.h).
  *
- * Role: see dag_registry.h. Two hash tables under one rwlock: DAG name ->
- * slot (current entry, paused flag) and version id -> entry (every live
- * entry). An entry is unlinked and freed by whoever drops its last
- * reference; lookups take a reference with "increment unless zero", so an
- * entry whose count reached zero is never handed out again even before it
- * is unlinked.
+ * Tables, all under one rwlock: DAG name -> current entry (chained through
+ * nnext_), version id -> every live entry (vnext_), and the names of the
+ * paused DAGs. The cached entries (those the registry holds a reference
+ * on) are also on a CLOCK list (lprev_ / lnext_): eviction walks it from
+ * the head, gives an entry whose used_ bit is set a second chance (moves
+ * it to the tail), skips entries someone references and drops the
+ * registry's reference on the others.
  *
- * Invariants: entries and slots are only linked or unlinked under the
- * write lock; an entry in the version table is not freed; a slot's
- * current entry carries one reference owned by the registry.
+ * An entry is unlinked and freed by whoever drops its last reference;
+ * lookups take a reference with "increment unless zero" under the lock,
+ * so an entry whose count reached zero is never handed out again even
+ * before it is unlinked. Under the write lock a cached entry with a count
+ * of 1 is referenced by the registry alone and nobody can take a new
+ * reference, which is what makes eviction safe.
+ *
+ * Lazy loads run on the registry's own ax_store, serialised by smu (libpq
+ * connections are not shared between threads); the decode happens outside
+ * every lock. gen counts the writer's changes of current entries
+ * (publish, remove, invalidate): a load that read PostgreSQL under an
+ * older gen does not install its result as current, so a DAG change
+ * notified during the round trip is never hidden by a stale load.
  */
 #include "dag_registry.h"
 
@@ -20,22 +32,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 
-typedef struct slot {
-	struct slot  *next;
-	char         *name;
-	ax_dag_entry *current; /* registry's reference, or NULL */
-	int           paused;
-} slot;
+#define COMP        "dag_registry"
+#define WARM_SLICE  256                    /* definitions per warm-up query */
+#define ERR_LOG_GAP (10 * AX_USEC_PER_SEC) /* one load error line per */
+
+typedef struct pnode { /* a paused DAG */
+	struct pnode *next;
+	char          name[];
+} pnode;
 
 struct ax_dag_registry {
 	pthread_rwlock_t lock;
-	slot           **names; /* buckets */
+	ax_dag_entry   **names; /* current entries by DAG name */
 	size_t           ncap, nlen;
-	ax_dag_entry   **vers; /* buckets, chained by vnext_ */
+	ax_dag_entry   **vers; /* live entries by version id */
 	size_t           vcap, vlen;
-	size_t           ndags; /* slots with a current entry */
+	pnode          **paused; /* paused DAG names */
+	size_t           pcap, plen;
+	ax_dag_entry    *lhead, *ltail; /* CLOCK list of cached entries */
+	size_t           ncached;
+	size_t           cache_max;
+	atomic_ullong    gen;
+	atomic_ullong    hits, loads, evictions;
+	/* lazy loads */
+	pthread_mutex_t smu;
+	char           *dsn;        /* NULL: no lazy loads */
+	ax_store       *store;      /* opened on first use */
+	int64_t         err_logged; /* mono us of the last load error line */
 };
 
 static uint64_t
@@ -65,17 +91,22 @@ ax_dag_registry_new(ax_dag_registry **out)
 	*out = NULL;
 	if (r == NULL)
 		return ax_err_set(AX_ENOMEM, "DAG registry");
-	r->ncap  = 64;
-	r->vcap  = 64;
-	r->names = calloc(r->ncap, sizeof(slot *));
-	r->vers  = calloc(r->vcap, sizeof(ax_dag_entry *));
-	if (r->names == NULL || r->vers == NULL ||
+	r->ncap      = 64;
+	r->vcap      = 64;
+	r->pcap      = 16;
+	r->cache_max = AX_DAG_REGISTRY_CACHE_DEFAULT;
+	r->names     = calloc(r->ncap, sizeof(ax_dag_entry *));
+	r->vers      = calloc(r->vcap, sizeof(ax_dag_entry *));
+	r->paused    = calloc(r->pcap, sizeof(pnode *));
+	if (r->names == NULL || r->vers == NULL || r->paused == NULL ||
 	    pthread_rwlock_init(&r->lock, NULL) != 0) {
 		free(r->names);
 		free(r->vers);
+		free(r->paused);
 		free(r);
 		return ax_err_set(AX_ENOMEM, "DAG registry");
 	}
+	pthread_mutex_init(&r->smu, NULL);
 	*out = r;
 	return AX_OK;
 }
@@ -83,9 +114,22 @@ ax_dag_registry_new(ax_dag_registry **out)
 static void
 entry_free(ax_dag_entry *e)
 {
+	if (e == NULL)
+		return;
 	ax_dagset_free(e->set_);
 	free(e->tix_);
 	free(e);
+}
+
+/* Frees a list chained through vnext_ (entries already unlinked). */
+static void
+free_list(ax_dag_entry *e)
+{
+	while (e != NULL) {
+		ax_dag_entry *n = e->vnext_;
+		entry_free(e);
+		e = n;
+	}
 }
 
 void
@@ -95,68 +139,84 @@ ax_dag_registry_free(ax_dag_registry *r)
 
 	if (r == NULL)
 		return;
-	/* drop the registry's own references first: what remains is held
-	 * by callers who did not release (a bug worth a line in the log) */
-	for (size_t i = 0; i < r->ncap; i++) {
-		slot *s = r->names[i];
-		while (s != NULL) {
-			slot *n = s->next;
-			if (s->current != NULL)
-				atomic_fetch_sub(&s->current->refs_, 1);
-			free(s->name);
-			free(s);
-			s = n;
-		}
-	}
 	for (size_t i = 0; i < r->vcap; i++) {
 		ax_dag_entry *e = r->vers[i];
 		while (e != NULL) {
 			ax_dag_entry *n    = e->vnext_;
 			int           refs = atomic_load(&e->refs_);
-			if (e->pinned_)
-				refs--;
+			if (e->cached_)
+				refs--; /* the registry's own */
 			held += (size_t) (refs > 0 ? refs : 0);
 			entry_free(e);
 			e = n;
 		}
 	}
 	if (held > 0)
-		ax_logf(AX_LOG_WARN, "dag_registry", NULL, NULL,
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
 		        "freed with %zu DAG version references still held",
 		        held);
+	for (size_t i = 0; i < r->pcap; i++) {
+		pnode *p = r->paused[i];
+		while (p != NULL) {
+			pnode *n = p->next;
+			free(p);
+			p = n;
+		}
+	}
+	ax_store_close(r->store);
+	free(r->dsn);
+	pthread_mutex_destroy(&r->smu);
 	pthread_rwlock_destroy(&r->lock);
 	free(r->names);
 	free(r->vers);
+	free(r->paused);
 	free(r);
 }
 
-/* --- tables (callers hold the lock) -------------------------------------
+ax_err
+ax_dag_registry_set_source(ax_dag_registry *r, const char *dsn)
+{
+	char *copy = NULL;
+
+	if (dsn != NULL && dsn[0] != '\0' && (copy = strdup(dsn)) == NULL)
+		return ax_err_set(AX_ENOMEM, "DAG registry source");
+	pthread_mutex_lock(&r->smu);
+	free(r->dsn);
+	r->dsn = copy;
+	ax_store_close(r->store); /* the next load connects to the new one */
+	r->store = NULL;
+	pthread_mutex_unlock(&r->smu);
+	return AX_OK;
+}
+
+/* --- tables (callers hold the write lock unless said) -------------------
  */
 
-static slot *
-slot_find(ax_dag_registry *r, const char *name)
+/* The current entry of name (read or write lock). */
+static ax_dag_entry *
+name_find(ax_dag_registry *r, const char *name)
 {
-	slot *s = r->names[hash_str(name) & (r->ncap - 1)];
-	while (s != NULL && strcmp(s->name, name) != 0)
-		s = s->next;
-	return s;
+	ax_dag_entry *e = r->names[hash_str(name) & (r->ncap - 1)];
+	while (e != NULL && strcmp(e->dag->name, name) != 0)
+		e = e->nnext_;
+	return e;
 }
 
 static void
 names_grow(ax_dag_registry *r)
 {
-	size_t ncap = r->ncap * 2;
-	slot **nb   = calloc(ncap, sizeof(slot *));
+	size_t         ncap = r->ncap * 2;
+	ax_dag_entry **nb   = calloc(ncap, sizeof(ax_dag_entry *));
 	if (nb == NULL)
 		return; /* keep the longer chains; still correct */
 	for (size_t i = 0; i < r->ncap; i++) {
-		slot *s = r->names[i];
-		while (s != NULL) {
-			slot  *n = s->next;
-			size_t b = hash_str(s->name) & (ncap - 1);
-			s->next  = nb[b];
-			nb[b]    = s;
-			s        = n;
+		ax_dag_entry *e = r->names[i];
+		while (e != NULL) {
+			ax_dag_entry *n = e->nnext_;
+			size_t        b = hash_str(e->dag->name) & (ncap - 1);
+			e->nnext_       = nb[b];
+			nb[b]           = e;
+			e               = n;
 		}
 	}
 	free(r->names);
@@ -164,25 +224,34 @@ names_grow(ax_dag_registry *r)
 	r->ncap  = ncap;
 }
 
-/* The slot of name, created when missing; NULL when out of memory. */
-static slot *
-slot_get(ax_dag_registry *r, const char *name)
+/* e (cached, not current) becomes the current entry of its DAG. */
+static void
+name_link(ax_dag_registry *r, ax_dag_entry *e)
 {
-	slot *s = slot_find(r, name);
-	if (s != NULL)
-		return s;
-	if ((s = calloc(1, sizeof(*s))) == NULL ||
-	    (s->name = strdup(name)) == NULL) {
-		free(s);
-		return NULL;
-	}
 	if (r->nlen + 1 > r->ncap)
 		names_grow(r);
-	size_t b    = hash_str(name) & (r->ncap - 1);
-	s->next     = r->names[b];
-	r->names[b] = s;
+	size_t b    = hash_str(e->dag->name) & (r->ncap - 1);
+	e->nnext_   = r->names[b];
+	r->names[b] = e;
+	e->current_ = 1;
+	e->pinned_  = 0;
 	r->nlen++;
-	return s;
+}
+
+/* e stops being current; it stays cached as a pinned version. */
+static void
+name_unlink(ax_dag_registry *r, ax_dag_entry *e)
+{
+	ax_dag_entry **pp = &r->names[hash_str(e->dag->name) & (r->ncap - 1)];
+	for (; *pp != NULL; pp = &(*pp)->nnext_)
+		if (*pp == e) {
+			*pp = e->nnext_;
+			r->nlen--;
+			break;
+		}
+	e->nnext_   = NULL;
+	e->current_ = 0;
+	e->pinned_  = 1;
 }
 
 static void
@@ -224,13 +293,14 @@ vers_unlink(ax_dag_registry *r, ax_dag_entry *e)
 	ax_dag_entry **pp = &r->vers[hash_i64(e->version_id) & (r->vcap - 1)];
 	for (; *pp != NULL; pp = &(*pp)->vnext_)
 		if (*pp == e) {
-			*pp = e->vnext_;
+			*pp       = e->vnext_;
+			e->vnext_ = NULL;
 			r->vlen--;
 			return;
 		}
 }
 
-/* A live entry of version_id with a new reference, or NULL. */
+/* A live entry of version_id with a new reference, or NULL (read lock). */
 static ax_dag_entry *
 vers_ref(ax_dag_registry *r, int64_t version_id)
 {
@@ -240,15 +310,119 @@ vers_ref(ax_dag_registry *r, int64_t version_id)
 			continue;
 		int n = atomic_load(&e->refs_);
 		while (n > 0)
-			if (atomic_compare_exchange_weak(&e->refs_, &n, n + 1))
+			if (atomic_compare_exchange_weak(&e->refs_, &n,
+			                                 n + 1)) {
+				atomic_store(&e->used_, 1);
 				return e;
+			}
 	}
 	return NULL;
+}
+
+/* --- the CLOCK list ------------------------------------------------------
+ */
+
+static void
+lru_add(ax_dag_registry *r, ax_dag_entry *e)
+{
+	e->lnext_ = NULL;
+	e->lprev_ = r->ltail;
+	if (r->ltail != NULL)
+		r->ltail->lnext_ = e;
+	else
+		r->lhead = e;
+	r->ltail = e;
+	r->ncached++;
+}
+
+static void
+lru_unlink(ax_dag_registry *r, ax_dag_entry *e)
+{
+	if (e->lprev_ != NULL)
+		e->lprev_->lnext_ = e->lnext_;
+	else
+		r->lhead = e->lnext_;
+	if (e->lnext_ != NULL)
+		e->lnext_->lprev_ = e->lprev_;
+	else
+		r->ltail = e->lprev_;
+	e->lprev_ = e->lnext_ = NULL;
+	r->ncached--;
+}
+
+/*
+ * The registry takes its reference on e (the caller's reference, if any,
+ * is untouched): e goes on the CLOCK list. No-op when cached already.
+ */
+static void
+cache_take(ax_dag_registry *r, ax_dag_entry *e)
+{
+	if (e->cached_)
+		return;
+	atomic_fetch_add(&e->refs_, 1);
+	e->cached_ = 1;
+	e->pinned_ = 1;
+	lru_add(r, e);
+}
+
+/*
+ * The registry gives up its reference on cached e; returns e when the
+ * caller must release that reference (after unlocking).
+ */
+static ax_dag_entry *
+cache_drop(ax_dag_registry *r, ax_dag_entry *e)
+{
+	if (e->current_)
+		name_unlink(r, e);
+	lru_unlink(r, e);
+	e->cached_ = 0;
+	e->pinned_ = 0;
+	return e;
+}
+
+/*
+ * Drops unreferenced cached entries, oldest first, until at most
+ * cache_max are cached or the bounded walk ends (entries someone holds
+ * are skipped: they may keep the cache over the bound until released).
+ * Returns the entries to free after unlocking, chained through vnext_.
+ */
+static ax_dag_entry *
+evict(ax_dag_registry *r)
+{
+	ax_dag_entry *dead = NULL;
+	size_t        budget, steps = 0;
+
+	if (r->ncached <= r->cache_max)
+		return NULL;
+	budget = 2 * (r->ncached - r->cache_max) + 32;
+	if (budget > 4096)
+		budget = 4096;
+	while (r->ncached > r->cache_max && steps++ < budget &&
+	       r->lhead != NULL) {
+		ax_dag_entry *e   = r->lhead;
+		int           one = 1;
+		lru_unlink(r, e);
+		if (atomic_exchange(&e->used_, 0) != 0 ||
+		    !atomic_compare_exchange_strong(&e->refs_, &one, 0)) {
+			lru_add(r, e); /* second chance, or referenced */
+			continue;
+		}
+		if (e->current_)
+			name_unlink(r, e);
+		e->cached_ = 0;
+		e->pinned_ = 0;
+		vers_unlink(r, e);
+		e->vnext_ = dead;
+		dead      = e;
+		atomic_fetch_add(&r->evictions, 1);
+	}
+	return dead;
 }
 
 /* --- entries ------------------------------------------------------------
  */
 
+/* A new entry holding one reference (the caller's), not linked. */
 static ax_err
 entry_new(ax_dag_registry *r, int64_t dag_id, int64_t version_id,
           ax_dagset *set, const ax_dag *dag, ax_dag_entry **out)
@@ -270,6 +444,7 @@ entry_new(ax_dag_registry *r, int64_t dag_id, int64_t version_id,
 	e->reg_       = r;
 	e->tcap_      = cap;
 	atomic_init(&e->refs_, 1);
+	atomic_init(&e->used_, 1);
 	for (size_t i = 0; i < dag->n_tasks; i++) {
 		uint32_t h =
 		    (uint32_t) hash_str(dag->tasks[i].name) & (cap - 1);
@@ -296,8 +471,8 @@ ax_dag_entry_release(ax_dag_entry *e)
 
 	if (e == NULL || atomic_fetch_sub(&e->refs_, 1) != 1)
 		return;
-	/* the count is 0: lookups cannot resurrect it (increment unless
-	 * zero), so unlink and free it */
+	/* the count is 0, so the registry held none (not cached): lookups
+	 * cannot resurrect it (increment unless zero); unlink and free */
 	r = e->reg_;
 	pthread_rwlock_wrlock(&r->lock);
 	vers_unlink(r, e);
@@ -329,6 +504,41 @@ ax_dag_entry_task(const ax_dag_entry *e, const char *task)
 	return ix < 0 ? NULL : &e->dag->tasks[ix];
 }
 
+/*
+ * Caches e under the write lock; the caller holds one reference on e,
+ * which is either fresh (decoded, not linked yet: an entry of the same
+ * version that became alive meanwhile wins and e is freed) or live. The
+ * result becomes current when want_current and gen still equals gen0 and
+ * the DAG has no current entry, else it is cached as pinned. Returns the
+ * entry the caller now holds its one reference on.
+ */
+static ax_dag_entry *
+install(ax_dag_registry *r, ax_dag_entry *e, int fresh, int want_current,
+        uint64_t gen0)
+{
+	ax_dag_entry *old, *dead, *discard = NULL;
+
+	pthread_rwlock_wrlock(&r->lock);
+	if (!fresh) {
+		/* live already: the caller's reference keeps it */
+	} else if ((old = vers_ref(r, e->version_id)) != NULL) {
+		discard = e; /* loaded meanwhile by another thread */
+		e       = old;
+	} else {
+		vers_link(r, e);
+	}
+	cache_take(r, e);
+	if (want_current && !e->current_ && atomic_load(&r->gen) == gen0 &&
+	    name_find(r, e->dag->name) == NULL)
+		name_link(r, e);
+	atomic_store(&e->used_, 1);
+	dead = evict(r);
+	pthread_rwlock_unlock(&r->lock);
+	entry_free(discard);
+	free_list(dead);
+	return e;
+}
+
 /* --- publish and lookups ------------------------------------------------
  */
 
@@ -336,8 +546,7 @@ ax_err
 ax_dag_registry_publish(ax_dag_registry *r, int64_t dag_id, int64_t version_id,
                         ax_dagset *set, const ax_dag *dag)
 {
-	ax_dag_entry *e, *old, *prev;
-	slot         *s;
+	ax_dag_entry *e, *old, *cur, *prev = NULL, *dead, *discard = NULL;
 	ax_err        rv;
 
 	if (r == NULL || dag == NULL || dag->name == NULL || !dag->valid ||
@@ -351,32 +560,31 @@ ax_dag_registry_publish(ax_dag_registry *r, int64_t dag_id, int64_t version_id,
 	if ((rv = entry_new(r, dag_id, version_id, set, dag, &e)) != AX_OK)
 		return rv;
 	pthread_rwlock_wrlock(&r->lock);
-	if ((s = slot_get(r, dag->name)) == NULL) {
-		pthread_rwlock_unlock(&r->lock);
-		entry_free(e);
-		return ax_err_set(AX_ENOMEM, "DAG registry slot");
-	}
-	if (s->current != NULL && s->current->version_id == version_id) {
+	cur = name_find(r, dag->name);
+	if (cur != NULL && cur->version_id == version_id) {
 		pthread_rwlock_unlock(&r->lock);
 		entry_free(e);
 		return AX_OK;
 	}
 	if ((old = vers_ref(r, version_id)) != NULL) {
 		/* an older version made active again: reuse the live entry */
-		entry_free(e);
-		e = old;
-		if (e->pinned_) { /* the pin becomes the current reference */
-			e->pinned_ = 0;
-			atomic_fetch_sub(&e->refs_, 1);
-		}
+		discard = e;
+		e       = old;
 	} else {
 		vers_link(r, e);
 	}
-	prev       = s->current;
-	s->current = e;
-	if (prev == NULL)
-		r->ndags++;
+	cache_take(r, e);
+	/* the reference taken above (fresh or vers_ref) is not needed: the
+	 * registry's own, from cache_take, keeps e */
+	atomic_fetch_sub(&e->refs_, 1);
+	if (cur != NULL)
+		prev = cache_drop(r, cur);
+	name_link(r, e); /* e was not current: cur is the DAG's current */
+	atomic_fetch_add(&r->gen, 1);
+	dead = evict(r);
 	pthread_rwlock_unlock(&r->lock);
+	entry_free(discard);
+	free_list(dead);
 	ax_dag_entry_release(prev);
 	return AX_OK;
 }
@@ -384,15 +592,12 @@ ax_dag_registry_publish(ax_dag_registry *r, int64_t dag_id, int64_t version_id,
 ax_err
 ax_dag_registry_remove(ax_dag_registry *r, const char *dag_name)
 {
-	ax_dag_entry *prev = NULL;
-	slot         *s;
+	ax_dag_entry *prev = NULL, *cur;
 
 	pthread_rwlock_wrlock(&r->lock);
-	if ((s = slot_find(r, dag_name)) != NULL && s->current != NULL) {
-		prev       = s->current;
-		s->current = NULL;
-		r->ndags--;
-	}
+	if ((cur = name_find(r, dag_name)) != NULL)
+		prev = cache_drop(r, cur);
+	atomic_fetch_add(&r->gen, 1);
 	pthread_rwlock_unlock(&r->lock);
 	if (prev == NULL)
 		return ax_err_set(AX_ENOENT, "DAG '%s' has no loaded version",
@@ -401,72 +606,39 @@ ax_dag_registry_remove(ax_dag_registry *r, const char *dag_name)
 	return AX_OK;
 }
 
-ax_dag_entry *
-ax_dag_registry_current(ax_dag_registry *r, const char *dag_name)
+void
+ax_dag_registry_invalidate(ax_dag_registry *r, const char *dag_name)
 {
-	ax_dag_entry *e = NULL;
-	slot         *s;
+	ax_dag_entry *cur;
 
-	if (dag_name == NULL)
-		return NULL;
-	pthread_rwlock_rdlock(&r->lock);
-	if ((s = slot_find(r, dag_name)) != NULL && s->current != NULL)
-		e = ax_dag_entry_ref(s->current); /* the slot's ref is > 0 */
+	pthread_rwlock_wrlock(&r->lock);
+	atomic_fetch_add(&r->gen, 1);
+	if (dag_name != NULL) {
+		if ((cur = name_find(r, dag_name)) != NULL)
+			name_unlink(r, cur);
+	} else {
+		for (size_t i = 0; i < r->ncap; i++) {
+			while ((cur = r->names[i]) != NULL)
+				name_unlink(r, cur);
+		}
+	}
 	pthread_rwlock_unlock(&r->lock);
-	return e;
 }
 
-ax_dag_entry *
-ax_dag_registry_version(ax_dag_registry *r, int64_t version_id)
+/* The cached current entry of name with a new reference, or NULL. */
+static ax_dag_entry *
+current_cached(ax_dag_registry *r, const char *dag_name)
 {
 	ax_dag_entry *e;
 
 	pthread_rwlock_rdlock(&r->lock);
-	e = vers_ref(r, version_id);
+	if ((e = name_find(r, dag_name)) != NULL) {
+		ax_dag_entry_ref(e); /* cached: the registry's ref is > 0 */
+		atomic_store(&e->used_, 1);
+	}
 	pthread_rwlock_unlock(&r->lock);
 	return e;
 }
-
-void
-ax_dag_registry_set_paused(ax_dag_registry *r, const char *dag, int paused)
-{
-	slot *s;
-
-	pthread_rwlock_wrlock(&r->lock);
-	if ((s = slot_get(r, dag)) != NULL)
-		s->paused = paused != 0;
-	pthread_rwlock_unlock(&r->lock);
-	if (s == NULL)
-		ax_logf(AX_LOG_ERROR, "dag_registry", NULL, NULL,
-		        "out of memory recording the paused flag of %s", dag);
-}
-
-int
-ax_dag_registry_paused(ax_dag_registry *r, const char *dag)
-{
-	slot *s;
-	int   p = 0;
-
-	pthread_rwlock_rdlock(&r->lock);
-	if ((s = slot_find(r, dag)) != NULL)
-		p = s->paused;
-	pthread_rwlock_unlock(&r->lock);
-	return p;
-}
-
-void
-ax_dag_registry_counts(ax_dag_registry *r, size_t *dags, size_t *entries)
-{
-	pthread_rwlock_rdlock(&r->lock);
-	if (dags != NULL)
-		*dags = r->ndags;
-	if (entries != NULL)
-		*entries = r->vlen;
-	pthread_rwlock_unlock(&r->lock);
-}
-
-/* --- loading from PostgreSQL --------------------------------------------
- */
 
 /* Decodes a stored definition into a fresh set. */
 static ax_err
@@ -499,29 +671,282 @@ decode_version(int64_t version_id, const char *text, ax_dagset **set_out,
 	return AX_OK;
 }
 
+/*
+ * Decodes row row of res (columns: dag id, version id, definition) into
+ * a fresh entry, or takes the live entry of that version (no decode).
+ * *fresh tells which. NULL with the ax_err detail set on failure.
+ */
+static ax_dag_entry *
+entry_of_row(ax_dag_registry *r, PGresult *res, int row, int *fresh)
+{
+	int64_t       dag_id = strtoll(PQgetvalue(res, row, 0), NULL, 10);
+	int64_t       vid    = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+	ax_dag_entry *e;
+	ax_dagset    *set;
+	ax_dag       *dag;
+
+	*fresh = 0;
+	pthread_rwlock_rdlock(&r->lock);
+	e = vers_ref(r, vid);
+	pthread_rwlock_unlock(&r->lock);
+	if (e != NULL)
+		return e;
+	if (decode_version(vid, PQgetvalue(res, row, 2), &set, &dag) !=
+	        AX_OK ||
+	    entry_new(r, dag_id, vid, set, dag, &e) != AX_OK)
+		return NULL;
+	atomic_fetch_add(&r->loads, 1);
+	*fresh = 1;
+	return e;
+}
+
+/* Logs a failed lazy load, at most once per ERR_LOG_GAP (smu held). */
+static void
+log_load_error(ax_dag_registry *r, const char *what)
+{
+	int64_t now = ax_clock_mono_us();
+	if (r->err_logged != 0 && now - r->err_logged < ERR_LOG_GAP)
+		return;
+	r->err_logged = now;
+	ax_logf(AX_LOG_WARN, COMP, "REGISTRY_LOAD", NULL,
+	        "cannot load %s from PostgreSQL: %s", what, ax_err_detail());
+}
+
+/* Runs sql on the registry's connection (smu held), opening it. */
+static ax_err
+source_query(ax_dag_registry *r, const char *sql, int n, const char **p,
+             PGresult **res)
+{
+	ax_err rv = AX_OK;
+	if (r->store == NULL)
+		rv = ax_store_open(r->dsn, &r->store);
+	if (rv == AX_OK)
+		rv = ax_store_query(r->store, sql, n, p, res);
+	return rv;
+}
+
+/* The active version of dag_name read from PostgreSQL (see header). */
+static ax_dag_entry *
+load_current(ax_dag_registry *r, const char *dag_name)
+{
+	static const char sql[] =
+	    "SELECT v.dag_id, v.id, v.definition::text FROM dags d"
+	    " JOIN dag_versions v ON v.id = d.active_version_id"
+	    " WHERE d.name = $1";
+	const char   *p[1] = { dag_name };
+	PGresult     *res  = NULL;
+	ax_dag_entry *e;
+	uint64_t      gen0;
+	int           fresh;
+	ax_err        rv;
+
+	pthread_mutex_lock(&r->smu);
+	if (r->dsn == NULL) {
+		pthread_mutex_unlock(&r->smu);
+		return NULL;
+	}
+	/* another thread may have loaded it while we waited */
+	if ((e = current_cached(r, dag_name)) != NULL) {
+		pthread_mutex_unlock(&r->smu);
+		return e;
+	}
+	gen0 = atomic_load(&r->gen);
+	if ((rv = source_query(r, sql, 1, p, &res)) != AX_OK) {
+		char what[300];
+		snprintf(what, sizeof(what), "DAG '%s'", dag_name);
+		log_load_error(r, what);
+		pthread_mutex_unlock(&r->smu);
+		return NULL;
+	}
+	pthread_mutex_unlock(&r->smu);
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		ax_err_set(AX_ENOENT, "DAG '%s' has no active version",
+		           dag_name);
+		return NULL;
+	}
+	e = entry_of_row(r, res, 0, &fresh);
+	PQclear(res);
+	if (e == NULL) {
+		ax_logf(AX_LOG_ERROR, COMP, "BAD_DEFINITION",
+		        &(ax_log_ids) { .dag = dag_name }, "%s",
+		        ax_err_detail());
+		return NULL;
+	}
+	return install(r, e, fresh, 1, gen0);
+}
+
+ax_dag_entry *
+ax_dag_registry_current(ax_dag_registry *r, const char *dag_name)
+{
+	ax_dag_entry *e;
+
+	if (dag_name == NULL)
+		return NULL;
+	if ((e = current_cached(r, dag_name)) != NULL) {
+		atomic_fetch_add(&r->hits, 1);
+		return e;
+	}
+	return load_current(r, dag_name);
+}
+
+ax_dag_entry *
+ax_dag_registry_version(ax_dag_registry *r, int64_t version_id)
+{
+	ax_dag_entry *e;
+
+	pthread_rwlock_rdlock(&r->lock);
+	e = vers_ref(r, version_id);
+	pthread_rwlock_unlock(&r->lock);
+	return e;
+}
+
+/* --- paused flags -------------------------------------------------------
+ */
+
+static pnode **
+paused_slot(ax_dag_registry *r, const char *dag)
+{
+	pnode **pp = &r->paused[hash_str(dag) & (r->pcap - 1)];
+	while (*pp != NULL && strcmp((*pp)->name, dag) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void
+paused_grow(ax_dag_registry *r)
+{
+	size_t  pcap = r->pcap * 2;
+	pnode **nb   = calloc(pcap, sizeof(pnode *));
+	if (nb == NULL)
+		return;
+	for (size_t i = 0; i < r->pcap; i++) {
+		pnode *p = r->paused[i];
+		while (p != NULL) {
+			pnode *n = p->next;
+			size_t b = hash_str(p->name) & (pcap - 1);
+			p->next  = nb[b];
+			nb[b]    = p;
+			p        = n;
+		}
+	}
+	free(r->paused);
+	r->paused = nb;
+	r->pcap   = pcap;
+}
+
+void
+ax_dag_registry_set_paused(ax_dag_registry *r, const char *dag, int paused)
+{
+	pnode **pp, *p = NULL;
+	int     oom = 0;
+
+	if (dag == NULL)
+		return;
+	pthread_rwlock_wrlock(&r->lock);
+	pp = paused_slot(r, dag);
+	if (!paused && *pp != NULL) {
+		p   = *pp;
+		*pp = p->next;
+		r->plen--;
+	} else if (paused && *pp == NULL) {
+		size_t len = strlen(dag);
+		pnode *n   = malloc(sizeof(*n) + len + 1);
+		if (n == NULL) {
+			oom = 1;
+		} else {
+			memcpy(n->name, dag, len + 1);
+			n->next = NULL;
+			*pp     = n;
+			if (++r->plen > r->pcap)
+				paused_grow(r);
+		}
+	}
+	pthread_rwlock_unlock(&r->lock);
+	free(p);
+	if (oom)
+		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
+		        "out of memory recording the paused flag of %s", dag);
+}
+
+int
+ax_dag_registry_paused(ax_dag_registry *r, const char *dag)
+{
+	int p;
+
+	if (dag == NULL)
+		return 0;
+	pthread_rwlock_rdlock(&r->lock);
+	p = *paused_slot(r, dag) != NULL;
+	pthread_rwlock_unlock(&r->lock);
+	return p;
+}
+
+/* --- counters -----------------------------------------------------------
+ */
+
+void
+ax_dag_registry_set_cache_max(ax_dag_registry *r, size_t n)
+{
+	ax_dag_entry *dead;
+
+	pthread_rwlock_wrlock(&r->lock);
+	r->cache_max = n;
+	dead         = evict(r);
+	pthread_rwlock_unlock(&r->lock);
+	free_list(dead);
+}
+
+void
+ax_dag_registry_counts(ax_dag_registry *r, size_t *dags, size_t *entries)
+{
+	pthread_rwlock_rdlock(&r->lock);
+	if (dags != NULL)
+		*dags = r->nlen;
+	if (entries != NULL)
+		*entries = r->vlen;
+	pthread_rwlock_unlock(&r->lock);
+}
+
+void
+ax_dag_registry_stats_get(ax_dag_registry *r, ax_dag_registry_stats *out)
+{
+	pthread_rwlock_rdlock(&r->lock);
+	out->dags      = r->nlen;
+	out->entries   = r->vlen;
+	out->cached    = r->ncached;
+	out->cache_max = r->cache_max;
+	pthread_rwlock_unlock(&r->lock);
+	out->hits      = atomic_load(&r->hits);
+	out->loads     = atomic_load(&r->loads);
+	out->evictions = atomic_load(&r->evictions);
+}
+
+/* --- loading from PostgreSQL --------------------------------------------
+ */
+
 ax_err
 ax_dag_registry_load_version(ax_dag_registry *r, ax_store *store,
                              int64_t version_id)
 {
 	static const char sql[] =
-	    "SELECT v.dag_id, d.name, v.definition::text,"
+	    "SELECT v.dag_id, v.id, v.definition::text,"
 	    " coalesce(d.active_version_id = v.id, false)"
 	    " FROM dag_versions v JOIN dags d ON d.id = v.dag_id"
 	    " WHERE v.id = $1";
 	char          idbuf[32];
 	const char   *params[1] = { idbuf };
 	PGresult     *res;
-	ax_dagset    *set;
-	ax_dag       *dag;
-	ax_dag_entry *e, *old;
-	int64_t       dag_id;
-	int           active;
+	ax_dag_entry *e;
+	uint64_t      gen0;
+	int           active, fresh;
 	ax_err        rv;
 
 	if ((e = ax_dag_registry_version(r, version_id)) != NULL) {
 		ax_dag_entry_release(e);
 		return AX_OK;
 	}
+	gen0 = atomic_load(&r->gen);
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long) version_id);
 	if ((rv = ax_store_query(store, sql, 1, params, &res)) != AX_OK)
 		return rv;
@@ -531,30 +956,99 @@ ax_dag_registry_load_version(ax_dag_registry *r, ax_store *store,
 		                  "dag_versions %lld does not exist",
 		                  (long long) version_id);
 	}
-	dag_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	active = PQgetvalue(res, 0, 3)[0] == 't';
-	rv     = decode_version(version_id, PQgetvalue(res, 0, 2), &set, &dag);
+	e      = entry_of_row(r, res, 0, &fresh);
 	PQclear(res);
-	if (rv != AX_OK)
-		return rv;
-	if ((rv = entry_new(r, dag_id, version_id, set, dag, &e)) != AX_OK)
-		return rv;
-	pthread_rwlock_wrlock(&r->lock);
-	if ((old = vers_ref(r, version_id)) != NULL) {
-		/* loaded meanwhile by another thread */
-		pthread_rwlock_unlock(&r->lock);
-		entry_free(e);
-		ax_dag_entry_release(old);
-		return AX_OK;
-	}
-	slot *s = slot_get(r, dag->name);
-	vers_link(r, e);
-	if (s != NULL && active && s->current == NULL) {
-		s->current = e;
-		r->ndags++;
-	} else {
-		e->pinned_ = 1;
-	}
-	pthread_rwlock_unlock(&r->lock);
+	if (e == NULL)
+		return ax_err_set(AX_EPARSE, "%s", ax_err_detail());
+	ax_dag_entry_release(install(r, e, fresh, active, gen0));
 	return AX_OK;
+}
+
+ax_err
+ax_dag_registry_warm(ax_dag_registry *r, size_t max, int64_t horizon_us,
+                     size_t *loaded)
+{
+	/* the order comes from the next-fire index alone; the definitions
+	 * are then fetched by id, a slice at a time */
+	static const char ids_sql[] =
+	    "SELECT s.dag_id FROM schedules s JOIN dags d ON d.id = s.dag_id"
+	    " WHERE s.next_fire_at < now() + $2::bigint * interval '1 "
+	    "microsecond'"
+	    " AND NOT d.paused AND d.active_version_id IS NOT NULL"
+	    " ORDER BY s.next_fire_at LIMIT $1::int";
+	static const char defs_sql[] =
+	    "SELECT v.dag_id, v.id, v.definition::text FROM dags d"
+	    " JOIN dag_versions v ON v.id = d.active_version_id"
+	    " WHERE d.id = ANY($1::bigint[])";
+	PGresult *ids = NULL;
+	char      lim[24], hor[24];
+	size_t    n  = 0;
+	ax_err    rv = AX_OK;
+
+	if (loaded != NULL)
+		*loaded = 0;
+	snprintf(lim, sizeof(lim), "%zu", max < INT32_MAX ? max : INT32_MAX);
+	snprintf(hor, sizeof(hor), "%lld", (long long) horizon_us);
+	pthread_mutex_lock(&r->smu);
+	if (r->dsn == NULL) {
+		pthread_mutex_unlock(&r->smu);
+		return ax_err_set(AX_ESTATE,
+		                  "DAG registry: no source to warm from");
+	}
+	rv = source_query(r, ids_sql, 2, (const char *[]) { lim, hor }, &ids);
+	pthread_mutex_unlock(&r->smu);
+	for (int off = 0; rv == AX_OK && off < PQntuples(ids);
+	     off += WARM_SLICE) {
+		char       *arr = malloc((size_t) WARM_SLICE * 24 + 4), *w;
+		PGresult   *res = NULL;
+		const char *p[1];
+		uint64_t    gen0;
+		size_t      ncached, cmax;
+
+		pthread_rwlock_rdlock(&r->lock);
+		ncached = r->ncached;
+		cmax    = r->cache_max;
+		pthread_rwlock_unlock(&r->lock);
+		if (arr == NULL || ncached >= cmax) { /* must not evict */
+			free(arr);
+			break;
+		}
+		w    = arr;
+		*w++ = '{';
+		for (int i = off; i < PQntuples(ids) && i < off + WARM_SLICE;
+		     i++)
+			w += sprintf(w, "%s%s", i > off ? "," : "",
+			             PQgetvalue(ids, i, 0));
+		*w++ = '}';
+		*w   = '\0';
+		p[0] = arr;
+		pthread_mutex_lock(&r->smu);
+		gen0 = atomic_load(&r->gen);
+		rv   = source_query(r, defs_sql, 1, p, &res);
+		pthread_mutex_unlock(&r->smu);
+		free(arr);
+		for (int i = 0; rv == AX_OK && i < PQntuples(res); i++) {
+			int           fresh;
+			ax_dag_entry *e;
+			pthread_rwlock_rdlock(&r->lock);
+			ncached = r->ncached;
+			pthread_rwlock_unlock(&r->lock);
+			if (ncached >= cmax)
+				break; /* must not evict */
+			e = entry_of_row(r, res, i, &fresh);
+			if (e == NULL) {
+				ax_logf(AX_LOG_ERROR, COMP, "BAD_DEFINITION",
+				        NULL, "%s", ax_err_detail());
+				continue;
+			}
+			ax_dag_entry_release(install(r, e, fresh, 1, gen0));
+			n += (size_t) fresh;
+		}
+		PQclear(res);
+	}
+	PQclear(ids);
+	if (loaded != NULL)
+		*loaded = n;
+	return rv;
 }

@@ -66,9 +66,10 @@ struct drun {
 	dq      *q;
 	int64_t  logical_us, due_us;
 	char     trace[33];
-	int      phase;    /* R_* */
-	int      backfill; /* 0, 1 serial, 2 parallel */
-	uint8_t *dep_met;  /* per depends_on_dags entry */
+	int      phase;     /* R_* */
+	int      backfill;  /* 0, 1 serial, 2 parallel */
+	int      due_gated; /* its TIMER_GATE fired: judge it now */
+	uint8_t *dep_met;   /* per depends_on_dags entry */
 	size_t   ndep_wait;
 	int32_t *unmet; /* per task */
 	uint8_t *ist;   /* per instance: I_* */
@@ -427,6 +428,19 @@ insert_sorted(drun ***arr, size_t *n, size_t *cap, drun *r)
 	return 0;
 }
 
+/* Removes r from arr when it is there. */
+static void
+remove_from(drun **arr, size_t *n, const drun *r)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (arr[i] == r) {
+			memmove(arr + i, arr + i + 1,
+			        (*n - i - 1) * sizeof(*arr));
+			(*n)--;
+			return;
+		}
+}
+
 static drun *
 pop_first(drun **arr, size_t *n)
 {
@@ -682,6 +696,49 @@ supersede(dd *d, drun *old)
 	run_drop(d, old);
 }
 
+/*
+ * A run prepared ahead of its due instant (scheduler.prepare_ahead) that
+ * finds the DAG full under policy discard or replace is held until the
+ * instant, when gate() decides again: the overlap is judged at the due
+ * instant, as without preparing ahead (the active run may end in the
+ * meantime, and then the held run simply starts).
+ */
+static int
+defer_gate(dd *d, drun *r)
+{
+	Ax__Command  cmd = AX__COMMAND__INIT;
+	Ax__TimerSet ts  = AX__TIMER_SET__INIT;
+	dq          *q   = r->q;
+
+	if (r->due_gated || r->due_us <= ax_clock_utc_us() ||
+	    insert_sorted(&q->held, &q->nheld, &q->capheld, r) != 0)
+		return 0;
+	hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
+	ts.kind       = AX__TIMER_KIND__TIMER_GATE;
+	ts.key        = r->key;
+	ts.fire_at_us = r->due_us;
+	ts.notify     = AX_A_DEPENDENCY_DETECTOR;
+	cmd.body_case = AX__COMMAND__BODY_TIMER_SET;
+	cmd.timer_set = &ts;
+	send_cmd(d, AX_A_TIME_DETECTOR, &cmd, r->trace);
+	return 1;
+}
+
+/* TIMER_GATE: the due instant of a run defer_gate() held. */
+static void
+on_timer(dd *d, const Ax__TimerFired *tf)
+{
+	drun *r;
+
+	if (tf->kind != AX__TIMER_KIND__TIMER_GATE || tf->key == NULL ||
+	    (r = ax_flow_map_get(d->runs, tf->key)) == NULL ||
+	    r->phase != R_HELD_CONC || r->backfill != 0)
+		return; /* started meanwhile, or gone */
+	remove_from(r->q->held, &r->q->nheld, r);
+	r->due_gated = 1; /* the wheel may fire a fraction of a ms early */
+	gate(d, r);
+}
+
 /* Run-level concurrency: start, hold, discard or replace. */
 static void
 gate(dd *d, drun *r)
@@ -704,6 +761,10 @@ gate(dd *d, drun *r)
 		start(d, r);
 		return;
 	}
+	if ((g->policy == AX_OVERLAP_DISCARD ||
+	     g->policy == AX_OVERLAP_REPLACE) &&
+	    defer_gate(d, r))
+		return;
 	switch (g->policy) {
 	case AX_OVERLAP_DISCARD:
 		chg(d, r->id, "CANCELED", "CONCURRENCY_BLOCKED");
@@ -1507,6 +1568,9 @@ dd_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			break;
 		case AX__COMMAND__BODY_CONTROL:
 			on_control(d, cmd->control);
+			break;
+		case AX__COMMAND__BODY_TIMER_FIRED:
+			on_timer(d, cmd->timer_fired);
 			break;
 		default:
 			ax_logf(AX_LOG_WARN, COMP, NULL, NULL,

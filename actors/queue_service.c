@@ -21,12 +21,17 @@
  * The context is parked (long poll) by simply not answering it yet; more
  * contexts are opened when parked ones leave fewer than QCTX_SPARE free.
  *
- * Acknowledgement rule: a Started/Result/Report is acknowledged only after
- * its AttemptResult left the actor's outbox for post_hook (a non-blocking
- * flush, then ax_actor_outbox_pending == 0); until then the reply waits
- * in the deferred list (checked every 2 ms). The actor sends without
- * blocking (send_nonblock): resource_detector is upstream of us, so a
- * blocking send could close a cycle of full inboxes.
+ * Acknowledgement rule: a Started/Result/Report is acknowledged only
+ * once the result handler has committed what it carried: each forwarded
+ * AttemptResult gets a sequence number (queue_seq), the result handler
+ * answers ResultsCommitted(up_to_seq) after each transaction, and the
+ * reply waits in the deferred list until the watermark passes the last
+ * result of its report. So a result is never lost between the ack and
+ * PostgreSQL (axd killed in between: the worker sends it again). A reply
+ * not released within DEFER_MAX_US (database down) is dropped unanswered
+ * and the worker re-sends the report; duplicates are harmless by run_id.
+ * The actor sends without blocking (send_nonblock): resource_detector is
+ * upstream of us, so a blocking send could close a cycle of full inboxes.
  *
  * Order in a channel: a binary heap per (channel, group) and one per
  * worker (sticky attempts: consistent_hash, pinned). Aging: the effective
@@ -42,8 +47,15 @@
  * the others compete by that key. A re-queued attempt keeps its enqueue
  * time.
  *
+ * Prepared attempts: an attempt whose due_at is still ahead (the time
+ * detector prepares runs scheduler.prepare_ahead early) waits on the held
+ * list, sorted by due instant, and is queued when the instant comes: the
+ * actor's deadline includes the list's head, so a release is as punctual
+ * as any timer here. A held attempt can be canceled like a queued one.
+ *
  * Invariants:
- *  - an attempt (by run_id) is in exactly one place: a heap (QUEUED), a
+ *  - an attempt (by run_id) is in exactly one place: the held list
+ *    (HELD), a heap (QUEUED), a
  *    worker's in-flight list (DISPATCHED until acknowledged, RUNNING), or
  *    the retired FIFO (DONE: kept a while so late and duplicate reports
  *    still carry the instance, then freed);
@@ -77,13 +89,15 @@
 #include "store_workers.h"
 #include "worker.pb-c.h"
 
-#define ITEM_WAKE     (AX_ITEM_USER + 50) /* empty: "drain the hand-off" */
-#define QCTX_INITIAL  8
-#define QCTX_SPARE    4    /* contexts kept receiving beyond parked ones */
-#define QCTX_MAX      4096 /* contexts at most */
-#define DISPATCH_MAX  256  /* dispatches per Pull reply */
-#define POLL_MAX_US   (60 * AX_USEC_PER_SEC)
-#define DEFER_POLL_US (2 * AX_USEC_PER_MSEC)
+#define ITEM_WAKE    (AX_ITEM_USER + 50) /* empty: "drain the hand-off" */
+#define QCTX_INITIAL 8
+#define QCTX_SPARE   4    /* contexts kept receiving beyond parked ones */
+#define QCTX_MAX     4096 /* contexts at most */
+#define DISPATCH_MAX 256  /* dispatches per Pull reply */
+#define POLL_MAX_US  (60 * AX_USEC_PER_SEC)
+#define DEFER_MAX_US (10 * AX_USEC_PER_SEC) /* see reply_ack_deferred */
+#define HOLD_MIN_US  200 /* due sooner than this: queue it now */
+#define HOLD_MAX_US  (2 * 60 * AX_USEC_PER_SEC) /* see att_hold_or_enqueue */
 
 /* ------------------------------------------------------------ hash map */
 
@@ -192,7 +206,7 @@ typedef struct qheap {
 	size_t n, cap;
 } qheap;
 
-enum { ST_QUEUED = 1, ST_DISPATCHED, ST_RUNNING, ST_DONE };
+enum { ST_QUEUED = 1, ST_DISPATCHED, ST_RUNNING, ST_DONE, ST_HELD };
 
 /* One attempt. Owned by the queue; in q->runs by run_id until freed. */
 struct qatt {
@@ -214,6 +228,8 @@ struct qatt {
 	qatt                      *wnext, *wprev;
 	qatt                      *unext, *uprev; /* unacked FIFO */
 	qatt                      *rnext;         /* retired FIFO */
+	qatt                      *hnext, *hprev; /* held list (ST_HELD) */
+	int64_t                    release_mono;  /* ST_HELD: due, mono us */
 	int64_t                    ack_deadline;  /* mono us */
 	int64_t                    retire_at;     /* mono us */
 	int64_t                    dispatched_at_us, started_at_us; /* UTC */
@@ -239,6 +255,8 @@ struct qworker {
 	qworker    *pdnext, *pdprev; /* park deadline list */
 	qctx       *parked;          /* parked Pull */
 	int32_t     pull_free;       /* free slots of the parked Pull */
+	int32_t     quota;           /* slots routed to it, reply pending */
+	qworker    *fnext;           /* fill list (quota > 0) */
 	int64_t     park_deadline;   /* mono us */
 	qheap       personal;        /* sticky attempts bound to it */
 	qatt       *att;             /* in-flight attempts */
@@ -270,7 +288,9 @@ struct qctx {
 	int       op;
 	nng_msg  *req;        /* received, handed to the actor */
 	qctx     *ready_next; /* hand-off list (under q->mu) */
-	nng_msg  *deferred;   /* reply waiting for the post_hook flush */
+	nng_msg  *deferred;   /* ack waiting for the results' commit */
+	uint64_t  need_seq;   /* ... of results forwarded up to this */
+	int64_t   def_until;  /* mono us: then dropped unanswered */
 	qctx     *dnext;
 };
 
@@ -296,13 +316,18 @@ struct ax_queue {
 
 	/* actor-thread state */
 	smap      runs, insts, workers, groups;
-	qatt     *un_head, *un_tail;   /* unacked FIFO */
-	qatt     *ret_head, *ret_tail; /* retired FIFO */
+	qatt     *un_head, *un_tail;     /* unacked FIFO */
+	qatt     *ret_head, *ret_tail;   /* retired FIFO */
+	qatt     *held_head, *held_tail; /* ST_HELD, by release_mono */
 	qworker  *lease_head, *lease_tail;
 	qworker  *pd_head, *pd_tail; /* parked by deadline */
 	qworker  *dirty;             /* workers to write */
 	qgroup   *cap_dirty;
 	qctx     *def_head, *def_tail;
+	uint64_t  fwd_seq;   /* results forwarded (AttemptResult.queue_seq) */
+	uint64_t  committed; /* ResultsCommitted watermark */
+	qworker  *fill_head; /* workers with a quota: answered at the end */
+	int       batching;  /* route now, answer Pulls at fill_flush() */
 	uint64_t  seq, ordinal, session_ctr, qseq;
 	ax_store *store;
 	int64_t   db_last;
@@ -505,6 +530,7 @@ forward(ax_queue *q, const qatt *a, const char *run_id, int status,
 		res.ended_at_us = ax_clock_utc_us();
 	if (reason != NULL)
 		res.reason = (char *) reason;
+	res.queue_seq = ++q->fwd_seq;
 	send_cmd(q, AX_A_POST_HOOK, &cmd);
 	if (status == AX__ATTEMPT_STATUS__ATTEMPT_STARTED)
 		STAT(q, st_started, 1);
@@ -801,8 +827,10 @@ reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq)
 		return;
 	}
 	ax__queue_message__pack(&m, nng_msg_body(msg));
-	c->deferred = msg;
-	c->dnext    = NULL;
+	c->deferred  = msg;
+	c->need_seq  = q->fwd_seq;
+	c->def_until = ax_clock_mono_us() + DEFER_MAX_US;
+	c->dnext     = NULL;
 	if (q->def_tail)
 		q->def_tail->dnext = c;
 	else
@@ -815,21 +843,33 @@ reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq)
 static void
 deferred_flush(ax_queue *q)
 {
+	int64_t now = ax_clock_mono_us();
+
 	if (q->def_head == NULL)
 		return;
 	ax_actor_flush(q->self, AX_ACTOR_NONBLOCK);
-	if (ax_actor_outbox_pending(q->self, AX_A_POST_HOOK) != 0)
-		return;
-	while (q->def_head != NULL) {
+	/* FIFO: need_seq and def_until grow along the list */
+	while (q->def_head != NULL &&
+	       (q->def_head->need_seq <= q->committed ||
+	        q->def_head->def_until <= now)) {
 		qctx *c     = q->def_head;
 		q->def_head = c->dnext;
 		q->ndeferred--;
+		if (c->need_seq > q->committed) {
+			/* not committed in time (database down?): no ack, so
+			 * the worker sends the same results again */
+			nng_msg_free(c->deferred);
+			c->deferred = NULL;
+			ctx_recv(c);
+			continue;
+		}
 		c->op = OP_SEND;
 		nng_aio_set_msg(c->aio, c->deferred);
 		c->deferred = NULL;
 		nng_ctx_send(c->ctx, c->aio);
 	}
-	q->def_tail = NULL;
+	if (q->def_head == NULL)
+		q->def_tail = NULL;
 }
 
 /* ------------------------------------------------------- parking, fill */
@@ -930,6 +970,10 @@ try_fill(ax_queue *q, qworker *w)
 	size_t  n = 0, nenv = 0;
 	int32_t free_ = w->pull_free;
 
+	/* a quota (batching): what routing gave w in this batch */
+	if (w->quota > 0 && w->quota < free_)
+		free_ = w->quota;
+	w->quota = 0;
 	if (w->parked == NULL || !w->alive || w->draining)
 		return 0;
 	while (n < DISPATCH_MAX) {
@@ -987,6 +1031,40 @@ try_fill(ax_queue *q, qworker *w)
 	return n;
 }
 
+/*
+ * Hands slots attempt slots to w's parked Pull: at once, or, while a
+ * batch is being handled (q->batching), as a quota answered by
+ * fill_flush() so that one reply carries all the batch routed to w
+ * (answering each attempt alone would cost the worker a round trip per
+ * attempt).
+ */
+static void
+want_fill(ax_queue *q, qworker *w, int32_t slots)
+{
+	if (!q->batching) {
+		try_fill(q, w);
+		return;
+	}
+	if (w->quota == 0) {
+		w->fnext     = q->fill_head;
+		q->fill_head = w;
+	}
+	w->quota += slots;
+}
+
+static void
+fill_flush(ax_queue *q)
+{
+	q->batching = 0;
+	while (q->fill_head != NULL) {
+		qworker *w   = q->fill_head;
+		q->fill_head = w->fnext;
+		w->fnext     = NULL;
+		if (w->quota > 0)
+			try_fill(q, w);
+	}
+}
+
 /* ------------------------------------------------------------ attempts */
 
 static void
@@ -1039,6 +1117,8 @@ att_retire(ax_queue *q, qatt *a)
 		heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
 	}
+	if (a->state == ST_HELD)
+		LIST_UNLINK(q->held_head, q->held_tail, a, hnext, hprev);
 	att_unlink_worker(q, a);
 	if (a->inst_key[0])
 		if (smap_get(&q->insts, a->inst_key) == a)
@@ -1084,7 +1164,8 @@ att_enqueue(ax_queue *q, qatt *a)
 		if (heap_push(h, a) != AX_OK)
 			goto nomem;
 		if (w != NULL && w->parked != NULL)
-			try_fill(q, w);
+			want_fill(q, w,
+			          a->slots > w->slots ? w->slots : a->slots);
 		return;
 	}
 	if (heap_push(&g->heaps[a->ch], a) != AX_OK)
@@ -1097,20 +1178,21 @@ att_enqueue(ax_queue *q, qatt *a)
 		for (qworker *p = g->parked; p != NULL && n < 64;
 		     p          = p->pknext) {
 			int32_t need = sl > p->slots ? p->slots : sl;
-			if (p->pull_free < need)
+			if (p->pull_free - p->quota < need)
 				continue;
 			cands[n].worker_id   = p->id;
 			cands[n].ordinal     = p->ordinal;
 			cands[n].slots_total = p->slots;
-			cands[n].slots_used  = p->used;
+			cands[n].slots_used  = p->used + p->quota;
 			cands[n].load_x100   = p->load_x100;
 			cw[n++]              = p;
 		}
-		if (n > 0)
-			try_fill(q,
-			         cw[a->route->choose(&g->rs, cands, n,
-			                             a->ar ? a->ar->routing_key
-			                                   : "")]);
+		if (n > 0) {
+			qworker *c = cw[a->route->choose(
+			    &g->rs, cands, n,
+			    a->ar ? a->ar->routing_key : "")];
+			want_fill(q, c, sl > c->slots ? c->slots : sl);
+		}
 	}
 	return;
 nomem:
@@ -1118,6 +1200,41 @@ nomem:
 	a->state = 0;
 	ax_logf(AX_LOG_ERROR, AX_A_QUEUE, "NOMEM", NULL,
 	        "attempt %s could not be queued", a->run_id);
+}
+
+/*
+ * An attempt prepared ahead of its due instant (scheduler.prepare_ahead)
+ * waits on the held list until then; any other goes to its queue now.
+ * The list is sorted by release time; attempts arrive almost in that
+ * order, so the insertion walks back from the tail a step or two.
+ */
+static void
+att_hold_or_enqueue(ax_queue *q, qatt *a)
+{
+	int64_t utc = ax_clock_utc_us(), wait = a->ar->due_at_us - utc;
+	qatt   *p;
+
+	if (wait < HOLD_MIN_US) {
+		att_enqueue(q, a);
+		return;
+	}
+	if (wait > HOLD_MAX_US)
+		wait = HOLD_MAX_US; /* a clock step: never hold for long */
+	a->state        = ST_HELD;
+	a->release_mono = ax_clock_mono_us() + wait;
+	for (p = q->held_tail; p != NULL && p->release_mono > a->release_mono;
+	     p = p->hprev)
+		;
+	a->hprev = p;
+	a->hnext = p != NULL ? p->hnext : q->held_head;
+	if (a->hnext != NULL)
+		a->hnext->hprev = a;
+	else
+		q->held_tail = a;
+	if (p != NULL)
+		p->hnext = a;
+	else
+		q->held_head = a;
 }
 
 /* Reports a QUEUED or unacknowledged attempt as canceled. */
@@ -1216,7 +1333,7 @@ on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
 		         ar->instance->instance_id);
 		smap_put(&q->insts, a->inst_key, a);
 	}
-	att_enqueue(q, a);
+	att_hold_or_enqueue(q, a);
 }
 
 static void
@@ -1238,7 +1355,7 @@ on_cancel(ax_queue *q, const Ax__CancelInstance *ci)
 	a->kill = 1;
 	snprintf(a->kill_reason, sizeof(a->kill_reason), "%s",
 	         ci->reason && *ci->reason ? ci->reason : "CANCELED");
-	if (a->state == ST_QUEUED)
+	if (a->state == ST_QUEUED || a->state == ST_HELD)
 		att_cancel_now(q, a);
 	/* dispatched or running: in the worker's next HeartbeatReply */
 }
@@ -1852,6 +1969,15 @@ timers(ax_queue *q)
 {
 	int64_t now = ax_clock_mono_us(), next = INT64_MAX;
 
+	/* first: a held attempt's due instant is its start latency; the
+	 * attempts due together leave in one reply per worker */
+	q->batching = 1;
+	while (q->held_head != NULL && q->held_head->release_mono <= now) {
+		qatt *a = q->held_head;
+		LIST_UNLINK(q->held_head, q->held_tail, a, hnext, hprev);
+		att_enqueue(q, a);
+	}
+	fill_flush(q);
 	while (q->un_head != NULL && q->un_head->ack_deadline <= now) {
 		qatt      *a   = q->un_head;
 		ax_log_ids ids = att_ids(a);
@@ -1878,7 +2004,9 @@ timers(ax_queue *q)
 	db_flush(q, now);
 	deferred_flush(q);
 
-	if (q->un_head)
+	if (q->held_head)
+		next = q->held_head->release_mono;
+	if (q->un_head && q->un_head->ack_deadline < next)
 		next = q->un_head->ack_deadline;
 	if (q->lease_head && q->lease_head->lease_mono < next)
 		next = q->lease_head->lease_mono;
@@ -1888,8 +2016,8 @@ timers(ax_queue *q)
 		next = q->ret_head->retire_at;
 	if (q->dirty && q->db_last + q->hb_us < next)
 		next = q->db_last + q->hb_us;
-	if (q->def_head && now + DEFER_POLL_US < next)
-		next = now + DEFER_POLL_US;
+	if (q->def_head && q->def_head->def_until < next)
+		next = q->def_head->def_until;
 	ax_actor_set_deadline(q->self, next == INT64_MAX ? 0 : next);
 }
 
@@ -1898,7 +2026,8 @@ queue_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
 	ax_queue *q = state;
 
-	q->self = self;
+	q->self     = self;
+	q->batching = 1; /* one reply per worker for the whole batch */
 	for (size_t i = 0; i < n; i++) {
 		Ax__Command *cmd;
 		if (items[i].type == ITEM_WAKE)
@@ -1912,12 +2041,19 @@ queue_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 		}
 		if (cmd->body_case == AX__COMMAND__BODY_CANCEL_INSTANCE)
 			on_cancel(q, cmd->cancel_instance);
-		else
+		else if (cmd->body_case ==
+		         AX__COMMAND__BODY_RESULTS_COMMITTED) {
+			if (cmd->results_committed->up_to_seq > q->committed &&
+			    cmd->results_committed->up_to_seq <= q->fwd_seq)
+				q->committed =
+				    cmd->results_committed->up_to_seq;
+		} else
 			ax_logf(AX_LOG_WARN, AX_A_QUEUE, "BAD_MESSAGE", NULL,
 			        "command %d from %s is not for the queue",
 			        (int) cmd->body_case, items[i].from);
 		ax__command__free_unpacked(cmd, NULL);
 	}
+	fill_flush(q);
 	drain_requests(q);
 	timers(q);
 	return AX_OK;

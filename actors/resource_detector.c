@@ -9,10 +9,17 @@
  * - group->used and pool->used are the sums of the slots of ADMITTED
  *   items; they only change on admit, SlotReleased and AttemptHeld.
  * - Waiting items sit in exactly one lane heap; blocked ones in `blocked`.
+ * - A blocked item's task_instances row shows its block reason (e.g.
+ *   DAG_PAUSED), so `axctl instance list` and the API say why it waits;
+ *   when it is released the row gets back the reason it had (WAIT_RESOURCE
+ *   while PENDING, none once admitted). `rewrite` lists the items whose
+ *   row still needs that write; after a handler call it holds only
+ *   blocked items whose row did not exist yet (retried every recheck).
  *
  * Workload: thousands of decisions per second; each is O(log n) in its
  * lane plus O(lanes) to pick the best lane head (a handful of lanes).
- * No database access after start.
+ * No database access after start on the admission path: only blocks and
+ * their release write (one batched statement per handler call).
  */
 #include "resource_detector.h"
 
@@ -32,6 +39,15 @@
 #define RD_BACKPRESSURE_RETRY (5 * AX_USEC_PER_MSEC)
 /* Paused DAGs are re-checked this often (the registry is memory: cheap). */
 #define RD_PAUSE_RECHECK AX_USEC_PER_SEC
+/* A block reason whose row has not appeared after this many rechecks is
+ * given up (the plan that writes the row was lost): the row keeps the
+ * reason the plan gives it. */
+#define RD_REASON_TRIES 60
+/* Reason writes give up on an unreachable database quickly and pause for
+ * a recheck period: admissions never wait on a display. */
+#define RD_REASON_RECONNECT (200 * AX_USEC_PER_MSEC)
+
+enum { RD_R_NONE = 0, RD_R_BLOCK, RD_R_RESTORE }; /* rd_item.reason_todo */
 
 enum { RD_WAITING = 0, RD_ADMITTED, RD_BLOCKED };
 
@@ -47,6 +63,12 @@ typedef struct rd_item {
 	int                announced; /* a DELAY/BLOCK event was sent */
 	int32_t            slots;
 	rd_lane           *lane;
+	uint8_t            held;         /* blocked once admitted: READY */
+	uint8_t            reason_todo;  /* RD_R_*: a row write to make */
+	uint8_t            reason_on;    /* block_reason is on its row */
+	uint8_t            in_rewrite;   /* listed in rd_state.rewrite */
+	uint8_t            reason_tries; /* writes that found no row */
+	char               block_reason[32];
 	char               key[]; /* instance key */
 } rd_item;
 
@@ -91,6 +113,11 @@ typedef struct rd_state {
 	size_t                 nblocked, capblocked;
 	rd_item              **fresh; /* arrived in this batch */
 	size_t                 nfresh, capfresh;
+	rd_item              **rewrite; /* rows whose reason must change */
+	size_t                 nrewrite, caprewrite;
+	ax_store              *store; /* opened on the first reason write */
+	int64_t                reason_retry_at;   /* mono: missing rows */
+	int64_t                reason_down_until; /* mono: after a failure */
 	uint64_t               seq;
 	int                    backpressured;
 	uint64_t admitted, delayed, blocked_count, ignored; /* counters */
@@ -389,6 +416,18 @@ drain(ax_actor *self, rd_state *st)
 	}
 }
 
+/* Asks for the reason write todo on its row (see rd_state.rewrite). */
+static ax_err
+want_reason(rd_state *st, rd_item *it, int todo)
+{
+	it->reason_todo = (uint8_t) todo;
+	if (todo == RD_R_NONE || it->in_rewrite)
+		return AX_OK;
+	ax_err rv = ptr_push(&st->rewrite, &st->nrewrite, &st->caprewrite, it);
+	it->in_rewrite = rv == AX_OK;
+	return rv;
+}
+
 static ax_err
 block_item(ax_actor *self, rd_state *st, rd_item *it, const char *reason)
 {
@@ -399,7 +438,11 @@ block_item(ax_actor *self, rd_state *st, rd_item *it, const char *reason)
 	st->blocked_count++;
 	emit(self, it, "instance.blocked", reason, NULL);
 	it->announced = 1;
-	return AX_OK;
+	if (it->reason_on && strcmp(it->block_reason, reason) == 0)
+		return want_reason(st, it, RD_R_NONE); /* already shown */
+	snprintf(it->block_reason, sizeof(it->block_reason), "%s", reason);
+	it->reason_tries = 0;
+	return want_reason(st, it, RD_R_BLOCK);
 }
 
 static void unuse(rd_item *it);
@@ -578,8 +621,10 @@ on_held(ax_actor *self, rd_state *st, Ax__AttemptHeld *held)
 		held->ready = NULL; /* owned by the item (or freed) */
 		if (it == NULL)
 			return AX_OK;
+		it->held = 1; /* admitted, though not known here */
 	} else if (it->state == RD_ADMITTED) {
 		unuse(it);
+		it->held = 1;
 	} else {
 		return AX_OK; /* already waiting or blocked */
 	}
@@ -604,6 +649,9 @@ recheck_blocked(rd_state *st)
 		if (rv == AX_OK)
 			rv = ptr_push(&st->fresh, &st->nfresh, &st->capfresh,
 			              it);
+		if (rv == AX_OK) /* best effort: the row is only a display */
+			(void) want_reason(
+			    st, it, it->reason_on ? RD_R_RESTORE : RD_R_NONE);
 		if (rv != AX_OK) {
 			st->blocked[k++] = it;
 			for (size_t j = i + 1; j < st->nblocked; j++)
@@ -614,6 +662,122 @@ recheck_blocked(rd_state *st)
 	}
 	st->nblocked = k;
 	return AX_OK;
+}
+
+/* Ends a write pass: keeps only the blocks whose row is still missing. */
+static void
+rewrite_compact(rd_state *st)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < st->nrewrite; i++) {
+		rd_item *it = st->rewrite[i];
+		if (it->reason_todo == RD_R_BLOCK && it->state == RD_BLOCKED) {
+			st->rewrite[k++] = it;
+			continue;
+		}
+		it->reason_todo = RD_R_NONE;
+		it->in_rewrite  = 0;
+	}
+	st->nrewrite = k;
+}
+
+/* What the row of it gets: its block reason, or the one it had back. */
+static void
+reason_row(const rd_item *it, ax_store_ti_reason *r)
+{
+	const Ax__InstanceRef *ref = it->ready->instance;
+	int                    blk = it->reason_todo == RD_R_BLOCK;
+
+	*r = (ax_store_ti_reason) {
+		.dag             = ref->dag,
+		.task            = ref->task,
+		.logical_time_us = ref->logical_time_us,
+		.shard           = ref->shard_index,
+		.reason          = blk  ? it->block_reason
+		             : it->held ? NULL
+		                        : "WAIT_RESOURCE",
+		.only_if         = blk ? NULL : it->block_reason,
+	};
+}
+
+/* Records the outcome of row r of item it. */
+static void
+reason_done(ax_actor *self, rd_item *it, const ax_store_ti_reason *r)
+{
+	if (it->reason_todo == RD_R_RESTORE) {
+		it->reason_on   = 0;
+		it->reason_todo = RD_R_NONE;
+	} else if (r->applied) {
+		it->reason_on   = 1;
+		it->reason_todo = RD_R_NONE;
+	} else if (++it->reason_tries >= RD_REASON_TRIES) {
+		ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL, NULL,
+		        "%s.%s: no task_instances row to show %s on after %d "
+		        "tries; given up",
+		        r->dag, r->task, r->reason, RD_REASON_TRIES);
+		it->reason_todo = RD_R_NONE;
+	}
+}
+
+/*
+ * Writes the reasons asked by want_reason, one statement per call. The
+ * admissions of this call go out first (a restore and the instance
+ * generator's move to READY, which clears the reason, may land in either
+ * order: only_if keeps the restore off a row that moved on). A failure
+ * is logged: blocks are tried again at the next recheck, restores
+ * dropped (the move to READY clears the reason anyway). A block whose
+ * row was missing is tried again at most once per recheck period.
+ */
+static void
+write_reasons(ax_actor *self, rd_state *st)
+{
+	size_t              n = st->nrewrite, m = 0;
+	ax_store_ti_reason *rows  = NULL;
+	rd_item           **its   = NULL;
+	ax_err              rv    = AX_OK;
+	int64_t             now   = ax_clock_mono_us();
+	int                 retry = now >= st->reason_retry_at;
+
+	if (n == 0 || st->ctx->dsn == NULL || now < st->reason_down_until)
+		goto out;
+	rows = calloc(n, sizeof(*rows));
+	its  = calloc(n, sizeof(*its));
+	if (rows == NULL || its == NULL)
+		rv = ax_err_set(AX_ENOMEM, "out of memory");
+	for (size_t i = 0; rv == AX_OK && i < n; i++) {
+		rd_item *it = st->rewrite[i];
+		if (it->reason_todo == RD_R_NONE ||
+		    (it->reason_todo == RD_R_BLOCK && it->reason_tries > 0 &&
+		     !retry))
+			continue;
+		its[m] = it;
+		reason_row(it, &rows[m++]);
+	}
+	if (retry)
+		st->reason_retry_at = now + RD_PAUSE_RECHECK;
+	if (m > 0)
+		(void) ax_actor_flush(self, AX_ACTOR_NONBLOCK);
+	if (rv == AX_OK && m > 0 && st->store == NULL &&
+	    (rv = ax_store_open(st->ctx->dsn, &st->store)) == AX_OK)
+		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
+	for (size_t off = 0; rv == AX_OK && off < m; off += 10000) {
+		size_t c = m - off < 10000 ? m - off : 10000;
+		rv = ax_store_set_reasons(st->store, rows + off, c, NULL);
+		for (size_t i = off; rv == AX_OK && i < off + c; i++)
+			reason_done(self, its[i], &rows[i]);
+	}
+	if (rv != AX_OK) {
+		ax_logf(AX_LOG_WARN, ax_actor_name(self), "DB_ERROR", NULL,
+		        "reasons of blocked or released instances not "
+		        "written (next try in %lld ms): %s",
+		        (long long) (RD_PAUSE_RECHECK / AX_USEC_PER_MSEC),
+		        ax_err_detail());
+		st->reason_down_until = now + RD_PAUSE_RECHECK;
+	}
+out:
+	free(rows);
+	free(its);
+	rewrite_compact(st);
 }
 
 /* After a batch: drain, then one DELAY event per item that must wait. */
@@ -634,7 +798,8 @@ settle(ax_actor *self, rd_state *st)
 		it->announced = 1;
 		st->delayed++;
 	}
-	st->nfresh   = 0;
+	st->nfresh = 0;
+	write_reasons(self, st);
 	int64_t next = 0, now = ax_clock_mono_us();
 	if (st->backpressured)
 		next = now + RD_BACKPRESSURE_RETRY;
@@ -736,6 +901,8 @@ rd_fini(void *state)
 	}
 	free(st->blocked);
 	free(st->fresh);
+	free(st->rewrite);
+	ax_store_close(st->store);
 	free(st);
 }
 

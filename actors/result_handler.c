@@ -37,6 +37,7 @@ typedef struct rh_state {
 	ax_store              *store;
 	ax_flow_pending        pending;
 	uint64_t results, succeeded, failed, retried, late, duplicates;
+	uint64_t confirmed; /* ResultsCommitted sent up to this queue_seq */
 } rh_state;
 
 typedef struct rh_ev {
@@ -594,13 +595,40 @@ out:
 	return rv;
 }
 
+/*
+ * Tells the queue service that every result it forwarded up to seq is in
+ * PostgreSQL, so it may acknowledge the worker reports that carried them
+ * (see the acknowledgement rule in queue_service.c). Results arrive in
+ * the queue's order and are committed in that order (a kept batch keeps
+ * everything after it), so one watermark says it all.
+ */
+static void
+confirm(ax_actor *self, rh_state *st, uint64_t seq)
+{
+	Ax__Command          c  = AX__COMMAND__INIT;
+	Ax__ResultsCommitted rc = AX__RESULTS_COMMITTED__INIT;
+
+	if (seq <= st->confirmed)
+		return;
+	st->confirmed       = seq;
+	rc.up_to_seq        = seq;
+	c.body_case         = AX__COMMAND__BODY_RESULTS_COMMITTED;
+	c.results_committed = &rc;
+	if (ax_pipeline_send(self, AX_A_QUEUE, &c) != AX_OK)
+		ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL, NULL,
+		        "commit confirmation not sent (the worker will send "
+		        "its results again): %s",
+		        ax_err_detail());
+}
+
 /* Runs cmds in slices of one transaction each; keeps them on a database
  * failure. Takes ownership of cmds[]. */
 static ax_err
 run_cmds(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 {
-	ax_err rv = AX_OK;
-	size_t k  = 0;
+	ax_err   rv   = AX_OK;
+	size_t   k    = 0;
+	uint64_t done = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		if (cmds[i]->body_case == AX__COMMAND__BODY_RESULT &&
@@ -630,11 +658,17 @@ run_cmds(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 			    self, ax_clock_mono_us() + RH_RETRY_US);
 			continue;
 		}
-		for (size_t i = off; i < off + m; i++)
+		/* committed, or refused for good (retrying cannot help):
+		 * either way the worker need not send it again */
+		for (size_t i = off; i < off + m; i++) {
+			if (cmds[i]->result->queue_seq > done)
+				done = cmds[i]->result->queue_seq;
 			ax__command__free_unpacked(cmds[i], NULL);
+		}
 		if (r != AX_OK && rv == AX_OK)
 			rv = r;
 	}
+	confirm(self, st, done);
 	return rv;
 }
 

@@ -3,11 +3,14 @@
  * time_detector.h).
  *
  * State: one wheel on the monotonic clock; armed schedules by DAG name
- * (each embeds its wheel timer and owns its ax_schedule); one-shot timers
- * by "kind/key" (each embeds its timer and owns the TimerSet it
- * replays). The wheel's callback only collects what fired; the tick then
- * builds one batch of runs, writes it in one transaction and sends the
- * Due commands, so a tick with 200 fires costs one commit.
+ * (each embeds its wheel timer and its name and shares an interned,
+ * compiled spec; armed from ScheduleArmed alone, no DAG decoded: about
+ * 160 bytes a schedule, plus about 300 for a spec no other schedule
+ * shares); one-shot timers by "kind/key" (each embeds its timer and owns
+ * the TimerSet it replays). The wheel's callback only collects what
+ * fired; the tick then builds one batch of runs, writes it in one
+ * transaction and sends the Due commands, so a tick with 200 fires costs
+ * one commit.
  */
 #include "time_detector.h"
 
@@ -30,16 +33,31 @@
 #define COOKIE_TIMER 2
 #define RETRY_DB_US  (500 * AX_USEC_PER_MSEC)
 
+/*
+ * An interned schedule spec: every armed schedule with the same
+ * expression, zone, catchup and window shares one compiled ax_schedule
+ * (a million schedules over 60 crons hold 60). Allocated with its key.
+ */
+typedef struct sspec {
+	struct sspec *next;  /* hash chain */
+	ax_schedule  *sch;   /* owned */
+	uint32_t      refs;  /* armed schedules using it */
+	uint16_t      klen;  /* bytes in key */
+	char          key[]; /* spec_key(): flags, expression, zone, window */
+} sspec;
+
 typedef struct sched {
-	ax_wheel_timer t; /* first member: the callback casts back */
-	char          *dag;
+	ax_wheel_timer t;    /* first member: the callback casts back */
+	char          *dag;  /* the DAG name, allocated after the struct */
+	struct sspec  *spec; /* interned spec (holds a reference) */
 	int64_t        schedule_id;
 	int64_t        dag_id;
 	int64_t        version_id;
-	ax_schedule   *sch;
+	ax_schedule   *sch;      /* spec->sch: shared, never freed here */
 	int64_t        next_utc; /* next fire instant, UTC us */
 	int64_t        prev_utc; /* next_utc before this tick's collect */
-	int            catchup;
+	uint8_t        catchup;
+	uint8_t        mark;  /* parity of the loader pass that armed it */
 	int            fired; /* collected in this tick */
 } sched;
 
@@ -67,9 +85,14 @@ typedef struct tdet {
 	ax_store               *store;
 	ax_tz_cache            *tzc;
 	ax_wheel               *wheel;
-	ax_flow_map            *scheds; /* dag -> sched */
+	sched                 **scheds; /* by DAG name (open addressing) */
+	size_t                  nsched, capsched;
+	sspec                 **specs; /* interned specs (chained) */
+	size_t                  nspec, capspec;
+	uint8_t                 mark;   /* parity of the current loader pass */
 	ax_flow_map            *timers; /* kind/key -> otimer */
 	int64_t                 offset; /* utc - mono at the last tick */
+	int64_t                 lead;   /* scheduler.prepare_ahead, us */
 	ax_time_detector_stats *stats;
 	ax_time_detector_stats  own_stats;
 	/* per-tick collection */
@@ -108,15 +131,235 @@ mono_of(int64_t utc_due, int64_t utc_now, int64_t mono_now)
 	return d < 0 ? 0 : d;
 }
 
-static void
-sched_free(void *p)
+/* --- interned specs ------------------------------------------------------
+ */
+
+static uint64_t
+fnv(uint64_t h, const void *p, size_t n)
 {
-	sched *s = p;
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ULL;
+	return h;
+}
+
+static uint64_t
+spec_hash(const char *key, size_t klen)
+{
+	return fnv(1469598103934665603ULL, key, klen);
+}
+
+/*
+ * The identity of sa's schedule in at most cap bytes: one flag byte
+ * (catchup, start set, end set), expression NUL, zone NUL, then the start
+ * and end instants only when set: short keys, so a million distinct
+ * specs cost little beyond their compiled schedules. 0 when too long.
+ */
+static size_t
+spec_key(const Ax__ScheduleArmed *sa, char *key, size_t cap)
+{
+	const char *expr = sa->cron ? sa->cron : "";
+	const char *zone =
+	    sa->timezone && sa->timezone[0] ? sa->timezone : "UTC";
+	size_t el = strlen(expr), zl = strlen(zone), n = 0;
+
+	if (1 + el + 1 + zl + 1 + 2 * sizeof(int64_t) > cap)
+		return 0;
+	key[n++] = (char) ((sa->catchup ? 1 : 0) | (sa->start_us ? 2 : 0) |
+	                   (sa->end_us ? 4 : 0));
+	memcpy(key + n, expr, el + 1);
+	n += el + 1;
+	memcpy(key + n, zone, zl + 1);
+	n += zl + 1;
+	if (sa->start_us) {
+		memcpy(key + n, &sa->start_us, sizeof(int64_t));
+		n += sizeof(int64_t);
+	}
+	if (sa->end_us) {
+		memcpy(key + n, &sa->end_us, sizeof(int64_t));
+		n += sizeof(int64_t);
+	}
+	return n;
+}
+
+static void
+specs_grow(tdet *d)
+{
+	size_t  cap = d->capspec ? d->capspec * 2 : 64;
+	sspec **nb  = calloc(cap, sizeof(*nb));
+	if (nb == NULL)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < d->capspec; i++)
+		for (sspec *p = d->specs[i], *nx; p != NULL; p = nx) {
+			nx       = p->next;
+			size_t b = spec_hash(p->key, p->klen) & (cap - 1);
+			p->next  = nb[b];
+			nb[b]    = p;
+		}
+	free(d->specs);
+	d->specs   = nb;
+	d->capspec = cap;
+}
+
+/*
+ * The interned spec of sa with a new reference, compiled on first use;
+ * NULL (detail set) when it does not compile or memory is short.
+ */
+static sspec *
+spec_get(tdet *d, const Ax__ScheduleArmed *sa)
+{
+	char         key[1024];
+	size_t       klen = spec_key(sa, key, sizeof(key));
+	uint64_t     h;
+	sspec       *p;
+	ax_schedule *sch;
+
+	if (klen == 0) {
+		ax_err_set(AX_EINVAL, "schedule expression too long");
+		return NULL;
+	}
+	h = spec_hash(key, klen);
+	if (d->capspec > 0)
+		for (p = d->specs[h & (d->capspec - 1)]; p != NULL;
+		     p = p->next)
+			if (p->klen == klen &&
+			    memcmp(p->key, key, klen) == 0) {
+				p->refs++;
+				return p;
+			}
+	/* the zone as keyed: after the flag byte and the expression */
+	if (ax_dag_schedule_parse(
+	        sa->cron ? sa->cron : "", key + 2 + strlen(key + 1),
+	        sa->catchup, sa->start_us ? sa->start_us : AX_SCHED_NO_START,
+	        sa->end_us ? sa->end_us : AX_SCHED_NO_END, d->tzc,
+	        &sch) != AX_OK)
+		return NULL;
+	if (d->nspec + 1 > d->capspec)
+		specs_grow(d);
+	if (d->capspec == 0 ||
+	    (p = malloc(offsetof(sspec, key) + klen)) == NULL) {
+		ax_schedule_free(sch);
+		ax_err_set(AX_ENOMEM, "time_detector: out of memory");
+		return NULL;
+	}
+	p->sch  = sch;
+	p->refs = 1;
+	p->klen = (uint16_t) klen;
+	memcpy(p->key, key, klen);
+	p->next                        = d->specs[h & (d->capspec - 1)];
+	d->specs[h & (d->capspec - 1)] = p;
+	d->nspec++;
+	return p;
+}
+
+/* Drops a reference; the last one frees the spec and its schedule. */
+static void
+spec_release(tdet *d, sspec *p)
+{
+	if (p == NULL || --p->refs > 0)
+		return;
+	sspec **pp = &d->specs[spec_hash(p->key, p->klen) & (d->capspec - 1)];
+	while (*pp != NULL && *pp != p)
+		pp = &(*pp)->next;
+	if (*pp != NULL)
+		*pp = p->next;
+	d->nspec--;
+	ax_schedule_free(p->sch);
+	free(p);
+}
+
+/* --- armed schedules by DAG name ------------------------------------------
+ *
+ * Open addressing with linear probing over sched pointers (8 bytes a slot,
+ * at most 3/4 full): the key is the name stored in the sched itself, so a
+ * name is held once per schedule and there is no node per entry.
+ */
+
+static size_t
+sched_probe(const tdet *d, const char *dag)
+{
+	size_t i = (size_t) fnv(1469598103934665603ULL, dag, strlen(dag)) &
+	    (d->capsched - 1);
+	while (d->scheds[i] != NULL && strcmp(d->scheds[i]->dag, dag) != 0)
+		i = (i + 1) & (d->capsched - 1);
+	return i;
+}
+
+static sched *
+sched_find(const tdet *d, const char *dag)
+{
+	return d->capsched ? d->scheds[sched_probe(d, dag)] : NULL;
+}
+
+/* Adds s (its name not present yet); -1 when out of memory. */
+static int
+sched_put(tdet *d, sched *s)
+{
+	if ((d->nsched + 1) * 4 > d->capsched * 3) {
+		size_t  cap = d->capsched ? d->capsched * 2 : 1024;
+		sched **old = d->scheds, **nt = calloc(cap, sizeof(*nt));
+		size_t  ocap = d->capsched;
+		if (nt == NULL)
+			return -1;
+		d->scheds   = nt;
+		d->capsched = cap;
+		for (size_t i = 0; i < ocap; i++)
+			if (old[i] != NULL)
+				d->scheds[sched_probe(d, old[i]->dag)] =
+				    old[i];
+		free(old);
+	}
+	d->scheds[sched_probe(d, s->dag)] = s;
+	d->nsched++;
+	return 0;
+}
+
+/* Removes s (backward-shift deletion keeps every probe chain whole). */
+static void
+sched_del(tdet *d, sched *s)
+{
+	size_t mask = d->capsched - 1, i = sched_probe(d, s->dag), j = i;
+
+	if (d->scheds[i] != s)
+		return;
+	d->scheds[i] = NULL;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (d->scheds[j] == NULL)
+			break;
+		size_t home =
+		    (size_t) fnv(1469598103934665603ULL, d->scheds[j]->dag,
+		                 strlen(d->scheds[j]->dag)) &
+		    mask;
+		/* move j back into the hole i unless home lies in (i, j] */
+		if (i <= j ? (home <= i || home > j)
+		           : (home <= i && home > j)) {
+			d->scheds[i] = d->scheds[j];
+			d->scheds[j] = NULL;
+			i            = j;
+		}
+	}
+	d->nsched--;
+}
+
+/* Calls fn(arg, dag, s) for every armed schedule; fn must not change
+ * the table. */
+static void
+sched_each(tdet *d, void (*fn)(void *arg, const char *key, void *val),
+           void *arg)
+{
+	for (size_t i = 0; i < d->capsched; i++)
+		if (d->scheds[i] != NULL)
+			fn(arg, d->scheds[i]->dag, d->scheds[i]);
+}
+
+static void
+sched_free(tdet *d, sched *s)
+{
 	if (s == NULL)
 		return;
-	ax_schedule_free(s->sch);
-	free(s->dag);
-	free(s);
+	spec_release(d, s->spec);
+	free(s); /* the name lives in the same allocation */
 }
 
 static void
@@ -177,10 +420,12 @@ add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
 }
 
 /*
- * Collects the runs of s that are due at utc_now (periods ending after
- * s->next_utc - 1, honouring catchup, capped) into the batch and moves
- * s->next_utc past them. The schedules row gets the new next fire in the
- * same transaction (the last row of the schedule carries it).
+ * Collects the runs of s that are due by utc_now + lead (periods ending
+ * after s->next_utc - 1, honouring catchup, capped) into the batch and
+ * moves s->next_utc past them. The schedules row gets the new next fire
+ * in the same transaction (the last row of the schedule carries it).
+ * A run collected ahead keeps its due instant: the queue holds its
+ * attempts until then (see time_detector.h, "prepare ahead").
  */
 static void
 collect_sched(tdet *d, sched *s, int64_t utc_now)
@@ -189,11 +434,21 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 	size_t    n = 0, total = 0;
 	int       more = 0, oom = 0;
 	int64_t   from = s->next_utc - 1, last_end = 0;
+	int64_t   horizon = utc_now + d->lead;
 
+	/* the wheel fired s for next_utc - lead; a few ms of rounding
+	 * between the clocks must not make that a no-op tick */
+	if (s->next_utc > horizon &&
+	    s->next_utc - horizon < 5 * AX_USEC_PER_MSEC)
+		horizon = s->next_utc;
+	/* missed periods (downtime, pause): catchup decides which, up to
+	 * now; the next one is prepared ahead at the following tick */
+	if (s->next_utc <= utc_now)
+		horizon = utc_now;
 	s->prev_utc = s->next_utc;
 
 	do {
-		if (ax_schedule_due(s->sch, from, utc_now, per, 64, &n,
+		if (ax_schedule_due(s->sch, from, horizon, per, 64, &n,
 		                    &more) != AX_OK)
 			break;
 		for (size_t i = 0; i < n; i++) {
@@ -221,7 +476,7 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 		    total);
 		ax_schedule_next_fire(s->sch, last_end, &s->next_utc);
 	} else {
-		int64_t after = last_end > utc_now ? last_end : utc_now;
+		int64_t after = last_end > horizon ? last_end : horizon;
 		if (ax_schedule_next_fire(s->sch, after, &s->next_utc) !=
 		    AX_OK)
 			s->next_utc = 0; /* nothing left (end or at) */
@@ -244,7 +499,7 @@ arm_sched(tdet *d, sched *s, int64_t utc_now, int64_t mono_now)
 		return;
 	}
 	ax_wheel_reschedule(d->wheel, &s->t,
-	                    mono_of(s->next_utc, utc_now, mono_now),
+	                    mono_of(s->next_utc - d->lead, utc_now, mono_now),
 	                    COOKIE_SCHED);
 }
 
@@ -479,65 +734,134 @@ timer_cancel(tdet *d, const Ax__TimerCancel *tc)
  */
 
 static void
-disarm(tdet *d, const char *dag, const char *reason)
+unarm(tdet *d, sched *s, const char *reason)
 {
-	sched *s = ax_flow_map_del(d->scheds, dag);
-	if (s == NULL)
-		return;
 	ax_wheel_cancel(d->wheel, &s->t);
-	ax_logf(AX_LOG_INFO, COMP, reason, &(ax_log_ids) { .dag = dag },
+	sched_del(d, s);
+	ax_logf(AX_LOG_INFO, COMP, reason, &(ax_log_ids) { .dag = s->dag },
 	        "schedule disarmed");
-	sched_free(s);
+	sched_free(d, s);
+	d->stats->armed = d->nsched;
+	d->stats->specs = d->nspec;
+}
+
+/*
+ * End of a loader pass over every DAG: the schedules it did not (re)arm
+ * belong to DAGs that are gone. O(armed schedules), once per full pass.
+ */
+static void
+sweep(tdet *d)
+{
+	sched **gone = NULL;
+	size_t  n = 0, cap = 0;
+
+	for (size_t i = 0; i < d->capsched; i++) {
+		sched *s = d->scheds[i];
+		if (s == NULL || s->mark == d->mark)
+			continue;
+		if (grow((void **) &gone, &cap, n + 1, sizeof(*gone)) == 0)
+			gone[n++] = s;
+	}
+	for (size_t i = 0; i < n; i++)
+		unarm(d, gone[i], "DELETED");
+	free(gone);
+	d->mark ^= 1;
+	d->stats->swept += n;
+	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+	        "loader pass complete: %zu schedule(s) armed over %zu "
+	        "distinct spec(s), %zu swept",
+	        d->nsched, d->nspec, n);
 }
 
 static void
+disarm(tdet *d, const Ax__ScheduleDisarmed *sd)
+{
+	sched *s;
+
+	if (sd->sweep) {
+		sweep(d);
+		return;
+	}
+	if (sd->dag != NULL && (s = sched_find(d, sd->dag)) != NULL)
+		unarm(d, s, sd->reason);
+}
+
+/* The dags.id of a ScheduleArmed from a sender that left it out. */
+static int64_t
+dag_id_of(tdet *d, const Ax__ScheduleArmed *sa)
+{
+	ax_dag_registry *reg = d->ctx->registry;
+	ax_dag_entry    *e  = ax_dag_registry_version(reg, sa->dag_version_id);
+	int64_t          id = 0;
+
+	if (e == NULL &&
+	    ax_dag_registry_load_version(reg, d->store, sa->dag_version_id) ==
+	        AX_OK)
+		e = ax_dag_registry_version(reg, sa->dag_version_id);
+	if (e != NULL)
+		id = e->dag_id;
+	ax_dag_entry_release(e);
+	return id;
+}
+
+/*
+ * Arms (or re-arms: the newest message wins) the schedule of sa->dag from
+ * the message alone: the spec is interned, the DAG is not looked up.
+ */
+static void
 arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 {
-	ax_dag_entry *e;
-	ax_schedule  *sch = NULL;
-	sched        *s;
+	int64_t dag_id = sa->dag_id ? sa->dag_id : dag_id_of(d, sa);
+	sspec  *sp;
+	sched  *s;
 
-	e = ax_dag_registry_version(d->ctx->registry, sa->dag_version_id);
-	if (e == NULL &&
-	    ax_dag_registry_load_version(d->ctx->registry, d->store,
-	                                 sa->dag_version_id) == AX_OK)
-		e = ax_dag_registry_version(d->ctx->registry,
-		                            sa->dag_version_id);
-	if (e == NULL || ax_dag_schedule_new(e->dag, d->tzc, &sch) != AX_OK) {
+	if (sa->dag == NULL || sa->dag[0] == '\0' || dag_id <= 0 ||
+	    (sp = spec_get(d, sa)) == NULL) {
 		ax_logf(AX_LOG_ERROR, COMP, "BAD_SCHEDULE",
 		        &(ax_log_ids) { .dag = sa->dag },
 		        "cannot arm version %lld: %s",
-		        (long long) sa->dag_version_id, ax_err_detail());
-		ax_dag_entry_release(e);
+		        (long long) sa->dag_version_id,
+		        dag_id <= 0 ? "unknown DAG" : ax_err_detail());
 		return;
 	}
-	int64_t dag_id = e->dag_id;
-	ax_dag_entry_release(e);
-	if ((s = ax_flow_map_get(d->scheds, sa->dag)) == NULL) {
-		if ((s = calloc(1, sizeof(*s))) == NULL ||
-		    (s->dag = strdup(sa->dag)) == NULL ||
-		    ax_flow_map_put(d->scheds, sa->dag, s) != AX_OK) {
-			if (s != NULL)
-				free(s->dag);
+	if ((s = sched_find(d, sa->dag)) == NULL) {
+		size_t len = strlen(sa->dag);
+		if ((s = calloc(1, sizeof(*s) + len + 1)) == NULL) {
+			spec_release(d, sp);
+			ax_logf(AX_LOG_ERROR, COMP, NULL,
+			        &(ax_log_ids) { .dag = sa->dag },
+			        "schedule not armed: out of memory");
+			return;
+		}
+		s->dag = (char *) (s + 1);
+		memcpy(s->dag, sa->dag, len + 1);
+		if (sched_put(d, s) != 0) {
 			free(s);
-			ax_schedule_free(sch);
+			spec_release(d, sp);
+			ax_logf(AX_LOG_ERROR, COMP, NULL,
+			        &(ax_log_ids) { .dag = sa->dag },
+			        "schedule not armed: out of memory");
 			return;
 		}
 	} else {
-		ax_schedule_free(s->sch);
+		spec_release(d, s->spec);
 	}
-	s->sch         = sch;
+	s->spec        = sp;
+	s->sch         = sp->sch;
+	s->mark        = d->mark;
 	s->schedule_id = sa->schedule_id;
 	s->dag_id      = dag_id;
 	s->version_id  = sa->dag_version_id;
 	s->catchup     = sa->catchup;
 	s->next_utc    = sa->next_fire_us;
 	if (s->next_utc == 0 &&
-	    ax_schedule_next_fire(sch, utc_now, &s->next_utc) != AX_OK)
+	    ax_schedule_next_fire(s->sch, utc_now, &s->next_utc) != AX_OK)
 		s->next_utc = 0;
 	/* a next fire in the past fires at the next tick: collect_sched
 	 * creates the missed periods (catchup) or the latest */
 	arm_sched(d, s, utc_now, mono_now);
+	d->stats->armed = d->nsched;
+	d->stats->specs = d->nspec;
 	ax_logf(AX_LOG_DEBUG, COMP, NULL, &(ax_log_ids) { .dag = s->dag },
 	        "armed version %lld, next fire %lld",
 	        (long long) s->version_id, (long long) s->next_utc);
@@ -635,9 +959,8 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 			ax_logf(AX_LOG_WARN, COMP, "CLOCK_JUMP", NULL,
 			        "wall clock jumped by %+.3f s; re-arming %zu "
 			        "schedule(s) from UTC",
-			        (double) jump / AX_USEC_PER_SEC,
-			        ax_flow_map_count(d->scheds));
-			ax_flow_map_each(d->scheds, rearm_one, &c);
+			        (double) jump / AX_USEC_PER_SEC, d->nsched);
+			sched_each(d, rearm_one, &c);
 		}
 	}
 	d->ndue = d->ntf = 0;
@@ -675,8 +998,7 @@ td_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			arm(d, cmd->schedule_armed, utc_now, mono_now);
 			break;
 		case AX__COMMAND__BODY_SCHEDULE_DISARMED:
-			disarm(d, cmd->schedule_disarmed->dag,
-			       cmd->schedule_disarmed->reason);
+			disarm(d, cmd->schedule_disarmed);
 			break;
 		case AX__COMMAND__BODY_TIMER_SET:
 			timer_set(d, cmd, utc_now, mono_now);
@@ -722,7 +1044,16 @@ td_fini(void *state)
 	        (unsigned long long) d->stats->timers_fired,
 	        (unsigned long long) d->stats->clock_jumps,
 	        (double) d->stats->max_late_us / 1000.0);
-	ax_flow_map_free(d->scheds, sched_free);
+	for (size_t i = 0; i < d->capsched; i++)
+		sched_free(d, d->scheds[i]);
+	free(d->scheds);
+	for (size_t i = 0; i < d->capspec; i++) /* empty by now */
+		for (sspec *p = d->specs[i], *nx; p != NULL; p = nx) {
+			nx = p->next;
+			ax_schedule_free(p->sch);
+			free(p);
+		}
+	free(d->specs);
 	ax_flow_map_free(d->timers, otimer_free);
 	ax_wheel_free(d->wheel);
 	ax_store_close(d->store);
@@ -753,8 +1084,12 @@ ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 	d->stats = stats ? stats : &d->own_stats;
 	memset(d->stats, 0, sizeof(*d->stats));
 	d->offset = ax_clock_utc_us() - ax_clock_mono_us();
+	d->lead   = ax_config_duration_us(ctx->cfg, "scheduler.prepare_ahead");
+	if (d->lead < 0)
+		d->lead = 0;
+	if (d->lead > 60 * AX_USEC_PER_SEC) /* the queue holds 2 min at most */
+		d->lead = 60 * AX_USEC_PER_SEC;
 	if ((rv = ax_tz_cache_new(&d->tzc)) != AX_OK ||
-	    (rv = ax_flow_map_new(&d->scheds)) != AX_OK ||
 	    (rv = ax_flow_map_new(&d->timers)) != AX_OK ||
 	    (rv = ax_wheel_new(ax_clock_mono_us(), &d->wheel)) != AX_OK ||
 	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK) {

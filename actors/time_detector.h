@@ -17,6 +17,16 @@
  * more than 2 s is a wall-clock jump: logged with its size (reason
  * CLOCK_JUMP) and every schedule re-armed from its UTC instant.
  *
+ * Prepare ahead: a schedule fires scheduler.prepare_ahead (default
+ * 500 ms) before its due instant. Its run, instances and root attempts
+ * are then created, admitted and rendered while there is time, and the
+ * queue service holds each attempt until its due_at, so the transactions
+ * of the chain are off the critical path: the start latency is the
+ * queue's release plus the worker's pull. The run's period and due_at are
+ * those of the due instant. Missed periods (next fire already past) are
+ * collected up to now only, so catchup off still creates the latest
+ * missed period.
+ *
  * Restart and downtime: next_fire_at is persisted in the same transaction
  * as the runs it creates, so a restart neither skips nor repeats a period;
  * a schedule armed with a next fire in the past creates the missed
@@ -42,6 +52,9 @@ typedef struct ax_time_detector_stats {
 	uint64_t timers_fired; /* TimerSet timers fired */
 	uint64_t clock_jumps;  /* wall-clock jumps detected */
 	int64_t  max_late_us;  /* worst Due send time - fire instant */
+	uint64_t armed;        /* schedules armed now */
+	uint64_t specs;        /* distinct compiled schedule specs now */
+	uint64_t swept;        /* schedules of vanished DAGs disarmed */
 } ax_time_detector_stats;
 
 /*

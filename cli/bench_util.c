@@ -15,7 +15,8 @@ ax_bench_usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: axctl bench [--home DIR] [--scenario S] [--schedules N]\n"
-	    "                   [--instances N] [--timers N] [--duration S]\n"
+	    "                   [--instances N] [--timers N]\n"
+	    "                   [--timer-specs N] [--duration S]\n"
 	    "                   [--executor noop|process] [--workers N]\n"
 	    "                   [--slots N] [--json]\n"
 	    "\n"
@@ -35,11 +36,14 @@ ax_bench_usage(FILE *f)
 	    "      throughput:  one triggered run of N independent "
 	    "instances;\n"
 	    "                   instances per second to a persisted SUCCESS\n"
-	    "      timers:      N far-future schedules armed; peak RSS of "
-	    "axd\n"
+	    "      timers:      N monthly schedules armed, each at its own\n"
+	    "                   instant; time to arm them and RSS of axd\n"
 	    "  --schedules N    latency schedules (default 10000)\n"
 	    "  --instances N    throughput instances (default 20000)\n"
 	    "  --timers N       armed timers (default 1000000)\n"
+	    "  --timer-specs N  distinct schedules among the timers (timer g\n"
+	    "                   uses schedule g mod N); 0: every timer its\n"
+	    "                   own (default)\n"
 	    "  --duration S     seconds of the latency run (default 120)\n"
 	    "  --executor E     noop (in the worker, default) or process\n"
 	    "                   (/bin/true through bash)\n"
@@ -110,6 +114,9 @@ set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
 		                                                        : 0;
 	} else if (strcmp(name, "--timers") == 0) {
 		return int_val(name, v, 1, 10000000, &o->timers, err) ? 2 : 0;
+	} else if (strcmp(name, "--timer-specs") == 0) {
+		return int_val(name, v, 0, 10000000, &o->timer_specs, err) ? 2
+		                                                           : 0;
 	} else if (strcmp(name, "--duration") == 0) {
 		return int_val(name, v, 1, 86400, &o->duration, err) ? 2 : 0;
 	} else if (strcmp(name, "--workers") == 0) {
@@ -129,11 +136,11 @@ set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
 static int
 known(const char *name)
 {
-	static const char *names[] = { "--home",      "--scenario",
-		                       "--executor",  "--schedules",
-		                       "--instances", "--timers",
-		                       "--duration",  "--workers",
-		                       "--slots" };
+	static const char *names[] = { "--home",        "--scenario",
+		                       "--executor",    "--schedules",
+		                       "--instances",   "--timers",
+		                       "--timer-specs", "--duration",
+		                       "--workers",     "--slots" };
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		if (strcmp(name, names[k]) == 0)
 			return 1;

@@ -17,7 +17,7 @@ typedef enum ax_bench_scenario {
 	AX_BENCH_ALL = 0,    /* latency, then throughput */
 	AX_BENCH_LATENCY,    /* N seconds-level schedules */
 	AX_BENCH_THROUGHPUT, /* N independent instances */
-	AX_BENCH_TIMERS,     /* N far-future schedules armed: axd RSS */
+	AX_BENCH_TIMERS,     /* N monthly schedules armed: axd RSS */
 } ax_bench_scenario;
 
 typedef struct ax_bench_opts {
@@ -26,11 +26,13 @@ typedef struct ax_bench_opts {
 	int               schedules; /* latency: armed schedules */
 	int               instances; /* throughput: instances */
 	int               timers;    /* timers: armed schedules */
-	int               duration;  /* latency: seconds measured */
-	int               process;   /* 1: bash /bin/true; 0: noop */
-	int               workers;
-	int               slots; /* slots per worker */
-	int               json;
+	int timer_specs; /* timers: distinct schedules among them; 0: every
+	                    timer its own */
+	int duration;    /* latency: seconds measured */
+	int process;     /* 1: bash /bin/true; 0: noop */
+	int workers;
+	int slots; /* slots per worker */
+	int json;
 } ax_bench_opts;
 
 /*

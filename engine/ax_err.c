@@ -31,6 +31,7 @@ static const struct {
 	[AX_EBUSY]     = { "AX_EBUSY", "busy" },
 	[AX_ELIMIT]    = { "AX_ELIMIT", "limit exceeded" },
 	[AX_EINTERNAL] = { "AX_EINTERNAL", "internal error" },
+	[AX_EFENCED]   = { "AX_EFENCED", "fenced: scheduler lease lost" },
 };
 
 static _Thread_local char ax_err_buf[1024];

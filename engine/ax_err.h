@@ -37,6 +37,7 @@ typedef enum ax_err {
 	AX_EBUSY,      /* resource busy (lease held, lock taken) */
 	AX_ELIMIT,     /* a size or count limit was exceeded */
 	AX_EINTERNAL,  /* invariant broken: a bug */
+	AX_EFENCED,    /* fenced: the scheduler lease moved to another axd */
 	AX_ERR_COUNT_, /* number of codes; not an error */
 } ax_err;
 

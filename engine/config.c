@@ -50,8 +50,14 @@ static const cfg_key cfg_keys[] = {
 	  "axd stop: time to finish the work in flight between actors" },
 	{ "scheduler.batch_max", CFG_INT, "1000",
 	  "largest batch an actor forwards in one message" },
+	{ "scheduler.prepare_ahead", CFG_DURATION, "500ms",
+	  "a scheduled run is created, admitted and queued this long before "
+	  "its due instant; the queue releases it at the instant (0: off)" },
 	{ "scheduler.aging_interval", CFG_DURATION, "30s",
 	  "waiting time that raises an instance's priority by one step" },
+	{ "registry.cache_dags", CFG_INT, "10000",
+	  "decoded DAG versions axd keeps beyond those in use; the others "
+	  "are read from PostgreSQL on first use" },
 	{ "queue.address", CFG_ADDRESS, "tcp://127.0.0.1:7710",
 	  "where the queue service listens for workers" },
 	{ "queue.ack_timeout", CFG_DURATION, "2s",

@@ -46,7 +46,27 @@ struct ax_store {
 	store_stmt *stmts; /* registered prepared statements */
 	size_t      nstmts;
 	size_t      capstmts;
+	int64_t     fence;      /* lease epoch to check; 0: none */
+	int         fenced_out; /* a check failed: no more transactions */
+	int64_t     fenced_by;  /* the lease's epoch at that check */
+	char        fenced_holder[128]; /* and its holder */
 };
+
+/* The fence check sent with BEGIN (see store.h, "Fencing"): the lock,
+ * then the lease read by a statement prepared once per connection (its
+ * planning is most of the check's cost). */
+#define FENCE_STMT "ax_store_fence"
+#define FENCE_READ "SELECT epoch, coalesce(holder, '') FROM scheduler_lease"
+#define FENCE_SQL                                                             \
+	"LOCK TABLE scheduler_lease IN ROW SHARE MODE; EXECUTE " FENCE_STMT
+
+/* The libpq `options` entry that carries a fence in a DSN. */
+#define FENCE_OPTION "ax.fence_epoch="
+
+/* Process-wide fence hook: set by main() before any thread opens a store
+ * (store.h), read-only afterwards. */
+static ax_store_fence_fn fence_hook;
+static void             *fence_hook_arg;
 
 /* ---------------------------------------------------------------------- */
 /* errors */
@@ -145,6 +165,39 @@ needs_quotes(const char *v)
 	return 0;
 }
 
+/*
+ * Appends `key=value` to the conninfo string in buf (len bytes, *n used),
+ * quoting and escaping the value when it needs it. Returns 0, or -1 when
+ * it does not fit (buf keeps what it had).
+ */
+static int
+conninfo_put(char *buf, size_t len, size_t *n, const char *key, const char *v)
+{
+	size_t k = *n;
+	int    q = needs_quotes(v);
+	int    w = snprintf(buf + k, len - k, "%s%s=%s", k > 0 ? " " : "", key,
+                         q ? "'" : "");
+
+	if (w < 0 || (size_t) w >= len - k)
+		goto full;
+	k += (size_t) w;
+	for (; *v != '\0'; v++) {
+		if (k + 3 >= len)
+			goto full;
+		if (q && (*v == '\'' || *v == '\\'))
+			buf[k++] = '\\';
+		buf[k++] = *v;
+	}
+	if (q)
+		buf[k++] = '\'';
+	buf[k] = '\0';
+	*n     = k;
+	return 0;
+full:
+	buf[*n] = '\0';
+	return -1;
+}
+
 char *
 ax_store_dsn_redact(const char *dsn, char *buf, size_t len)
 {
@@ -178,29 +231,91 @@ ax_store_dsn_redact(const char *dsn, char *buf, size_t len)
 			continue;
 		if (strcmp(o->keyword, "password") == 0)
 			v = "***";
-		int w;
-		if (needs_quotes(v)) {
-			char   q[256];
-			size_t k = 0;
-			for (const char *p = v;
-			     *p != '\0' && k + 3 < sizeof(q); p++) {
-				if (*p == '\'' || *p == '\\')
-					q[k++] = '\\';
-				q[k++] = *p;
-			}
-			q[k] = '\0';
-			w    = snprintf(buf + n, len - n, "%s%s='%s'",
-                                     n > 0 ? " " : "", o->keyword, q);
-		} else {
-			w = snprintf(buf + n, len - n, "%s%s=%s",
-			             n > 0 ? " " : "", o->keyword, v);
-		}
-		if (w < 0 || (size_t) w >= len - n)
+		if (conninfo_put(buf, len, &n, o->keyword, v) != 0)
 			break;
-		n += (size_t) w;
 	}
 	PQconninfoFree(opts);
 	return buf;
+}
+
+ax_err
+ax_store_dsn_fenced(const char *dsn, int64_t epoch, char **out)
+{
+	char              fence[48], *err = NULL, *buf = NULL, *opt = NULL;
+	PQconninfoOption *opts;
+	size_t            len = sizeof(fence) + 16, n = 0;
+	int               had_options = 0;
+	ax_err            rv          = AX_OK;
+
+	*out = NULL;
+	if (epoch < 1)
+		return ax_err_set(AX_EINVAL,
+		                  "store: fence epoch %lld: must be >= 1",
+		                  (long long) epoch);
+	if ((opts = PQconninfoParse(dsn != NULL ? dsn : "", &err)) == NULL) {
+		rv = ax_err_set(AX_EINVAL, "store: cannot fence the DSN: %s",
+		                err != NULL ? err : "out of memory");
+		PQfreemem(err);
+		return rv;
+	}
+	snprintf(fence, sizeof(fence), "-c " FENCE_OPTION "%lld",
+	         (long long) epoch);
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (o->val != NULL)
+			len += strlen(o->keyword) + 2 * strlen(o->val) + 4;
+	if ((buf = malloc(len)) == NULL)
+		goto oom;
+	buf[0] = '\0';
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+		const char *v = o->val;
+		if (v == NULL)
+			continue;
+		if (strcmp(o->keyword, "options") == 0) {
+			/* a later -c of the same setting wins, here and on
+			 * the server */
+			if ((opt = malloc(strlen(v) + sizeof(fence) + 2)) ==
+			    NULL)
+				goto oom;
+			sprintf(opt, "%s %s", v, fence);
+			v           = opt;
+			had_options = 1;
+		}
+		if (conninfo_put(buf, len, &n, o->keyword, v) != 0)
+			goto oom; /* cannot happen: len is an upper bound */
+	}
+	if (!had_options && conninfo_put(buf, len, &n, "options", fence) != 0)
+		goto oom;
+	PQconninfoFree(opts);
+	free(opt);
+	*out = buf;
+	return AX_OK;
+oom:
+	PQconninfoFree(opts);
+	free(opt);
+	free(buf);
+	return ax_err_set(AX_ENOMEM, "store: out of memory");
+}
+
+/* The fence a DSN carries (ax_store_dsn_fenced), or 0. */
+static int64_t
+dsn_fence(const char *dsn)
+{
+	PQconninfoOption *opts  = PQconninfoParse(dsn, NULL);
+	int64_t           fence = 0;
+
+	if (opts == NULL)
+		return 0;
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+		const char *p = o->val, *hit = NULL;
+		if (p == NULL || strcmp(o->keyword, "options") != 0)
+			continue;
+		while ((p = strstr(p, FENCE_OPTION)) != NULL)
+			hit = p = p + strlen(FENCE_OPTION); /* the last wins */
+		if (hit != NULL)
+			fence = strtoll(hit, NULL, 10);
+	}
+	PQconninfoFree(opts);
+	return fence > 0 ? fence : 0;
 }
 
 const char *
@@ -274,8 +389,9 @@ ax_store_open(const char *dsn, ax_store **out)
 		return ax_err_set(AX_ENOMEM, "store: out of memory");
 	}
 	s->reconnect_timeout_us = RECONNECT_TIMEOUT_US;
-	s->seed = (unsigned) ax_clock_mono_us() ^ (unsigned) (uintptr_t) s;
-	s->conn = connect_once(dsn);
+	s->seed  = (unsigned) ax_clock_mono_us() ^ (unsigned) (uintptr_t) s;
+	s->fence = dsn_fence(dsn);
+	s->conn  = connect_once(dsn);
 	if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
 		char msg[512];
 		snprintf(msg, sizeof(msg), "%s",
@@ -480,6 +596,15 @@ ax_store_prepare(ax_store *s, const char *name, const char *sql, int nparams)
 	return AX_OK;
 }
 
+ax_err
+ax_store_prepare_once(ax_store *s, const char *name, const char *sql,
+                      int nparams)
+{
+	if (find_stmt(s, name) != NULL)
+		return AX_OK;
+	return ax_store_prepare(s, name, sql, nparams);
+}
+
 static ax_err
 check_result(ax_store *s, PGresult *r, const char *what, PGresult **res)
 {
@@ -560,25 +685,87 @@ ax_store_query_int64(ax_store *s, const char *sql, int nparams,
 /* ---------------------------------------------------------------------- */
 /* transactions */
 
+/* AX_EFENCED for a store whose fence check failed (see fence_lost). */
 static ax_err
-begin_with(ax_store *s, const char *sql)
+fenced_error(const ax_store *s)
 {
-	ax_err rv;
+	return ax_err_set(
+	    AX_EFENCED,
+	    "store: fenced: this connection writes for scheduler lease epoch "
+	    "%lld, but the lease is at epoch %lld (holder '%s'): another axd "
+	    "took over, so this one must stop; the transaction wrote nothing",
+	    (long long) s->fence, (long long) s->fenced_by, s->fenced_holder);
+}
+
+/* Reads the fence check's row; AX_OK when the lease is still at the
+ * store's epoch, otherwise marks the store fenced for good. */
+static ax_err
+fence_check(ax_store *s, PGresult *r)
+{
+	int has = PQntuples(r) == 1 && PQnfields(r) == 2;
+
+	s->fenced_by = has ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+	if (s->fenced_by == s->fence)
+		return AX_OK;
+	snprintf(s->fenced_holder, sizeof(s->fenced_holder), "%s",
+	         has ? PQgetvalue(r, 0, 1) : "(no lease row)");
+	s->fenced_out = 1;
+	return AX_EFENCED;
+}
+
+/* Logs the fence failure and tells the process (hook), once per store. */
+static ax_err
+fence_lost(ax_store *s)
+{
+	(void) fenced_error(s);
+	ax_logf(AX_LOG_ERROR, "store", "FENCED", NULL, "%s", ax_err_detail());
+	if (fence_hook != NULL)
+		fence_hook(fence_hook_arg, s->fence, s->fenced_by);
+	return fenced_error(s); /* the hook may have set another detail */
+}
+
+/*
+ * Opens a transaction: begin_sql (BEGIN with its isolation level), the
+ * relaxed durability and the fence check travel in one simple-query
+ * message, so they cost one round trip whatever is on.
+ */
+static ax_err
+begin_with(ax_store *s, const char *begin_sql, int relaxed)
+{
+	char      sql[256];
+	PGresult *r = NULL;
+	ax_err    rv;
 
 	if (s->in_tx)
 		return ax_err_set(
 		    AX_EINVAL,
 		    "store: a transaction is already open on this connection");
-	if ((rv = ax_store_exec(s, sql, 0, NULL)) != AX_OK)
+	if (s->fenced_out)
+		return fenced_error(s);
+	if (s->fence > 0 &&
+	    (rv = ax_store_prepare_once(s, FENCE_STMT, FENCE_READ, 0)) !=
+	        AX_OK)
 		return rv;
-	s->in_tx = 1;
-	return AX_OK;
+	snprintf(sql, sizeof(sql), "%s%s%s", begin_sql,
+	         relaxed ? "; SET LOCAL synchronous_commit TO off" : "",
+	         s->fence > 0 ? "; " FENCE_SQL : "");
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	rv       = check_result(s, PQexec(s->conn, sql), sql, &r);
+	s->in_tx = 1; /* BEGIN may have run before a later statement failed */
+	if (rv == AX_OK && s->fence > 0)
+		rv = fence_check(s, r);
+	PQclear(r);
+	if (rv == AX_OK)
+		return AX_OK;
+	ax_store_rollback(s);
+	return rv == AX_EFENCED ? fence_lost(s) : rv;
 }
 
 ax_err
 ax_store_begin(ax_store *s)
 {
-	return begin_with(s, "BEGIN");
+	return begin_with(s, "BEGIN", 0);
 }
 
 ax_err
@@ -634,14 +821,8 @@ run_tx(ax_store *s, const char *begin_sql, int relaxed, ax_store_tx_fn fn,
 		    AX_EINVAL,
 		    "store: ax_store_tx inside an open transaction");
 	for (int attempt = 1;; attempt++) {
-		if ((rv = begin_with(s, begin_sql)) == AX_OK) {
-			if (relaxed &&
-			    (rv = ax_store_exec(s,
-			                        "SET LOCAL synchronous_commit "
-			                        "TO off",
-			                        0, NULL)) != AX_OK)
-				ax_store_rollback(s);
-			else if ((rv = fn(s, arg)) == AX_OK)
+		if ((rv = begin_with(s, begin_sql, relaxed)) == AX_OK) {
+			if ((rv = fn(s, arg)) == AX_OK)
 				rv = ax_store_commit(s);
 			else
 				ax_store_rollback(s);
@@ -689,20 +870,86 @@ ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg)
 	return run_tx(s, "BEGIN ISOLATION LEVEL SERIALIZABLE", 0, fn, arg);
 }
 
+ax_err
+ax_store_tx_join(ax_store *s, ax_store_tx_fn fn, void *arg)
+{
+	return s->in_tx ? fn(s, arg) : ax_store_tx(s, fn, arg);
+}
+
+/* One autocommit write run in a fenced transaction (ax_store_write). */
+typedef struct write_one {
+	const char        *name, *sql;
+	int                nparams;
+	const char *const *params;
+	PGresult         **res;
+} write_one;
+
+static ax_err
+write_one_tx(ax_store *s, void *arg)
+{
+	write_one *w = arg;
+
+	if (w->res != NULL && *w->res != NULL) { /* from a retried attempt */
+		PQclear(*w->res);
+		*w->res = NULL;
+	}
+	return w->name != NULL
+	    ? ax_store_query_prepared(s, w->name, w->nparams, w->params,
+	                              w->res)
+	    : ax_store_query(s, w->sql, w->nparams, w->params, w->res);
+}
+
+ax_err
+ax_store_write(ax_store *s, const char *name, const char *sql, int nparams,
+               const char *const *params, PGresult **res)
+{
+	write_one w = { name, sql, nparams, params, res };
+	ax_err    rv;
+
+	if (res != NULL)
+		*res = NULL;
+	if (s->fence == 0 || s->in_tx)
+		return write_one_tx(s, &w);
+	if ((rv = ax_store_tx(s, write_one_tx, &w)) != AX_OK && res != NULL) {
+		PQclear(*res); /* the COMMIT failed: no result */
+		*res = NULL;
+	}
+	return rv;
+}
+
+/* ---------------------------------------------------------------------- */
+/* fencing */
+
+ax_err
+ax_store_set_fence(ax_store *s, int64_t epoch)
+{
+	if (epoch < 0)
+		return ax_err_set(AX_EINVAL,
+		                  "store: fence epoch %lld: must be >= 0",
+		                  (long long) epoch);
+	s->fence      = epoch;
+	s->fenced_out = 0;
+	return AX_OK;
+}
+
+int64_t
+ax_store_fence(const ax_store *s)
+{
+	return s->fence;
+}
+
+void
+ax_store_set_fence_hook(ax_store_fence_fn fn, void *arg)
+{
+	fence_hook     = fn;
+	fence_hook_arg = arg;
+}
+
 /* ---------------------------------------------------------------------- */
 /* array parameters for the batched writes */
 
-/* A growing PostgreSQL array literal, "{a,b,...}". */
-typedef struct arr {
-	char  *buf;
-	size_t len;
-	size_t cap;
-	int    n;   /* elements so far */
-	int    oom; /* an allocation failed; the literal is unusable */
-} arr;
-
 static void
-arr_put(arr *a, const char *s, size_t n)
+sqlarr_put(ax_sqlarr *a, const char *s, size_t n)
 {
 	if (a->oom)
 		return;
@@ -724,67 +971,87 @@ arr_put(arr *a, const char *s, size_t n)
 }
 
 static void
-arr_sep(arr *a)
+sqlarr_sep(ax_sqlarr *a)
 {
-	arr_put(a, a->n++ == 0 ? "{" : ",", 1);
+	sqlarr_put(a, a->n++ == 0 ? "{" : ",", 1);
 }
 
-static void
-arr_int(arr *a, int64_t v)
+void
+ax_sqlarr_int(ax_sqlarr *a, int64_t v)
 {
 	char b[24];
 	int  n = snprintf(b, sizeof(b), "%lld", (long long) v);
-	arr_sep(a);
-	arr_put(a, b, (size_t) n);
+	sqlarr_sep(a);
+	sqlarr_put(a, b, (size_t) n);
+}
+
+void
+ax_sqlarr_int0(ax_sqlarr *a, int64_t v)
+{
+	if (v == 0) {
+		sqlarr_sep(a);
+		sqlarr_put(a, "NULL", 4);
+		return;
+	}
+	ax_sqlarr_int(a, v);
 }
 
 /* Text element: always quoted, " and \ escaped; NULL is SQL NULL. */
-static void
-arr_text(arr *a, const char *s)
+void
+ax_sqlarr_text(ax_sqlarr *a, const char *s)
 {
-	arr_sep(a);
+	sqlarr_sep(a);
 	if (s == NULL) {
-		arr_put(a, "NULL", 4);
+		sqlarr_put(a, "NULL", 4);
 		return;
 	}
-	arr_put(a, "\"", 1);
+	sqlarr_put(a, "\"", 1);
 	for (const char *p = s; *p != '\0'; p++) {
 		if (*p == '"' || *p == '\\')
-			arr_put(a, "\\", 1);
-		arr_put(a, p, 1);
+			sqlarr_put(a, "\\", 1);
+		sqlarr_put(a, p, 1);
 	}
-	arr_put(a, "\"", 1);
+	sqlarr_put(a, "\"", 1);
 }
 
-/* Finishes the literal; returns it, or NULL when out of memory. */
-static const char *
-arr_end(arr *a)
+void
+ax_sqlarr_bool(ax_sqlarr *a, int v)
 {
-	arr_put(a, a->n == 0 ? "{}" : "}", a->n == 0 ? 2 : 1);
+	sqlarr_sep(a);
+	sqlarr_put(a, v ? "t" : "f", 1);
+}
+
+const char *
+ax_sqlarr_end(ax_sqlarr *a)
+{
+	sqlarr_put(a, a->n == 0 ? "{}" : "}", a->n == 0 ? 2 : 1);
 	return a->oom ? NULL : a->buf;
 }
 
-static void
-arrs_free(arr *a, size_t n)
+void
+ax_sqlarr_fini(ax_sqlarr *a)
+{
+	free(a->buf);
+	memset(a, 0, sizeof(*a));
+}
+
+ax_err
+ax_sqlarr_end_all(ax_sqlarr *a, const char **p, size_t n)
+{
+	ax_err rv = AX_OK;
+	for (size_t i = 0; i < n; i++)
+		if ((p[i] = ax_sqlarr_end(&a[i])) == NULL)
+			rv = ax_err_set(AX_ENOMEM,
+			                "store: out of memory for an array "
+			                "parameter");
+	return rv;
+}
+
+void
+ax_sqlarr_fini_all(ax_sqlarr *a, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		free(a[i].buf);
-}
-
-/* Prepares one of this module's own statements on first use. */
-static ax_err
-own_stmt(ax_store *s, const char *name, const char *sql, int nparams)
-{
-	if (find_stmt(s, name) != NULL)
-		return AX_OK;
-	return ax_store_prepare(s, name, sql, nparams);
-}
-
-/* Runs fn in its own transaction, or in the caller's when one is open. */
-static ax_err
-in_tx(ax_store *s, ax_store_tx_fn fn, void *arg)
-{
-	return s->in_tx ? fn(s, arg) : ax_store_tx(s, fn, arg);
+		ax_sqlarr_fini(&a[i]);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -843,14 +1110,22 @@ cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* AX_EINVAL when a batch of n whats is over BATCH_MAX. */
+static ax_err
+batch_limit(size_t n, const char *what)
+{
+	if (n <= BATCH_MAX)
+		return AX_OK;
+	return ax_err_set(AX_EINVAL,
+	                  "store: batch of %zu %s is over the limit of %d", n,
+	                  what, BATCH_MAX);
+}
+
 static ax_err
 ti_validate(const ax_store_ti_row *rows, size_t n)
 {
-	if (n > BATCH_MAX)
-		return ax_err_set(
-		    AX_EINVAL,
-		    "store: batch of %zu instances is over the limit of %d", n,
-		    BATCH_MAX);
+	if (batch_limit(n, "instances") != AX_OK)
+		return AX_EINVAL;
 	for (size_t i = 0; i < n; i++) {
 		const ax_store_ti_row *r   = &rows[i];
 		const char            *bad = NULL;
@@ -879,35 +1154,31 @@ ti_validate(const ax_store_ti_row *rows, size_t n)
 static ax_err
 ti_insert_instances(ax_store *s, ti_batch *b)
 {
-	arr         a[13];
+	ax_sqlarr   a[13] = { 0 };
 	const char *p[13];
-	PGresult   *r  = NULL;
-	ax_err      rv = AX_OK;
+	PGresult   *r = NULL;
+	ax_err      rv;
 
-	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < b->n; i++) {
 		const ax_store_ti_row *x = &b->rows[i];
-		arr_int(&a[0], x->dag_run_id);
-		arr_int(&a[1], x->dag_id);
-		arr_text(&a[2], x->task);
-		arr_int(&a[3], x->logical_time_us);
-		arr_int(&a[4], x->shard);
-		arr_int(&a[5], x->shard_total);
-		arr_int(&a[6], x->priority);
-		arr_text(&a[7], x->channel);
-		arr_text(&a[8], x->worker_group);
-		arr_text(&a[9], x->pool);
-		arr_int(&a[10], x->max_tries);
-		arr_text(&a[11], ax_state_name(x->state));
-		arr_text(&a[12], x->reason);
+		ax_sqlarr_int(&a[0], x->dag_run_id);
+		ax_sqlarr_int(&a[1], x->dag_id);
+		ax_sqlarr_text(&a[2], x->task);
+		ax_sqlarr_int(&a[3], x->logical_time_us);
+		ax_sqlarr_int(&a[4], x->shard);
+		ax_sqlarr_int(&a[5], x->shard_total);
+		ax_sqlarr_int(&a[6], x->priority);
+		ax_sqlarr_text(&a[7], x->channel);
+		ax_sqlarr_text(&a[8], x->worker_group);
+		ax_sqlarr_text(&a[9], x->pool);
+		ax_sqlarr_int(&a[10], x->max_tries);
+		ax_sqlarr_text(&a[11], ax_state_name(x->state));
+		ax_sqlarr_text(&a[12], x->reason);
 	}
-	for (int i = 0; i < 13; i++)
-		if ((p[i] = arr_end(&a[i])) == NULL)
-			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
-	if (rv == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 13)) == AX_OK)
 		rv = ax_store_query_prepared(s, "ax_store.insert_ti", 13, p,
 		                             &r);
-	arrs_free(a, 13);
+	ax_sqlarr_fini_all(a, 13);
 	if (rv != AX_OK)
 		return rv;
 	b->nnew    = (size_t) PQntuples(r);
@@ -948,29 +1219,25 @@ ti_reread_run_id(ax_store *s, ax_store_ti_row *x)
 static ax_err
 ti_insert_attempts(ax_store *s, ti_batch *b)
 {
-	arr         a[7];
+	ax_sqlarr   a[7] = { 0 };
 	const char *p[7];
-	PGresult   *r  = NULL;
-	ax_err      rv = AX_OK;
+	PGresult   *r = NULL;
+	ax_err      rv;
 
-	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < b->n; i++) {
 		const ax_store_ti_row *x = &b->rows[i];
-		arr_int(&a[0], x->dag_id);
-		arr_text(&a[1], x->task);
-		arr_int(&a[2], x->logical_time_us);
-		arr_int(&a[3], x->shard);
-		arr_text(&a[4], x->run_id);
-		arr_int(&a[5], x->run_id != NULL ? x->attempt : 0);
-		arr_int(&a[6], x->due_at_us);
+		ax_sqlarr_int(&a[0], x->dag_id);
+		ax_sqlarr_text(&a[1], x->task);
+		ax_sqlarr_int(&a[2], x->logical_time_us);
+		ax_sqlarr_int(&a[3], x->shard);
+		ax_sqlarr_text(&a[4], x->run_id);
+		ax_sqlarr_int(&a[5], x->run_id != NULL ? x->attempt : 0);
+		ax_sqlarr_int(&a[6], x->due_at_us);
 	}
-	for (int i = 0; i < 7; i++)
-		if ((p[i] = arr_end(&a[i])) == NULL)
-			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
-	if (rv == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 7)) == AX_OK)
 		rv = ax_store_query_prepared(s, "ax_store.insert_att", 7, p,
 		                             &r);
-	arrs_free(a, 7);
+	ax_sqlarr_fini_all(a, 7);
 	if (rv != AX_OK)
 		return rv;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -1033,14 +1300,14 @@ ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
 		*inserted = 0;
 	if ((rv = ti_validate(rows, n)) != AX_OK || n == 0)
 		return rv;
-	if ((rv = own_stmt(s, "ax_store.insert_ti", SQL_INSERT_TI, 13)) !=
-	        AX_OK ||
-	    (rv = own_stmt(s, "ax_store.insert_att", SQL_INSERT_ATT, 7)) !=
-	        AX_OK ||
-	    (rv = own_stmt(s, "ax_store.att_run_id", SQL_ATT_RUN_ID, 2)) !=
-	        AX_OK)
+	if ((rv = ax_store_prepare_once(s, "ax_store.insert_ti", SQL_INSERT_TI,
+	                                13)) != AX_OK ||
+	    (rv = ax_store_prepare_once(s, "ax_store.insert_att",
+	                                SQL_INSERT_ATT, 7)) != AX_OK ||
+	    (rv = ax_store_prepare_once(s, "ax_store.att_run_id",
+	                                SQL_ATT_RUN_ID, 2)) != AX_OK)
 		return rv;
-	rv = in_tx(s, ti_batch_tx, &b);
+	rv = ax_store_tx_join(s, ti_batch_tx, &b);
 	if (rv == AX_OK && inserted != NULL)
 		*inserted = b.nnew;
 	free(b.new_ids);
@@ -1073,26 +1340,22 @@ typedef struct move_batch {
 static ax_err
 move_tx(ax_store *s, void *arg)
 {
-	move_batch *b = arg;
-	arr         a[4];
+	move_batch *b    = arg;
+	ax_sqlarr   a[4] = { 0 };
 	const char *p[4];
-	PGresult   *r  = NULL;
-	ax_err      rv = AX_OK;
+	PGresult   *r = NULL;
+	ax_err      rv;
 
-	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < b->n; i++) {
 		b->moves[i].applied = 0;
-		arr_int(&a[0], b->moves[i].instance_id);
-		arr_text(&a[1], ax_state_name(b->moves[i].from));
-		arr_text(&a[2], ax_state_name(b->moves[i].to));
-		arr_text(&a[3], b->moves[i].reason);
+		ax_sqlarr_int(&a[0], b->moves[i].instance_id);
+		ax_sqlarr_text(&a[1], ax_state_name(b->moves[i].from));
+		ax_sqlarr_text(&a[2], ax_state_name(b->moves[i].to));
+		ax_sqlarr_text(&a[3], b->moves[i].reason);
 	}
-	for (int i = 0; i < 4; i++)
-		if ((p[i] = arr_end(&a[i])) == NULL)
-			rv = ax_err_set(AX_ENOMEM, "store: out of memory");
-	if (rv == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 4)) == AX_OK)
 		rv = ax_store_query_prepared(s, "ax_store.move_ti", 4, p, &r);
-	arrs_free(a, 4);
+	ax_sqlarr_fini_all(a, 4);
 	if (rv != AX_OK)
 		return rv;
 	b->applied   = (size_t) PQntuples(r);
@@ -1118,11 +1381,8 @@ moves_validate(const ax_store_ti_move *moves, size_t n)
 {
 	ax_err rv;
 
-	if (n > BATCH_MAX)
-		return ax_err_set(
-		    AX_EINVAL,
-		    "store: batch of %zu moves is over the limit of %d", n,
-		    BATCH_MAX);
+	if ((rv = batch_limit(n, "moves")) != AX_OK)
+		return rv;
 	for (size_t i = 0; i < n; i++) {
 		if ((rv = ax_state_check(moves[i].from, moves[i].to)) !=
 		    AX_OK) {
@@ -1162,10 +1422,76 @@ ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,
 		*applied = 0;
 	if ((rv = moves_validate(moves, n)) != AX_OK || n == 0)
 		return rv;
-	if ((rv = own_stmt(s, "ax_store.move_ti", SQL_MOVE_TI, 4)) != AX_OK)
+	if ((rv = ax_store_prepare_once(s, "ax_store.move_ti", SQL_MOVE_TI,
+	                                4)) != AX_OK)
 		return rv;
-	rv = in_tx(s, move_tx, &b);
+	rv = ax_store_tx_join(s, move_tx, &b);
 	if (rv == AX_OK && applied != NULL)
 		*applied = b.applied;
 	return rv;
+}
+
+/* ---------------------------------------------------------------------- */
+/* reasons of waiting instances */
+
+#define SQL_TI_REASON                                                         \
+	"UPDATE task_instances t SET reason = u.rs, updated_at = now() "      \
+	"FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], "       \
+	"$5::text[], $6::text[]) WITH ORDINALITY "                            \
+	"AS u(dag, task, lt, sh, rs, only_if, ord) "                          \
+	"JOIN dags d ON d.name = u.dag "                                      \
+	"WHERE t.dag_id = d.id AND t.task = u.task "                          \
+	"AND t.logical_time = ax_ts(u.lt) AND t.shard = u.sh "                \
+	"AND t.state IN ('PENDING', 'READY') "                                \
+	"AND (u.only_if IS NULL OR t.reason = u.only_if) RETURNING u.ord"
+
+ax_err
+ax_store_set_reasons(ax_store *s, ax_store_ti_reason *rows, size_t n,
+                     size_t *applied)
+{
+	ax_sqlarr   a[6] = { 0 };
+	const char *p[6];
+	PGresult   *r = NULL;
+	ax_err      rv;
+
+	if (applied != NULL)
+		*applied = 0;
+	if ((rv = batch_limit(n, "reasons")) != AX_OK)
+		return rv;
+	for (size_t i = 0; i < n; i++) {
+		rows[i].applied = 0;
+		if (rows[i].dag == NULL || rows[i].dag[0] == '\0' ||
+		    rows[i].task == NULL || rows[i].task[0] == '\0')
+			return ax_err_set(
+			    AX_EINVAL,
+			    "store: reason row %zu: empty DAG or "
+			    "task name",
+			    i);
+	}
+	if (n == 0)
+		return AX_OK;
+	for (size_t i = 0; i < n; i++) {
+		ax_sqlarr_text(&a[0], rows[i].dag);
+		ax_sqlarr_text(&a[1], rows[i].task);
+		ax_sqlarr_int(&a[2], rows[i].logical_time_us);
+		ax_sqlarr_int(&a[3], rows[i].shard);
+		ax_sqlarr_text(&a[4], rows[i].reason);
+		ax_sqlarr_text(&a[5], rows[i].only_if);
+	}
+	if ((rv = ax_sqlarr_end_all(a, p, 6)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "ax_store.ti_reason", SQL_TI_REASON,
+	                                6)) == AX_OK)
+		rv = ax_store_write(s, "ax_store.ti_reason", NULL, 6, p, &r);
+	ax_sqlarr_fini_all(a, 6);
+	if (rv != AX_OK)
+		return rv;
+	for (int i = 0; i < PQntuples(r); i++) {
+		long long ord = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+		if (ord >= 1 && (size_t) ord <= n)
+			rows[ord - 1].applied = 1;
+	}
+	if (applied != NULL)
+		*applied = (size_t) PQntuples(r);
+	PQclear(r);
+	return AX_OK;
 }

@@ -3,8 +3,10 @@
  *
  * Role: one ax_store is one connection with its registered prepared
  * statements, transaction helpers, SQLSTATE -> ax_err translation,
- * reconnection, and the batched writes of the pipeline's hot paths
- * (instance generator, result handler).
+ * reconnection, the lease-epoch fence of axd's writes ("Fencing" below),
+ * the array literals of batched statements (ax_sqlarr), and the batched
+ * writes of the pipeline's hot paths (instance generator, result
+ * handler).
  *
  * Invariants:
  * - An ax_store is used by one thread at a time (libpq connections are not
@@ -88,6 +90,13 @@ ax_err ax_store_prepare(ax_store *s, const char *name, const char *sql,
                         int nparams);
 
 /*
+ * As ax_store_prepare, but AX_OK when name is already registered on s
+ * (the usual "prepare this module's statement on first use").
+ */
+ax_err ax_store_prepare_once(ax_store *s, const char *name, const char *sql,
+                             int nparams);
+
+/*
  * Runs sql with nparams text parameters (params[i] NULL is SQL NULL; may
  * be NULL when nparams is 0). On success *res (when res is not NULL)
  * receives the result, which the caller PQclear()s; with res NULL the
@@ -104,6 +113,17 @@ ax_err ax_store_exec(ax_store *s, const char *sql, int nparams,
  * AX_ENOENT when name was never registered. */
 ax_err ax_store_query_prepared(ax_store *s, const char *name, int nparams,
                                const char *const *params, PGresult **res);
+
+/*
+ * As ax_store_query / ax_store_query_prepared (name NULL: sql is the
+ * text; otherwise the registered statement name), for a statement that
+ * writes: on a fenced store outside a transaction it runs in a
+ * transaction of its own (ax_store_tx), so the fence check covers it, at
+ * the cost of the BEGIN and COMMIT round trips; otherwise it is the plain
+ * call. Hot paths write inside their own transaction and pay nothing.
+ */
+ax_err ax_store_write(ax_store *s, const char *name, const char *sql,
+                      int nparams, const char *const *params, PGresult **res);
 
 /*
  * Runs sql and reads the first column of its first row as an integer
@@ -157,8 +177,73 @@ ax_err ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg);
  */
 ax_err ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg);
 
+/*
+ * Runs fn(s, arg) in the transaction already open on s (the caller's, so
+ * its error aborts the caller's transaction), or in its own with
+ * ax_store_tx when none is open. For helpers that write several
+ * statements (or one that must be fenced) whether or not the caller
+ * batches them into a larger transaction.
+ */
+ax_err ax_store_tx_join(ax_store *s, ax_store_tx_fn fn, void *arg);
+
 /* Number of transaction retries so far (monitoring, tests). */
 uint64_t ax_store_retries(const ax_store *s);
+
+/*
+ * Fencing (DESIGN.md section 6). A store with a fence (the scheduler
+ * lease epoch its owner holds) checks, inside every transaction it opens
+ * (ax_store_begin, ax_store_tx and its variants), that the lease is still
+ * at that epoch, and fails the transaction with AX_EFENCED before any of
+ * its statements runs when the epoch moved on: a deposed axd writes
+ * nothing. The check travels in the BEGIN round trip (one simple-query
+ * message: BEGIN; LOCK TABLE scheduler_lease IN ROW SHARE MODE; EXECUTE
+ * of the epoch read, prepared once per connection), so it costs no extra
+ * round trip (about 15 us of server time); the ROW SHARE lock (a
+ * fast-path lock, no shared state) is held to the end of the transaction
+ * and conflicts with the EXCLUSIVE lock ax_store_sched_lease_take holds
+ * while it bumps the epoch: a takeover waits for the deposed holder's
+ * transactions in flight, and every later one sees the new epoch. A
+ * takeover that updates the row without that lock (by hand) fences every
+ * transaction that begins after it commits.
+ *
+ * Once fenced, a store stays fenced: every later transaction fails with
+ * AX_EFENCED at once, without a round trip. Statements run outside a
+ * transaction (ax_store_query / ax_store_exec in autocommit) are not
+ * checked: the write helpers of the store modules send theirs through
+ * ax_store_write (or ax_store_tx_join), which opens a fenced transaction
+ * when none is open; reads stay unchecked (a deposed axd may look).
+ */
+
+/* Sets the fence of s (epoch >= 1), or removes it (0); clears a fenced
+ * state. AX_EINVAL for a negative epoch. */
+ax_err ax_store_set_fence(ax_store *s, int64_t epoch);
+
+/* The fence of s (0: none). */
+int64_t ax_store_fence(const ax_store *s);
+
+/*
+ * Writes into *out (malloc'd, the caller frees it) dsn with the libpq
+ * option `-c ax.fence_epoch=EPOCH` added to its `options`: every store
+ * opened with that DSN (ax_store_open) gets that fence, so a process
+ * fences all of its connections by handing this DSN to whatever opens
+ * them. The server sees the same value as the setting ax.fence_epoch.
+ * AX_EINVAL when dsn does not parse or epoch < 1; AX_ENOMEM.
+ */
+ax_err ax_store_dsn_fenced(const char *dsn, int64_t epoch, char **out);
+
+/*
+ * Called once per store, on the thread whose transaction found the fence
+ * moved on: fence is the store's epoch, epoch the lease's (0 when the
+ * lease row is gone). axd uses it to stop at once rather than at its next
+ * lease renewal.
+ */
+typedef void (*ax_store_fence_fn)(void *arg, int64_t fence, int64_t epoch);
+
+/*
+ * Installs the process-wide fence hook (fn NULL removes it). Call it from
+ * main() before any thread opens a store; it is read without a lock.
+ */
+void ax_store_set_fence_hook(ax_store_fence_fn fn, void *arg);
 
 /*
  * One task instance (and its first or next attempt) for the batched,
@@ -229,7 +314,62 @@ typedef struct ax_store_ti_move {
 ax_err ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,
                                size_t *applied);
 
+/* One waiting instance, named by its key, whose reason code changes. */
+typedef struct ax_store_ti_reason {
+	const char *dag;  /* DAG name */
+	const char *task; /* with logical_time_us and shard: the key */
+	int64_t     logical_time_us;
+	int32_t     shard;
+	const char *reason;  /* the new reason code; NULL clears it */
+	const char *only_if; /* change only a row whose reason is this one;
+	                        NULL: whatever it is */
+	int applied;         /* out: 1 when the row was found and changed */
+} ax_store_ti_reason;
+
+/*
+ * Sets the reason of n instances that wait (PENDING or READY; a running
+ * or finished instance keeps its own) in one statement, without changing
+ * their state: the reason a waiting instance shows (axctl instance list,
+ * the API) when the decision that holds it is not a state move, e.g.
+ * DAG_PAUSED. A row that does not exist (yet) is not created: its
+ * applied stays 0 and the caller may try again once it does. A write:
+ * fenced (ax_store_write). *applied (may be NULL) counts the changed
+ * rows. AX_EINVAL for an empty dag or task or n over 10000.
+ */
+ax_err ax_store_set_reasons(ax_store *s, ax_store_ti_reason *rows, size_t n,
+                            size_t *applied);
+
 /* Maps a SQLSTATE (5 characters; NULL: unknown) to an ax_err. */
 ax_err ax_store_sqlstate_err(const char *sqlstate);
+
+/*
+ * PostgreSQL array literals, the parameters of the batched statements
+ * (unnest($1::bigint[], ...)): one literal per column, one element per
+ * row, whatever the batch size.
+ */
+
+/* A growing array literal "{...}"; zeroed memory is an empty array. */
+typedef struct ax_sqlarr {
+	char  *buf;
+	size_t len, cap;
+	size_t n;   /* elements so far */
+	int    oom; /* an allocation failed: ax_sqlarr_end returns NULL */
+} ax_sqlarr;
+
+void ax_sqlarr_int(ax_sqlarr *a, int64_t v);
+/* Appends NULL when v == 0 (for columns where 0 means NULL). */
+void ax_sqlarr_int0(ax_sqlarr *a, int64_t v);
+/* Appends s quoted and escaped; NULL appends SQL NULL. */
+void ax_sqlarr_text(ax_sqlarr *a, const char *s);
+void ax_sqlarr_bool(ax_sqlarr *a, int v);
+/* Closes the literal and returns it (valid until fini); NULL on OOM. */
+const char *ax_sqlarr_end(ax_sqlarr *a);
+void        ax_sqlarr_fini(ax_sqlarr *a);
+
+/* Closes the n literals of a into p[i] (the parameters of one batched
+ * statement); AX_ENOMEM when one of them is unusable. */
+ax_err ax_sqlarr_end_all(ax_sqlarr *a, const char **p, size_t n);
+/* Frees the n literals of a. */
+void ax_sqlarr_fini_all(ax_sqlarr *a, size_t n);
 
 #endif /* AX_STORE_H */

@@ -91,7 +91,8 @@ ax_store_deps_runs_update(ax_store *s, const ax_store_run_change *c, size_t n)
 	static const char sql[] =
 	    "UPDATE dag_runs r SET state = u.st, reason = u.rs,"
 	    " started_at = CASE WHEN u.st = 'RUNNING'"
-	    "  THEN coalesce(r.started_at, now()) ELSE r.started_at END,"
+	    "  THEN coalesce(r.started_at, greatest(now(), r.due_at))"
+	    "  ELSE r.started_at END,"
 	    " ended_at = CASE WHEN u.st IN ('SUCCESS', 'FAILED', 'CANCELED')"
 	    "  THEN coalesce(ax_ts(u.en), now()) ELSE NULL END"
 	    " FROM (SELECT DISTINCT ON (id) id, st, rs, en FROM"

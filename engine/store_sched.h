@@ -6,8 +6,8 @@
  *
  * Role: keeps the SQL of the sched area in one module; the actors only
  * fill rows. Every hot-path call is one round trip for the whole batch
- * (unnest of array parameters built with ax_sqlarr), prepared once per
- * connection.
+ * (unnest of array parameters built with ax_sqlarr of store.h), prepared
+ * once per connection.
  *
  * Invariants: instants cross this API as UTC microseconds, 0 meaning SQL
  * NULL where a field says so. Run creation is idempotent on (dag_id,
@@ -26,37 +26,43 @@
 #include "ax_err.h"
 #include "store.h"
 
-/* --- PostgreSQL array literals ------------------------------------------
- */
-
-/* A growing array literal "{...}"; zeroed memory is an empty array. */
-typedef struct ax_sqlarr {
-	char  *buf;
-	size_t len, cap;
-	size_t n;   /* elements so far */
-	int    oom; /* an allocation failed: ax_sqlarr_end returns NULL */
-} ax_sqlarr;
-
-void ax_sqlarr_int(ax_sqlarr *a, int64_t v);
-/* Appends NULL when v == 0 (the "0 means NULL" convention above). */
-void ax_sqlarr_int0(ax_sqlarr *a, int64_t v);
-/* Appends s quoted and escaped; NULL appends SQL NULL. */
-void ax_sqlarr_text(ax_sqlarr *a, const char *s);
-void ax_sqlarr_bool(ax_sqlarr *a, int v);
-/* Closes the literal and returns it (valid until fini); NULL on OOM. */
-const char *ax_sqlarr_end(ax_sqlarr *a);
-void        ax_sqlarr_fini(ax_sqlarr *a);
-
 /* --- DAG loader ---------------------------------------------------------
  */
 
+/* Columns of ax_store_sched_dags(). */
+enum {
+	AX_SCHED_C_DAG_ID = 0,  /* dags.id */
+	AX_SCHED_C_NAME,        /* dags.name */
+	AX_SCHED_C_PAUSED,      /* 't' / 'f' */
+	AX_SCHED_C_VERSION_ID,  /* dags.active_version_id */
+	AX_SCHED_C_EXPR,        /* the version's schedule_expr; NULL: none */
+	AX_SCHED_C_TZ,          /* its schedule_tz */
+	AX_SCHED_C_CATCHUP,     /* its schedule_catchup, 't' / 'f' */
+	AX_SCHED_C_START,       /* its start as written; NULL: open */
+	AX_SCHED_C_END,         /* its end as written; NULL: open */
+	AX_SCHED_C_SCHED_ID,    /* schedules.id; NULL: no row */
+	AX_SCHED_C_ROW_EXPR,    /* schedules.expression */
+	AX_SCHED_C_ROW_TZ,      /* schedules.tz */
+	AX_SCHED_C_ROW_CATCHUP, /* schedules.catchup */
+	AX_SCHED_C_ROW_START,   /* start_at, UTC us; NULL: open */
+	AX_SCHED_C_ROW_END,     /* end_at, UTC us; NULL: open */
+	AX_SCHED_C_NEXT,        /* next_fire_at, UTC us; NULL: none */
+	AX_SCHED_C_FIRED,       /* 't' when last_fire_at is set */
+};
+
 /*
- * Reads the active version of every DAG (dag_name NULL) or of one DAG.
- * *res columns: 0 dags.id, 1 name, 2 paused ('t'/'f'), 3
- * active_version_id, 4 definition (JSON text); the caller PQclear()s it.
- * DAGs without an active version are left out.
+ * Reads one slice of DAGs for the loader, never their definitions: the
+ * DAG, the schedule columns of its active version (migration 0005) and
+ * its schedules row (columns AX_SCHED_C_*), ordered by dags.id, only ids
+ * over after_id, at most limit rows (keyset paging: pass the last id of
+ * a slice as after_id of the next). dag_name non-NULL: that DAG only
+ * (after_id and limit unused). DAGs without an active version are left
+ * out. Every slice costs about the same (15 ms for 5000 DAGs here). The
+ * connection runs without parallel plans afterwards. The caller
+ * PQclear()s *res.
  */
-ax_err ax_store_sched_dags(ax_store *s, const char *dag_name, PGresult **res);
+ax_err ax_store_sched_dags(ax_store *s, const char *dag_name, int64_t after_id,
+                           int limit, PGresult **res);
 
 /* One schedules row to upsert (strings borrowed for the call). */
 typedef struct ax_store_sched_row {
@@ -79,7 +85,8 @@ typedef struct ax_store_sched_row {
  * Upserts n schedules rows in one statement (ON CONFLICT (dag_id)): the
  * definition columns are overwritten; next_fire_at is kept when present
  * (a restart neither skips nor repeats a period) unless the expression or
- * time zone changed. Fills the out fields. AX_EINVAL for n over 10000.
+ * time zone changed. Fills the out fields (rows matched by position, so
+ * a batch costs O(n)). AX_EINVAL for n over 10000.
  */
 ax_err ax_store_sched_upsert(ax_store *s, ax_store_sched_row *rows, size_t n);
 
@@ -130,6 +137,11 @@ ax_err ax_store_sched_set_next(ax_store *s, const int64_t *schedule_ids,
  * already held by holder: epoch + 1, expires_at = now() + ttl_us (database
  * clock). *epoch receives the new epoch. AX_EBUSY (detail: the holder and
  * when its lease expires) when another holder's lease is still valid.
+ * The epoch moves under the EXCLUSIVE lock that fenced transactions
+ * conflict with (store.h, "Fencing"), so the take waits for the deposed
+ * holder's transactions in flight: at most ttl_us / 3 (at least 100 ms),
+ * then AX_EBUSY (try again later). A valid lease is only read: a standby
+ * polling it stalls nobody.
  */
 ax_err ax_store_sched_lease_take(ax_store *s, const char *holder,
                                  int64_t ttl_us, int64_t *epoch);

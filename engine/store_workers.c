@@ -27,75 +27,6 @@
 	"lease_expires_at = EXCLUDED.lease_expires_at"
 #define NCOLS 10
 
-/* A PostgreSQL array literal being built. */
-typedef struct lit {
-	char  *buf;
-	size_t len, cap;
-	size_t n; /* elements */
-	int    oom;
-} lit;
-
-static void
-put(lit *a, const char *s, size_t n)
-{
-	if (a->oom)
-		return;
-	if (a->len + n + 1 > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 256;
-		char  *b;
-		while (cap < a->len + n + 1)
-			cap *= 2;
-		if ((b = realloc(a->buf, cap)) == NULL) {
-			a->oom = 1;
-			return;
-		}
-		a->buf = b;
-		a->cap = cap;
-	}
-	memcpy(a->buf + a->len, s, n);
-	a->len += n;
-	a->buf[a->len] = '\0';
-}
-
-static void
-sep(lit *a)
-{
-	put(a, a->n++ == 0 ? "{" : ",", 1);
-}
-
-static void
-put_int(lit *a, int64_t v)
-{
-	char b[24];
-	int  n = snprintf(b, sizeof(b), "%" PRId64, v);
-	sep(a);
-	put(a, b, (size_t) n);
-}
-
-static void
-put_text(lit *a, const char *s)
-{
-	sep(a);
-	if (s == NULL) {
-		put(a, "NULL", 4);
-		return;
-	}
-	put(a, "\"", 1);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			put(a, "\\", 1);
-		put(a, s, 1);
-	}
-	put(a, "\"", 1);
-}
-
-static const char *
-end(lit *a)
-{
-	put(a, a->n == 0 ? "{}" : "}", a->n == 0 ? 2 : 1);
-	return a->oom ? NULL : a->buf;
-}
-
 static ax_err
 check_row(const ax_store_worker_row *r, size_t i)
 {
@@ -127,7 +58,7 @@ check_row(const ax_store_worker_row *r, size_t i)
 ax_err
 ax_store_workers_upsert(ax_store *s, const ax_store_worker_row *rows, size_t n)
 {
-	lit         a[NCOLS];
+	ax_sqlarr   a[NCOLS] = { 0 };
 	const char *p[NCOLS];
 	ax_err      rv;
 
@@ -139,35 +70,22 @@ ax_store_workers_upsert(ax_store *s, const ax_store_worker_row *rows, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if ((rv = check_row(&rows[i], i)) != AX_OK)
 			return rv;
-	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < n; i++) {
 		const ax_store_worker_row *r = &rows[i];
-		put_text(&a[0], r->id);
-		put_text(&a[1], r->worker_group);
-		put_int(&a[2], r->slots);
-		put_int(&a[3], r->used_slots);
-		put_text(&a[4], r->hostname);
-		put_int(&a[5], r->pid);
-		put_text(&a[6], r->state);
-		put_int(&a[7], r->registered_at_us);
-		put_int(&a[8], r->heartbeat_at_us);
-		put_int(&a[9], r->lease_expires_at_us);
+		ax_sqlarr_text(&a[0], r->id);
+		ax_sqlarr_text(&a[1], r->worker_group);
+		ax_sqlarr_int(&a[2], r->slots);
+		ax_sqlarr_int(&a[3], r->used_slots);
+		ax_sqlarr_text(&a[4], r->hostname);
+		ax_sqlarr_int(&a[5], r->pid);
+		ax_sqlarr_text(&a[6], r->state);
+		ax_sqlarr_int(&a[7], r->registered_at_us);
+		ax_sqlarr_int(&a[8], r->heartbeat_at_us);
+		ax_sqlarr_int(&a[9], r->lease_expires_at_us);
 	}
-	rv = AX_OK;
-	for (size_t c = 0; c < NCOLS; c++)
-		if ((p[c] = end(&a[c])) == NULL)
-			rv = ax_err_set(AX_ENOMEM,
-			                "workers upsert of %zu rows", n);
-	if (rv == AX_OK) {
-		rv = ax_store_prepare(s, STMT, SQL, NCOLS);
-		if (rv == AX_EEXIST) { /* prepared by an earlier call */
-			ax_err_clear();
-			rv = AX_OK;
-		}
-		if (rv == AX_OK)
-			rv = ax_store_query_prepared(s, STMT, NCOLS, p, NULL);
-	}
-	for (size_t c = 0; c < NCOLS; c++)
-		free(a[c].buf);
+	if ((rv = ax_sqlarr_end_all(a, p, NCOLS)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, STMT, SQL, NCOLS)) == AX_OK)
+		rv = ax_store_write(s, STMT, NULL, NCOLS, p, NULL);
+	ax_sqlarr_fini_all(a, NCOLS);
 	return rv;
 }

@@ -1,8 +1,9 @@
 /*
  * test_axd.c - axd as a process (actors/axd.c): start-up checks, the
- * scheduler lease (standby, take-over after kill -9, loss), control
- * notifications (`axctl dag load`, malformed payloads, trigger) and a
- * clean SIGTERM. Real axd binary, throwaway cluster per test
+ * scheduler lease (standby, take-over after kill -9, loss, a fenced
+ * write that stops axd at once), control notifications (`axctl dag
+ * load`, malformed payloads, trigger) and a clean SIGTERM. Real axd
+ * binary, throwaway cluster per test
  * (tests/e2e/e2e_harness.h).
  */
 #include <criterion/criterion.h>
@@ -242,4 +243,49 @@ Test(axd, one_scheduler_per_database_standby_takes_over)
 	             "axd stops when its lease is taken over");
 	cr_assert(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 1);
 	cr_assert(file_has(log2, "LEASE_LOST"));
+}
+
+/*
+ * Fencing: another scheduler takes the lease (the epoch moves on) while
+ * this axd still believes it holds it (its next renewal is 20 s away).
+ * Its next write, the run of a trigger, is fenced: nothing is written,
+ * and axd stops at once with exit 1 instead of at that renewal.
+ */
+Test(axd, a_fenced_write_stops_axd_and_writes_nothing)
+{
+	char log[PATH_MAX + 32];
+
+	setenv("AX_SCHEDULER_LEASE_TTL", "60s", 1);
+	e = ax_e2e_new(0, NULL);
+	snprintf(log, sizeof(log), "%s/axd.log", e->st.log_dir);
+	ax_e2e_load(e, "fence", NULL,
+	            "kind: DAG\nname: e2e.fence\n"
+	            "tasks:\n  - {name: a, command: \"true\"}\n");
+	ax_e2e_start_axd(e);
+	wait_log(log, "axd ready: queue ", 10);
+	e->st.axd.stopping = 1;
+	PQclear(PQexec(e->db,
+	               "UPDATE scheduler_lease SET epoch = epoch + 1, "
+	               "holder = 'thief', expires_at = now() + "
+	               "interval '1 minute'"));
+	int64_t epoch = ax_e2e_int(e, "SELECT epoch FROM scheduler_lease");
+	notify("{\"op\":\"trigger\",\"dag\":\"e2e.fence\","
+	       "\"logical_date_us\":1000000000000000}");
+	cr_assert_eq(ax_proc_wait(&e->st.axd, 15 * AX_USEC_PER_SEC), AX_OK,
+	             "axd did not stop after a fenced write");
+	cr_assert(WIFEXITED(e->st.axd.status) &&
+	              WEXITSTATUS(e->st.axd.status) == 1,
+	          "exit 1 when fenced (status 0x%x)", e->st.axd.status);
+	cr_assert(file_has(log, "FENCED"), "the fenced write is logged");
+	cr_assert(file_has(log, "a write of this axd was fenced"));
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM dag_runs r JOIN dags "
+	                        "d ON d.id = r.dag_id WHERE d.name = "
+	                        "'e2e.fence'"),
+	             0, "the deposed axd created the triggered run");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM scheduler_lease WHERE "
+	                        "holder = 'thief' AND epoch = %lld",
+	                        (long long) epoch),
+	             1, "the deposed axd touched the new holder's lease");
 }

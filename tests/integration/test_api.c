@@ -11,29 +11,20 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <libpq-fe.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "api_server.h"
-#include "api_token.h"
+#include "api_fixture.h"
 #include "log.h"
-#include "migrate.h"
-#include "pg_harness.h"
 #include "store.h"
 
 #define MAX_BODY 65536
 
-static ax_test_pg    *pg;
-static ax_store      *st;
-static ax_api_server *srv;
-static PGconn        *listener;
-static char           admin[AX_API_TOKEN_LEN], oper[AX_API_TOKEN_LEN],
-    viewer[AX_API_TOKEN_LEN];
-static char logpath[256];
+static ax_api_fixture fx;
+static char           logpath[256];
 
 /* The last answer. */
 static char   *body;
@@ -44,32 +35,8 @@ static json_t *js;
 static void
 setup(void)
 {
-	int            applied;
-	ax_api_options o = { 0 };
-
 	ax_log_init(AX_LOG_ERROR, 2);
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
-	cr_assert_eq(
-	    ax_api_token_create(st, AX_API_ROLE_ADMIN, "a", admin, NULL),
-	    AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(
-	    ax_api_token_create(st, AX_API_ROLE_OPERATOR, "o", oper, NULL),
-	    AX_OK);
-	cr_assert_eq(
-	    ax_api_token_create(st, AX_API_ROLE_VIEWER, "v", viewer, NULL),
-	    AX_OK);
-	o.dsn       = ax_test_pg_dsn(pg);
-	o.port      = 0;
-	o.max_body  = MAX_BODY;
-	o.pool_size = 3;
-	cr_assert_eq(ax_api_server_start(&o, &srv), AX_OK, "%s",
-	             ax_err_detail());
-	listener = PQconnectdb(ax_test_pg_dsn(pg));
-	cr_assert_eq(PQstatus(listener), CONNECTION_OK);
-	PQclear(PQexec(listener, "LISTEN ax_control"));
+	ax_api_fixture_start(&fx, MAX_BODY);
 	snprintf(logpath, sizeof(logpath), "/tmp/ax-test-api-%d.log",
 	         (int) getpid());
 }
@@ -78,10 +45,7 @@ static void
 teardown(void)
 {
 	unlink(logpath);
-	PQfinish(listener);
-	ax_api_server_stop(srv);
-	ax_store_close(st);
-	ax_test_pg_stop(pg);
+	ax_api_fixture_stop(&fx);
 	free(body);
 	json_decref(js);
 }
@@ -131,8 +95,7 @@ req(const char *method, const char *path, const char *token, const char *data,
 	hdrs[0]  = '\0';
 	json_decref(js);
 	js = NULL;
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s",
-	         ax_api_server_port(srv), path);
+	snprintf(url, sizeof(url), "%s%s", fx.url, path);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -177,50 +140,6 @@ expect_error(long got, long status, const char *code, const char *what)
 	cr_expect(json_is_string(json_object_get(js, "detail")), "%s", what);
 }
 
-/* The next ax_control payload within 3 s (NULL: none). New ref. */
-static json_t *
-next_notify(void)
-{
-	for (int i = 0; i < 30; i++) {
-		PGnotify *n;
-		PQconsumeInput(listener);
-		if ((n = PQnotifies(listener)) != NULL) {
-			json_t *j = json_loads(n->extra, 0, NULL);
-			PQfreemem(n);
-			return j;
-		}
-		struct pollfd p = { .fd     = PQsocket(listener),
-			            .events = POLLIN };
-		poll(&p, 1, 100);
-	}
-	return NULL;
-}
-
-static void
-drain_notify(void)
-{
-	PGnotify *n;
-	PQconsumeInput(listener);
-	while ((n = PQnotifies(listener)) != NULL)
-		PQfreemem(n);
-}
-
-static void
-sql(const char *q)
-{
-	cr_assert_eq(ax_store_exec(st, q, 0, NULL), AX_OK, "%s: %s", q,
-	             ax_err_detail());
-}
-
-static int64_t
-sql_int(const char *q)
-{
-	int64_t v = -1;
-	cr_assert_eq(ax_store_query_int64(st, q, 0, NULL, &v), AX_OK, "%s: %s",
-	             q, ax_err_detail());
-	return v;
-}
-
 static const char *chain =
     "kind: DAG\n"
     "name: demo.chain\n"
@@ -236,16 +155,16 @@ submit_chain(void)
 {
 	json_t *n;
 
-	cr_assert_eq(req("POST", "/api/v1/dags", admin, chain, -1, 0), 201,
+	cr_assert_eq(req("POST", "/api/v1/dags", fx.admin, chain, -1, 0), 201,
 	             "%s", body);
 	/* the notification is delivered asynchronously: wait for it, so a
 	 * late arrival is not mistaken for the next request's */
-	n = next_notify();
+	n = ax_api_fixture_notify(&fx);
 	cr_assert_not_null(n, "no dag_changed after a submit");
 	cr_assert_str_eq(json_string_value(json_object_get(n, "op")),
 	                 "dag_changed");
 	json_decref(n);
-	drain_notify();
+	ax_api_fixture_drain(&fx);
 }
 
 Test(api, roles_and_tokens)
@@ -260,32 +179,33 @@ Test(api, roles_and_tokens)
 	expect_error(req("GET", "/api/v1/dags", "axt_nope", NULL, 0, 0), 401,
 	             "unauthorized", "malformed token");
 	char forged[AX_API_TOKEN_LEN];
-	memcpy(forged, viewer, sizeof(forged));
+	memcpy(forged, fx.viewer, sizeof(forged));
 	forged[10] = forged[10] == 'a' ? 'b' : 'a';
 	expect_error(req("GET", "/api/v1/dags", forged, NULL, 0, 0), 401,
 	             "unauthorized", "unknown token");
-	cr_expect_eq(req("GET", "/api/v1/dags", viewer, NULL, 0, 0), 200);
-	cr_expect_eq(req("GET", "/metrics", viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", "/api/v1/dags", fx.viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", "/metrics", fx.viewer, NULL, 0, 0), 200);
 	expect_error(req("GET", "/metrics", NULL, NULL, 0, 0), 401,
 	             "unauthorized", "metrics without token");
 	/* viewer < operator < admin */
-	expect_error(req("POST", "/api/v1/dags", viewer, chain, -1, 0), 403,
+	expect_error(req("POST", "/api/v1/dags", fx.viewer, chain, -1, 0), 403,
 	             "forbidden", "viewer submits");
-	expect_error(req("POST", "/api/v1/dags", oper, chain, -1, 0), 403,
+	expect_error(req("POST", "/api/v1/dags", fx.oper, chain, -1, 0), 403,
 	             "forbidden", "operator submits");
-	cr_expect_eq(req("POST", "/api/v1/dags", admin, chain, -1, 0), 201,
+	cr_expect_eq(req("POST", "/api/v1/dags", fx.admin, chain, -1, 0), 201,
 	             "%s", body);
-	expect_error(
-	    req("POST", "/api/v1/dags/demo.chain/pause", viewer, NULL, 0, 0),
-	    403, "forbidden", "viewer pauses");
+	expect_error(req("POST", "/api/v1/dags/demo.chain/pause", fx.viewer,
+	                 NULL, 0, 0),
+	             403, "forbidden", "viewer pauses");
 	cr_expect_eq(
-	    req("POST", "/api/v1/dags/demo.chain/pause", oper, NULL, 0, 0),
+	    req("POST", "/api/v1/dags/demo.chain/pause", fx.oper, NULL, 0, 0),
 	    200, "%s", body);
-	cr_expect_eq(
-	    req("POST", "/api/v1/dags/demo.chain/unpause", admin, NULL, 0, 0),
-	    200);
-	sql("UPDATE api_tokens SET revoked_at = now() WHERE name = 'v'");
-	expect_error(req("GET", "/api/v1/dags", viewer, NULL, 0, 0), 401,
+	cr_expect_eq(req("POST", "/api/v1/dags/demo.chain/unpause", fx.admin,
+	                 NULL, 0, 0),
+	             200);
+	ax_api_fixture_sql(
+	    &fx, "UPDATE api_tokens SET revoked_at = now() WHERE name = 'v'");
+	expect_error(req("GET", "/api/v1/dags", fx.viewer, NULL, 0, 0), 401,
 	             "unauthorized", "revoked token");
 }
 
@@ -294,77 +214,80 @@ Test(api, bad_input_is_a_4xx_json_error)
 	char *big = malloc(MAX_BODY + 100);
 	submit_chain();
 
-	expect_error(req("GET", "/api/v1/nope", viewer, NULL, 0, 0), 404,
+	expect_error(req("GET", "/api/v1/nope", fx.viewer, NULL, 0, 0), 404,
 	             "not_found", "unknown route");
 	expect_error(req("GET", "/", NULL, NULL, 0, 0), 404, "not_found",
 	             "root");
-	expect_error(req("DELETE", "/api/v1/dags", viewer, NULL, 0, 0), 405,
+	expect_error(req("DELETE", "/api/v1/dags", fx.viewer, NULL, 0, 0), 405,
 	             "method_not_allowed", "wrong method");
 	cr_expect(strstr(hdrs, "Allow: ") != NULL, "%s", hdrs);
 	expect_error(
-	    req("GET", "/api/v1/dags/demo.chain/pause", oper, NULL, 0, 0), 405,
-	    "method_not_allowed", "GET on a POST route");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	    req("GET", "/api/v1/dags/demo.chain/pause", fx.oper, NULL, 0, 0),
+	    405, "method_not_allowed", "GET on a POST route");
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"params\": ", -1, 0),
 	             400, "bad_json", "truncated JSON");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "[1,2]", -1, 0),
 	             400, "invalid", "JSON not an object");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"params\": 5}", -1, 0),
 	             400, "invalid", "params not an object");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"logical_date\": true}", -1, 0),
 	             400, "invalid", "logical_date a boolean");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"logical_date\": \"yesterday\"}", -1, 0),
 	             400, "invalid", "logical_date not a date");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"logcal_date\": 1}", -1, 0),
 	             400, "invalid", "unknown field");
-	expect_error(req("POST", "/api/v1/instances/1/clear", oper,
+	expect_error(req("POST", "/api/v1/instances/1/clear", fx.oper,
 	                 "{\"downstream\": \"yes\"}", -1, 0),
 	             400, "invalid", "downstream a string");
-	expect_error(req("POST", "/api/v1/instances/1/mark", oper,
+	expect_error(req("POST", "/api/v1/instances/1/mark", fx.oper,
 	                 "{\"state\": 7}", -1, 0),
 	             400, "invalid", "mark state a number");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/backfill", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/backfill", fx.oper,
 	                 "{\"start\": \"2024-01-01\", \"end\": "
 	                 "\"2024-01-02\", \"mode\": \"fast\"}",
 	                 -1, 0),
 	             400, "invalid", "bad backfill mode");
-	expect_error(req("GET", "/api/v1/runs?limit=abc", viewer, NULL, 0, 0),
-	             400, "invalid", "limit not a number");
 	expect_error(
-	    req("GET", "/api/v1/runs?limit=100000", viewer, NULL, 0, 0), 400,
-	    "invalid", "limit too big");
-	expect_error(req("GET", "/api/v1/runs?state=DONE", viewer, NULL, 0, 0),
-	             400, "invalid", "unknown run state");
-	expect_error(req("GET", "/api/v1/instances/abc", viewer, NULL, 0, 0),
-	             400, "invalid", "id not a number");
-	expect_error(req("GET", "/api/v1/instances/-3", viewer, NULL, 0, 0),
+	    req("GET", "/api/v1/runs?limit=abc", fx.viewer, NULL, 0, 0), 400,
+	    "invalid", "limit not a number");
+	expect_error(
+	    req("GET", "/api/v1/runs?limit=100000", fx.viewer, NULL, 0, 0),
+	    400, "invalid", "limit too big");
+	expect_error(
+	    req("GET", "/api/v1/runs?state=DONE", fx.viewer, NULL, 0, 0), 400,
+	    "invalid", "unknown run state");
+	expect_error(
+	    req("GET", "/api/v1/instances/abc", fx.viewer, NULL, 0, 0), 400,
+	    "invalid", "id not a number");
+	expect_error(req("GET", "/api/v1/instances/-3", fx.viewer, NULL, 0, 0),
 	             400, "invalid", "negative id");
 	/* huge bodies: announced, and chunked without a length */
 	memset(big, 'x', MAX_BODY + 99);
 	big[MAX_BODY + 99] = '\0';
-	expect_error(req("POST", "/api/v1/dags", admin, big, -1, 0), 413,
+	expect_error(req("POST", "/api/v1/dags", fx.admin, big, -1, 0), 413,
 	             "payload_too_large", "huge body");
-	expect_error(req("POST", "/api/v1/dags", admin, big, -1, 1), 413,
+	expect_error(req("POST", "/api/v1/dags", fx.admin, big, -1, 1), 413,
 	             "payload_too_large", "huge chunked body");
 	free(big);
 	/* bad UTF-8 in body, path and query */
-	expect_error(req("POST", "/api/v1/dags", admin,
+	expect_error(req("POST", "/api/v1/dags", fx.admin,
 	                 "kind: DAG\nname: \xff\xfe\n", -1, 0),
 	             400, "bad_utf8", "bad UTF-8 body");
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"params\": {\"a\": \"\xc3\x28\"}}", -1, 0),
 	             400, "bad_utf8", "bad UTF-8 in JSON");
-	expect_error(req("GET", "/api/v1/dags/%C3%28", viewer, NULL, 0, 0),
+	expect_error(req("GET", "/api/v1/dags/%C3%28", fx.viewer, NULL, 0, 0),
 	             400, "bad_utf8", "bad UTF-8 path");
 	expect_error(
-	    req("GET", "/api/v1/runs?dag=%ED%A0%80", viewer, NULL, 0, 0), 400,
-	    "bad_utf8", "surrogate in query");
-	expect_error(req("POST", "/api/v1/dags", admin, "a\0b", 3, 0), 400,
+	    req("GET", "/api/v1/runs?dag=%ED%A0%80", fx.viewer, NULL, 0, 0),
+	    400, "bad_utf8", "surrogate in query");
+	expect_error(req("POST", "/api/v1/dags", fx.admin, "a\0b", 3, 0), 400,
 	             "bad_utf8", "NUL in body");
 	/* the server is still fine */
 	cr_expect_eq(req("GET", "/healthz", NULL, NULL, 0, 0), 200);
@@ -379,8 +302,8 @@ Test(api, dag_submit_list_show_versions)
 	json_t     *n;
 
 	expect_error(
-	    req("POST", "/api/v1/dags?file=bad.yaml", admin, bad, -1, 0), 422,
-	    "invalid_dag", "invalid DAG");
+	    req("POST", "/api/v1/dags?file=bad.yaml", fx.admin, bad, -1, 0),
+	    422, "invalid_dag", "invalid DAG");
 	json_t *errs = json_object_get(js, "errors");
 	cr_assert(json_array_size(errs) >= 2, "%s", body);
 	json_t *e0 = json_array_get(errs, 0);
@@ -390,63 +313,65 @@ Test(api, dag_submit_list_show_versions)
 	cr_expect_gt(json_integer_value(json_object_get(e0, "column")), 0);
 	cr_expect(strstr(body, "comand") != NULL, "%s", body);
 	cr_expect(strstr(body, "zz") != NULL, "%s", body);
-	cr_expect_eq(sql_int("SELECT count(*) FROM dags"), 0);
-	expect_error(req("POST", "/api/v1/dags", admin, "", 0, 0), 400,
+	cr_expect_eq(ax_api_fixture_int(&fx, "SELECT count(*) FROM dags"), 0);
+	expect_error(req("POST", "/api/v1/dags", fx.admin, "", 0, 0), 400,
 	             "invalid", "empty body");
 
-	cr_assert_eq(req("POST", "/api/v1/dags", admin, chain, -1, 0), 201);
+	cr_assert_eq(req("POST", "/api/v1/dags", fx.admin, chain, -1, 0), 201);
 	json_t *d0 = json_array_get(json_object_get(js, "dags"), 0);
 	cr_expect_str_eq(json_string_value(json_object_get(d0, "outcome")),
 	                 "created");
-	n = next_notify();
+	n = ax_api_fixture_notify(&fx);
 	cr_assert_not_null(n, "no dag_changed notification");
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")),
 	                 "dag_changed");
 	cr_expect_str_eq(json_string_value(json_object_get(n, "dag")),
 	                 "demo.chain");
 	json_decref(n);
-	cr_expect_eq(req("POST", "/api/v1/dags", admin, chain, -1, 0), 200);
+	cr_expect_eq(req("POST", "/api/v1/dags", fx.admin, chain, -1, 0), 200);
 	d0 = json_array_get(json_object_get(js, "dags"), 0);
 	cr_expect_str_eq(json_string_value(json_object_get(d0, "outcome")),
 	                 "unchanged");
-	cr_expect_null(next_notify(), "unchanged must not notify");
+	cr_expect_null(ax_api_fixture_notify(&fx),
+	               "unchanged must not notify");
 
 	char *v2 = malloc(strlen(chain) + 64);
 	sprintf(v2, "%s  - {name: e, type: bash, command: \"echo e\"}\n",
 	        chain);
-	cr_expect_eq(req("POST", "/api/v1/dags", admin, v2, -1, 0), 200);
+	cr_expect_eq(req("POST", "/api/v1/dags", fx.admin, v2, -1, 0), 200);
 	free(v2);
-	json_decref(next_notify()); /* the change's dag_changed */
-	drain_notify();
+	json_decref(ax_api_fixture_notify(&fx)); /* the change's dag_changed */
+	ax_api_fixture_drain(&fx);
 
-	cr_expect_eq(req("GET", "/api/v1/dags", viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", "/api/v1/dags", fx.viewer, NULL, 0, 0), 200);
 	json_t *l = json_object_get(js, "dags");
 	cr_assert_eq(json_array_size(l), 1, "%s", body);
 	cr_expect_eq(json_integer_value(
 	                 json_object_get(json_array_get(l, 0), "version")),
 	             2);
-	cr_expect_eq(req("GET", "/api/v1/dags/demo.chain", viewer, NULL, 0, 0),
-	             200);
+	cr_expect_eq(
+	    req("GET", "/api/v1/dags/demo.chain", fx.viewer, NULL, 0, 0), 200);
 	cr_expect_eq(json_array_size(json_object_get(
 	                 json_object_get(js, "definition"), "tasks")),
 	             5, "%s", body);
 	cr_expect(json_is_string(json_object_get(js, "yaml")));
-	cr_expect_eq(
-	    req("GET", "/api/v1/dags/demo.chain/versions", viewer, NULL, 0, 0),
-	    200);
+	cr_expect_eq(req("GET", "/api/v1/dags/demo.chain/versions", fx.viewer,
+	                 NULL, 0, 0),
+	             200);
 	json_t *vs = json_object_get(js, "versions");
 	cr_assert_eq(json_array_size(vs), 2);
 	cr_expect(
 	    json_is_true(json_object_get(json_array_get(vs, 0), "active")));
 	cr_expect(
 	    json_is_false(json_object_get(json_array_get(vs, 1), "active")));
-	expect_error(req("GET", "/api/v1/dags/nope", viewer, NULL, 0, 0), 404,
-	             "not_found", "unknown DAG");
+	expect_error(req("GET", "/api/v1/dags/nope", fx.viewer, NULL, 0, 0),
+	             404, "not_found", "unknown DAG");
 	expect_error(
-	    req("GET", "/api/v1/dags/nope/versions", viewer, NULL, 0, 0), 404,
-	    "not_found", "versions of unknown DAG");
-	expect_error(req("POST", "/api/v1/dags/nope/pause", oper, NULL, 0, 0),
-	             404, "not_found", "pause unknown DAG");
+	    req("GET", "/api/v1/dags/nope/versions", fx.viewer, NULL, 0, 0),
+	    404, "not_found", "versions of unknown DAG");
+	expect_error(
+	    req("POST", "/api/v1/dags/nope/pause", fx.oper, NULL, 0, 0), 404,
+	    "not_found", "pause unknown DAG");
 }
 
 Test(api, pause_trigger_backfill_notify)
@@ -455,30 +380,31 @@ Test(api, pause_trigger_backfill_notify)
 	submit_chain();
 
 	cr_assert_eq(
-	    req("POST", "/api/v1/dags/demo.chain/pause", oper, NULL, 0, 0),
+	    req("POST", "/api/v1/dags/demo.chain/pause", fx.oper, NULL, 0, 0),
 	    200);
-	cr_expect_eq(sql_int("SELECT paused::int FROM dags"), 1);
-	n = next_notify();
+	cr_expect_eq(ax_api_fixture_int(&fx, "SELECT paused::int FROM dags"),
+	             1);
+	n = ax_api_fixture_notify(&fx);
 	cr_assert_not_null(n);
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")),
 	                 "paused");
 	cr_expect_str_eq(json_string_value(json_object_get(n, "dag")),
 	                 "demo.chain");
 	json_decref(n);
-	cr_assert_eq(
-	    req("POST", "/api/v1/dags/demo.chain/unpause", oper, NULL, 0, 0),
-	    200);
-	n = next_notify();
+	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/unpause", fx.oper,
+	                 NULL, 0, 0),
+	             200);
+	n = ax_api_fixture_notify(&fx);
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")),
 	                 "unpaused");
 	json_decref(n);
 
-	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"logical_date\": \"2024-03-01T12:00:00Z\", "
 	                 "\"params\": {\"day\": \"x\"}}",
 	                 -1, 0),
 	             202, "%s", body);
-	n = next_notify();
+	n = ax_api_fixture_notify(&fx);
 	cr_assert_not_null(n);
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")),
 	                 "trigger");
@@ -489,27 +415,29 @@ Test(api, pause_trigger_backfill_notify)
 	                 "x");
 	json_decref(n);
 	/* without a body: now, empty params */
-	cr_assert_eq(
-	    req("POST", "/api/v1/dags/demo.chain/trigger", oper, NULL, 0, 0),
-	    202);
-	n = next_notify();
+	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
+	                 NULL, 0, 0),
+	             202);
+	n = ax_api_fixture_notify(&fx);
 	cr_expect(json_is_object(json_object_get(n, "params")));
 	cr_expect_gt(json_integer_value(json_object_get(n, "logical_date_us")),
 	             1709294400000000LL);
 	json_decref(n);
 
 	/* hourly schedule: [00:00, 03:00] holds 4 periods */
-	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/backfill", oper,
+	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/backfill", fx.oper,
 	                 "{\"start\": \"2024-01-01T00:00:00Z\", \"end\": "
 	                 "\"2024-01-01T03:00:00Z\", \"mode\": \"parallel\"}",
 	                 -1, 0),
 	             201, "%s", body);
 	cr_expect_eq(json_integer_value(json_object_get(js, "created")), 4);
-	cr_expect_eq(sql_int("SELECT count(*) FROM dag_runs WHERE run_type = "
-	                     "'backfill' AND interval_end - interval_start = "
-	                     "interval '1 hour'"),
+	cr_expect_eq(ax_api_fixture_int(
+	                 &fx,
+	                 "SELECT count(*) FROM dag_runs WHERE run_type = "
+	                 "'backfill' AND interval_end - interval_start = "
+	                 "interval '1 hour'"),
 	             4);
-	n = next_notify();
+	n = ax_api_fixture_notify(&fx);
 	cr_assert_not_null(n);
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")),
 	                 "backfill");
@@ -518,30 +446,30 @@ Test(api, pause_trigger_backfill_notify)
 	cr_expect_eq(json_array_size(json_object_get(n, "run_ids")), 4);
 	json_decref(n);
 	/* again: nothing new, existing runs are skipped */
-	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/backfill", oper,
+	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/backfill", fx.oper,
 	                 "{\"start\": \"2024-01-01T00:00:00Z\", \"end\": "
 	                 "\"2024-01-01T03:00:00Z\"}",
 	                 -1, 0),
 	             201);
 	cr_expect_eq(json_integer_value(json_object_get(js, "skipped")), 4);
-	cr_expect_null(next_notify());
+	cr_expect_null(ax_api_fixture_notify(&fx));
 	/* a trigger at a date that has a run is a conflict */
-	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", oper,
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
 	                 "{\"logical_date\": \"2024-01-01T01:00:00Z\"}", -1,
 	                 0),
 	             409, "conflict", "trigger on an existing run");
 	/* too many periods (seconds cron would be 86400) */
 	expect_error(
-	    req("POST", "/api/v1/dags/demo.chain/backfill", oper,
+	    req("POST", "/api/v1/dags/demo.chain/backfill", fx.oper,
 	        "{\"start\": \"2020-01-01\", \"end\": \"2024-01-01\"}", -1, 0),
 	    400, "invalid", "unbounded backfill");
 	expect_error(
-	    req("POST", "/api/v1/dags/demo.chain/backfill", oper,
+	    req("POST", "/api/v1/dags/demo.chain/backfill", fx.oper,
 	        "{\"start\": \"2024-01-02\", \"end\": \"2024-01-01\"}", -1, 0),
 	    400, "invalid", "end before start");
 
-	cr_expect_eq(req("GET", "/api/v1/runs?dag=demo.chain&limit=3", viewer,
-	                 NULL, 0, 0),
+	cr_expect_eq(req("GET", "/api/v1/runs?dag=demo.chain&limit=3",
+	                 fx.viewer, NULL, 0, 0),
 	             200);
 	cr_expect_eq(json_array_size(json_object_get(js, "runs")), 3);
 	json_int_t cur =
@@ -549,11 +477,12 @@ Test(api, pause_trigger_backfill_notify)
 	char path[128];
 	snprintf(path, sizeof(path), "/api/v1/runs?limit=3&cursor=%lld",
 	         (long long) cur);
-	cr_expect_eq(req("GET", path, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", path, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_eq(json_array_size(json_object_get(js, "runs")), 1, "%s",
 	             body);
 	cr_expect_eq(
-	    req("GET", "/api/v1/runs?state=QUEUED", viewer, NULL, 0, 0), 200);
+	    req("GET", "/api/v1/runs?state=QUEUED", fx.viewer, NULL, 0, 0),
+	    200);
 	cr_expect_eq(json_array_size(json_object_get(js, "runs")), 4);
 }
 
@@ -563,49 +492,55 @@ static int64_t
 make_run(void)
 {
 	submit_chain();
-	sql("INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	ax_api_fixture_sql(
+	    &fx,
+	    "INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
 	    "logical_date, interval_start, interval_end) SELECT id, "
 	    "active_version_id, 'manual', ax_ts(0), ax_ts(0), ax_ts(0) "
 	    "FROM dags");
-	sql("INSERT INTO task_instances (dag_run_id, dag_id, task, "
+	ax_api_fixture_sql(
+	    &fx,
+	    "INSERT INTO task_instances (dag_run_id, dag_id, task, "
 	    "logical_time, state, reason) SELECT r.id, r.dag_id, t.task, "
 	    "r.logical_date, t.state, t.reason FROM dag_runs r, (VALUES "
 	    "('a', 'SUCCESS', NULL), ('b', 'RUNNING', NULL), "
 	    "('c', 'PENDING', 'WAIT_DEPENDENCY'), ('d', 'SUCCESS', NULL)) "
 	    "AS t(task, state, reason)");
-	char q[512];
-	snprintf(q, sizeof(q),
-	         "INSERT INTO attempts (run_id, instance_id, number, state, "
-	         "due_at, log_path) SELECT gen_random_uuid(), id, 1, "
-	         "'RUNNING', now(), '%s' FROM task_instances WHERE task = 'b'",
-	         logpath);
-	sql(q);
-	return sql_int("SELECT id FROM task_instances WHERE task = 'b'");
+	ax_api_fixture_sql(
+	    &fx,
+	    "INSERT INTO attempts (run_id, instance_id, number, state, "
+	    "due_at, log_path) SELECT gen_random_uuid(), id, 1, 'RUNNING', "
+	    "now(), '%s' FROM task_instances WHERE task = 'b'",
+	    logpath);
+	return ax_api_fixture_int(
+	    &fx, "SELECT id FROM task_instances WHERE task = 'b'");
 }
 
 Test(api, instances_kill_clear_mark_lineage_events)
 {
 	int64_t b = make_run();
-	int64_t a = sql_int("SELECT id FROM task_instances WHERE task = 'a'");
-	int64_t c = sql_int("SELECT id FROM task_instances WHERE task = 'c'");
+	int64_t a = ax_api_fixture_int(
+	    &fx, "SELECT id FROM task_instances WHERE task = 'a'");
+	int64_t c = ax_api_fixture_int(
+	    &fx, "SELECT id FROM task_instances WHERE task = 'c'");
 	char    p[128];
 	json_t *n;
 
-	cr_expect_eq(
-	    req("GET", "/api/v1/instances?dag=demo.chain", viewer, NULL, 0, 0),
-	    200);
+	cr_expect_eq(req("GET", "/api/v1/instances?dag=demo.chain", fx.viewer,
+	                 NULL, 0, 0),
+	             200);
 	cr_expect_eq(json_array_size(json_object_get(js, "instances")), 4);
-	cr_expect_eq(
-	    req("GET", "/api/v1/instances?state=PENDING", viewer, NULL, 0, 0),
-	    200);
+	cr_expect_eq(req("GET", "/api/v1/instances?state=PENDING", fx.viewer,
+	                 NULL, 0, 0),
+	             200);
 	json_t *i0 = json_array_get(json_object_get(js, "instances"), 0);
 	cr_expect_str_eq(json_string_value(json_object_get(i0, "reason")),
 	                 "WAIT_DEPENDENCY");
 	expect_error(
-	    req("GET", "/api/v1/instances?state=DONE", viewer, NULL, 0, 0),
+	    req("GET", "/api/v1/instances?state=DONE", fx.viewer, NULL, 0, 0),
 	    400, "invalid", "unknown instance state");
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld", (long long) b);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_str_eq(json_string_value(json_object_get(js, "state")),
 	                 "RUNNING");
 	json_t *att = json_object_get(js, "attempts");
@@ -614,22 +549,22 @@ Test(api, instances_kill_clear_mark_lineage_events)
 	                 json_object_get(json_array_get(att, 0), "number")),
 	             1);
 	expect_error(
-	    req("GET", "/api/v1/instances/999999", viewer, NULL, 0, 0), 404,
+	    req("GET", "/api/v1/instances/999999", fx.viewer, NULL, 0, 0), 404,
 	    "not_found", "unknown instance");
-	long run = (long) sql_int("SELECT id FROM dag_runs");
+	long run = (long) ax_api_fixture_int(&fx, "SELECT id FROM dag_runs");
 	snprintf(p, sizeof(p), "/api/v1/runs/%ld", run);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_eq(
 	    json_integer_value(json_object_get(
 	        json_object_get(js, "instances_by_state"), "SUCCESS")),
 	    2, "%s", body);
-	expect_error(req("GET", "/api/v1/runs/999999", viewer, NULL, 0, 0),
+	expect_error(req("GET", "/api/v1/runs/999999", fx.viewer, NULL, 0, 0),
 	             404, "not_found", "unknown run");
 
 	/* lineage of b: a upstream, c downstream, d unrelated */
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/lineage",
 	         (long long) b);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200, "%s", body);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200, "%s", body);
 	json_t *up = json_object_get(js, "upstream"),
 	       *dn = json_object_get(js, "downstream");
 	cr_assert_eq(json_array_size(up), 1, "%s", body);
@@ -646,54 +581,57 @@ Test(api, instances_kill_clear_mark_lineage_events)
 	    "c");
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/lineage",
 	         (long long) a);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_eq(json_array_size(json_object_get(js, "downstream")), 2,
 	             "a -> b -> c: %s", body);
 
 	/* kill: RUNNING b yes, finished a no */
-	drain_notify();
+	ax_api_fixture_drain(&fx);
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/kill", (long long) b);
-	expect_error(req("POST", p, viewer, NULL, 0, 0), 403, "forbidden",
+	expect_error(req("POST", p, fx.viewer, NULL, 0, 0), 403, "forbidden",
 	             "viewer kills");
-	cr_expect_eq(req("POST", p, oper, NULL, 0, 0), 202, "%s", body);
-	n = next_notify();
+	cr_expect_eq(req("POST", p, fx.oper, NULL, 0, 0), 202, "%s", body);
+	n = ax_api_fixture_notify(&fx);
 	cr_assert_not_null(n);
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")), "kill");
 	cr_expect_eq(json_integer_value(json_object_get(n, "instance_id")), b);
 	json_decref(n);
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/kill", (long long) a);
-	expect_error(req("POST", p, oper, NULL, 0, 0), 409, "illegal_state",
+	expect_error(req("POST", p, fx.oper, NULL, 0, 0), 409, "illegal_state",
 	             "kill a finished instance");
-	cr_expect_null(next_notify());
+	cr_expect_null(ax_api_fixture_notify(&fx));
 
 	/* clear: finished a with downstream, running b refused */
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/clear", (long long) a);
-	cr_expect_eq(req("POST", p, oper, "{\"downstream\": true}", -1, 0),
+	cr_expect_eq(req("POST", p, fx.oper, "{\"downstream\": true}", -1, 0),
 	             202, "%s", body);
-	n = next_notify();
+	n = ax_api_fixture_notify(&fx);
 	cr_assert_not_null(n);
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")), "clear");
 	cr_expect_eq(json_integer_value(json_object_get(n, "instance_id")), a);
 	cr_expect(json_is_true(json_object_get(n, "downstream")));
 	json_decref(n);
-	cr_expect_eq(req("POST", p, oper, NULL, 0, 0), 202);
-	n = next_notify();
+	cr_expect_eq(req("POST", p, fx.oper, NULL, 0, 0), 202);
+	n = ax_api_fixture_notify(&fx);
 	cr_expect(json_is_false(json_object_get(n, "downstream")));
 	json_decref(n);
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/clear", (long long) b);
-	expect_error(req("POST", p, oper, NULL, 0, 0), 409, "illegal_state",
+	expect_error(req("POST", p, fx.oper, NULL, 0, 0), 409, "illegal_state",
 	             "clear a running instance");
 
 	/* mark: RUNNING -> SUCCESS ok; PENDING -> FAILED is not a move */
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/mark", (long long) b);
-	cr_expect_eq(req("POST", p, oper, "{\"state\": \"success\"}", -1, 0),
-	             200, "%s", body);
-	cr_expect_eq(sql_int("SELECT count(*) FROM task_instances WHERE "
-	                     "task = 'b' AND state = 'SUCCESS' AND reason = "
-	                     "'MANUAL_MARK'"),
-	             1);
+	cr_expect_eq(
+	    req("POST", p, fx.oper, "{\"state\": \"success\"}", -1, 0), 200,
+	    "%s", body);
+	cr_expect_eq(
+	    ax_api_fixture_int(&fx,
+	                       "SELECT count(*) FROM task_instances WHERE "
+	                       "task = 'b' AND state = 'SUCCESS' AND reason = "
+	                       "'MANUAL_MARK'"),
+	    1);
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/mark", (long long) c);
-	expect_error(req("POST", p, oper, "{\"state\": \"failed\"}", -1, 0),
+	expect_error(req("POST", p, fx.oper, "{\"state\": \"failed\"}", -1, 0),
 	             409, "illegal_state", "PENDING -> FAILED");
 	cr_expect(strstr(body, "PENDING -> FAILED") != NULL, "%s", body);
 
@@ -702,7 +640,7 @@ Test(api, instances_kill_clear_mark_lineage_events)
 	         "/api/v1/events?instance=%lld&type=instance."
 	         "marked",
 	         (long long) b);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	json_t *ev = json_object_get(js, "events");
 	cr_assert_eq(json_array_size(ev), 1, "%s", body);
 	cr_expect_str_eq(json_string_value(
@@ -711,18 +649,21 @@ Test(api, instances_kill_clear_mark_lineage_events)
 	cr_expect_str_eq(
 	    json_string_value(json_object_get(json_array_get(ev, 0), "dag")),
 	    "demo.chain");
-	cr_expect_eq(
-	    req("GET", "/api/v1/events?since=2999-01-01", viewer, NULL, 0, 0),
-	    200);
+	cr_expect_eq(req("GET", "/api/v1/events?since=2999-01-01", fx.viewer,
+	                 NULL, 0, 0),
+	             200);
 	cr_expect_eq(json_array_size(json_object_get(js, "events")), 0);
 	expect_error(
-	    req("GET", "/api/v1/events?since=soon", viewer, NULL, 0, 0), 400,
-	    "invalid", "bad since");
+	    req("GET", "/api/v1/events?since=soon", fx.viewer, NULL, 0, 0),
+	    400, "invalid", "bad since");
 
 	/* workers */
-	sql("INSERT INTO workers (id, worker_group, slots, used_slots, "
+	ax_api_fixture_sql(
+	    &fx,
+	    "INSERT INTO workers (id, worker_group, slots, used_slots, "
 	    "lease_expires_at) VALUES ('w1', 'default', 4, 1, now())");
-	cr_expect_eq(req("GET", "/api/v1/workers", viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", "/api/v1/workers", fx.viewer, NULL, 0, 0),
+	             200);
 	json_t *w = json_array_get(json_object_get(js, "workers"), 0);
 	cr_expect_str_eq(json_string_value(json_object_get(w, "id")), "w1");
 	cr_expect_eq(json_integer_value(json_object_get(w, "slots")), 4);
@@ -744,7 +685,7 @@ append_then_end(void *arg)
 	usleep(400000);
 	write_log("later\n", "a");
 	usleep(400000);
-	if (ax_store_open(ax_test_pg_dsn(pg), &s2) == AX_OK) {
+	if (ax_store_open(ax_test_pg_dsn(fx.pg), &s2) == AX_OK) {
 		ax_store_exec(
 		    s2,
 		    "UPDATE attempts SET state = 'SUCCESS', ended_at "
@@ -762,40 +703,41 @@ Test(api, logs_tail_offset_follow)
 	pthread_t th;
 
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs", (long long) b);
-	expect_error(req("GET", p, viewer, NULL, 0, 0), 404, "not_found",
+	expect_error(req("GET", p, fx.viewer, NULL, 0, 0), 404, "not_found",
 	             "log file missing");
 	write_log("one\ntwo\nthree\n", "w");
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_str_eq(body, "one\ntwo\nthree\n");
 	cr_expect(strstr(hdrs, "X-AX-Log-Size: 14") != NULL, "%s", hdrs);
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs?tail=2",
 	         (long long) b);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_str_eq(body, "two\nthree\n");
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs?tail=10",
 	         (long long) b);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_str_eq(body, "one\ntwo\nthree\n");
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs?offset=4",
 	         (long long) b);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_str_eq(body, "two\nthree\n");
 	cr_expect(strstr(hdrs, "X-AX-Next-Offset: 14") != NULL, "%s", hdrs);
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs?offset=4&limit=3",
 	         (long long) b);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	cr_expect_str_eq(body, "two");
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs?attempt=2",
 	         (long long) b);
-	expect_error(req("GET", p, viewer, NULL, 0, 0), 404, "not_found",
+	expect_error(req("GET", p, fx.viewer, NULL, 0, 0), 404, "not_found",
 	             "no such attempt");
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs?tail=1&offset=1",
 	         (long long) b);
-	expect_error(req("GET", p, viewer, NULL, 0, 0), 400, "invalid",
+	expect_error(req("GET", p, fx.viewer, NULL, 0, 0), 400, "invalid",
 	             "tail and offset");
-	int64_t a = sql_int("SELECT id FROM task_instances WHERE task = 'a'");
+	int64_t a = ax_api_fixture_int(
+	    &fx, "SELECT id FROM task_instances WHERE task = 'a'");
 	snprintf(p, sizeof(p), "/api/v1/instances/%lld/logs", (long long) a);
-	expect_error(req("GET", p, viewer, NULL, 0, 0), 404, "not_found",
+	expect_error(req("GET", p, fx.viewer, NULL, 0, 0), 404, "not_found",
 	             "no attempt yet");
 
 	/* follow: streams what is appended and ends with the attempt */
@@ -803,7 +745,7 @@ Test(api, logs_tail_offset_follow)
 	         (long long) b);
 	pthread_create(&th, NULL, append_then_end, NULL);
 	int64_t t0 = (int64_t) time(NULL);
-	cr_expect_eq(req("GET", p, viewer, NULL, 0, 0), 200);
+	cr_expect_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200);
 	pthread_join(th, NULL);
 	cr_expect_str_eq(body, "three\nlater\n");
 	cr_expect_lt((int64_t) time(NULL) - t0, 10, "follow did not end");
@@ -817,8 +759,9 @@ Test(api, metrics_format)
 	FILE *f;
 
 	make_run();
-	req("GET", "/api/v1/nope", viewer, NULL, 0, 0);
-	cr_assert_eq(req("GET", "/api/v1/metrics", viewer, NULL, 0, 0), 200);
+	req("GET", "/api/v1/nope", fx.viewer, NULL, 0, 0);
+	cr_assert_eq(req("GET", "/api/v1/metrics", fx.viewer, NULL, 0, 0),
+	             200);
 	cr_expect(strstr(hdrs, "text/plain; version=0.0.4") != NULL, "%s",
 	          hdrs);
 	cr_expect(strstr(body,

@@ -33,6 +33,7 @@
 #include "pg_harness.h"
 #include "pipeline.h"
 #include "store.h"
+#include "time_detector.h"
 
 /* --- capture actors -------------------------------------------------------
  */
@@ -156,6 +157,10 @@ start_system(void)
 	             ax_err_detail());
 	cr_assert_eq(ax_instance_generator_add(sys, &ctx), AX_OK, "%s",
 	             ax_err_detail());
+	/* timers only (no schedule is armed): TIMER_GATE of runs that are
+	 * due later */
+	cr_assert_eq(ax_time_detector_add(sys, &ctx), AX_OK, "%s",
+	             ax_err_detail());
 	cr_assert_eq(ax_actor_system_add(sys, &c1, &cap_ops, &ready_cap, NULL),
 	             AX_OK);
 	cr_assert_eq(ax_actor_system_add(sys, &c2, &cap_ops, &hook_cap, NULL),
@@ -274,7 +279,7 @@ client_send(const char *dest, Ax__Command *cmd)
 }
 
 static void
-send_due(const char *dag, int64_t run)
+send_due_at(const char *dag, int64_t run, int64_t due_us)
 {
 	Ax__Command cmd = AX__COMMAND__INIT;
 	Ax__Due     due = AX__DUE__INIT;
@@ -286,10 +291,16 @@ send_due(const char *dag, int64_t run)
 	due.logical_time_us =
 	    q_int("SELECT ax_us(logical_date) FROM dag_runs WHERE id = %lld",
 	          (long long) run);
-	due.due_at_us = ax_clock_utc_us();
+	due.due_at_us = due_us;
 	cmd.body_case = AX__COMMAND__BODY_DUE;
 	cmd.due       = &due;
 	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+}
+
+static void
+send_due(const char *dag, int64_t run)
+{
+	send_due_at(dag, run, ax_clock_utc_us());
 }
 
 static void
@@ -651,6 +662,54 @@ Test(dependency_detector, serial_discard_replace)
 	             1);
 	WAIT_FOR(cancels(&hook_cap, p1) == 1);
 	cr_assert(run_state_is(p2, "RUNNING"));
+}
+
+/*
+ * Runs prepared ahead of their due instant (scheduler.prepare_ahead):
+ * discard and replace judge the overlap at the instant. A run due later
+ * is held, starts if the active run ends first, and is discarded at its
+ * instant (not before) if not.
+ */
+Test(dependency_detector, overlap_of_a_prepared_run_is_judged_when_due)
+{
+	char    y[512];
+	int64_t dag = store_dag(policy_dag(y, sizeof(y), "dis2", "discard"));
+	int64_t r1, r2, r3, due;
+	/* each run row is created just before its Due: a QUEUED row found
+	 * when the detector starts (at its first message) is recovered and
+	 * judged at once, as a run that is already due */
+	start_system();
+	r1 = make_run(dag, 10);
+
+	send_due("dis2", r1);
+	WAIT_FOR(readies(&ready_cap, r1, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) r1) == 1);
+	/* r2 due in 1 s: held, then started when r1 ends first */
+	r2 = make_run(dag, 20);
+	send_due_at("dis2", r2, ax_clock_utc_us() + AX_USEC_PER_SEC);
+	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld AND "
+	               "state = 'QUEUED' AND reason = 'CONCURRENCY_BLOCKED'",
+	               (long long) r2) == 1);
+	finish_task("dis2", r1, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, r2, "a") == 1);
+	cr_assert(run_state_is(r2, "RUNNING"));
+	/* r3 due in 600 ms while r2 runs: discarded at its instant */
+	due = ax_clock_utc_us() + 600 * AX_USEC_PER_MSEC;
+	r3  = make_run(dag, 30);
+	send_due_at("dis2", r3, due);
+	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld AND "
+	               "reason = 'CONCURRENCY_BLOCKED'",
+	               (long long) r3) == 1);
+	cr_assert(run_state_is(r3, "QUEUED"), "r3 discarded before due");
+	WAIT_FOR(run_state_is(r3, "CANCELED"));
+	/* judged at the instant (the timer may fire a fraction of a
+	 * millisecond early: the wheel runs on the monotonic clock) */
+	cr_assert_geq(ax_clock_utc_us(), due - 2 * AX_USEC_PER_MSEC,
+	              "discarded before its instant");
+	cr_assert_eq(readies(&ready_cap, r3, "a"), 0);
+	cr_assert(run_state_is(r2, "RUNNING"));
 }
 
 Test(dependency_detector, restart_rebuilds_counters)

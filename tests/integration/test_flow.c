@@ -6,13 +6,14 @@
  * test does not run).
  *
  * Covers: admission decisions with reasons (group capacity, cold-start
- * default, pools, paused DAG, duplicates); the generator's plan and
- * admission under replay (one attempt, same run_id); rendered output of a
- * DAG in Asia/Shanghai and a render error; the result handler's success
- * path, SUCCESS with its STARTED in one batch, retries with exponential
- * backoff timings, FAILED after the last try, TIMEOUT, UNKNOWN then a
- * late SUCCESS reconciled once, duplicate results; the emitter's writes
- * and its behaviour during a database outage.
+ * default, pools, paused DAG and its reason on the instance rows,
+ * duplicates); the generator's plan and admission under replay (one
+ * attempt, same run_id); rendered output of a DAG in Asia/Shanghai and
+ * a render error; the result handler's success path, SUCCESS with its
+ * STARTED in one batch, retries with exponential backoff timings, FAILED
+ * after the last try, TIMEOUT, UNKNOWN then a late SUCCESS reconciled
+ * once, duplicate results; the emitter's writes and its behaviour during
+ * a database outage.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -460,6 +461,101 @@ Test(flow, admission_pools_and_paused_dag)
 	/* the pool slot frees: the second p1 instance goes */
 	send_released("a", 0);
 	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
+}
+
+/* The pre_hook's AttemptHeld (DAG_PAUSED) of task's attempt 1. */
+static void
+send_held(const char *task)
+{
+	Ax__InstanceRef   ref = ref_of(task, 0);
+	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
+	Ax__AttemptHeld   h   = AX__ATTEMPT_HELD__INIT;
+	Ax__Command       c   = AX__COMMAND__INIT;
+	rd.instance           = &ref;
+	rd.worker_group       = "g1";
+	h.ready               = &rd;
+	h.run_id              = "4b0d6c1e-0000-4000-8000-000000000009";
+	h.attempt             = 1;
+	h.reason              = "DAG_PAUSED";
+	c.body_case           = AX__COMMAND__BODY_ATTEMPT_HELD;
+	c.attempt_held        = &h;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* A task_instances row of task in the test run (as a plan writes it). */
+static void
+ti_row(const char *task, const char *state, const char *reason)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO task_instances (dag_run_id, dag_id, task, "
+	         "logical_time, state, reason) VALUES (%lld, %lld, '%s', "
+	         "ax_ts(%lld), '%s', %s%s%s) RETURNING id",
+	         (long long) run_id, (long long) dag_id, task,
+	         (long long) logical_us, state, reason ? "'" : "",
+	         reason ? reason : "NULL", reason ? "'" : "");
+	q64(sql);
+}
+
+/* Waits up to 5 s for task's row to show reason (NULL: none). */
+static int
+wait_reason(const char *task, const char *reason)
+{
+	const char *p[1]    = { task };
+	char        got[64] = "";
+	for (int i = 0; i < 500; i++) {
+		PGresult *r = NULL;
+		cr_assert_eq(
+		    ax_store_query(db,
+		                   "SELECT coalesce(reason, '(none)') "
+		                   "FROM task_instances WHERE task = $1",
+		                   1, p, &r),
+		    AX_OK, "%s", ax_err_detail());
+		snprintf(got, sizeof(got), "%s",
+		         PQntuples(r) ? PQgetvalue(r, 0, 0) : "(no row)");
+		PQclear(r);
+		if (strcmp(got, reason ? reason : "(none)") == 0)
+			return 1;
+		ax_clock_sleep_us(10000);
+	}
+	cr_log_error("%s: reason %s, want %s", task, got,
+	             reason ? reason : "(none)");
+	return 0;
+}
+
+/*
+ * The reason a paused DAG holds an instance is on its row (what `axctl
+ * instance list` and the API show), not only in the instance.blocked
+ * event: for a PENDING instance, for one whose row the plan writes later,
+ * and for one held after admission (READY). Unpaused, each gets back the
+ * reason it had.
+ */
+Test(flow, paused_dag_reason_is_stored_on_the_instance)
+{
+	ti_row("u", "PENDING", "WAIT_RESOURCE");
+	ti_row("r", "READY", NULL);
+	rd_compose();
+	ax_dag_registry_set_paused(reg, "flow.test", 1);
+	send_ready("u", 0, "");
+	send_ready("a", 0, ""); /* its plan row is not written yet */
+	send_held("r");         /* paused after its admission */
+	cr_assert(wait_events("instance.blocked", "DAG_PAUSED", 3));
+	cr_assert(wait_reason("u", "DAG_PAUSED"));
+	cr_assert(wait_reason("r", "DAG_PAUSED"));
+	/* the plan's row appears: shown at the next recheck (1 s) */
+	ti_row("a", "PENDING", "WAIT_RESOURCE");
+	cr_assert(wait_reason("a", "DAG_PAUSED"),
+	          "not shown once the row exists");
+	cr_assert_eq(
+	    cap_count(AX_A_INSTANCE_GENERATOR, AX__COMMAND__BODY_ADMISSION),
+	    0);
+
+	ax_dag_registry_set_paused(reg, "flow.test", 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR,
+	                     AX__COMMAND__BODY_ADMISSION, 3));
+	cr_assert(wait_reason("u", "WAIT_RESOURCE"));
+	cr_assert(wait_reason("a", "WAIT_RESOURCE"));
+	cr_assert(wait_reason("r", NULL), "a held READY row had no reason");
 }
 
 /* ---------------------------------------------------------------------- */

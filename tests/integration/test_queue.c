@@ -55,9 +55,15 @@ static char             dir[256], addr[300];
 static pid_t            wpid[MAXWORK];
 static char             wname[MAXWORK][32];
 
+/* The stand-in post_hook confirms what it received as committed, as the
+ * result handler does in axd (0: it holds confirmations back). */
+static _Atomic int confirm_on = 1;
+
 static ax_err
 cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
+	uint64_t seq = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		Ax__Command *cmd = ax_pipeline_unpack(self, &items[i]);
 		if (cmd == NULL)
@@ -79,6 +85,8 @@ cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			x->started    = r->started_at_us;
 			x->ended      = r->ended_at_us;
 			x->seen_mono  = ax_clock_mono_us();
+			if (r->queue_seq > seq)
+				seq = r->queue_seq;
 		} else if (cmd->body_case ==
 		           AX__COMMAND__BODY_WORKER_CAPACITY) {
 			C.capacity_msgs++;
@@ -87,6 +95,14 @@ cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 		}
 		pthread_mutex_unlock(&C.mu);
 		ax__command__free_unpacked(cmd, NULL);
+	}
+	if (seq > 0 && confirm_on) {
+		Ax__Command          c  = AX__COMMAND__INIT;
+		Ax__ResultsCommitted rc = AX__RESULTS_COMMITTED__INIT;
+		rc.up_to_seq            = seq;
+		c.body_case             = AX__COMMAND__BODY_RESULTS_COMMITTED;
+		c.results_committed     = &rc;
+		ax_pipeline_send(self, AX_A_QUEUE, &c);
 	}
 	return AX_OK;
 }
@@ -114,10 +130,12 @@ start_queue(const char *aging, const char *hand_back)
 	pctx.cfg = cfg;
 	pctx.dsn = "";
 	cr_assert_eq(ax_actor_system_new(&sys), AX_OK);
-	a.name = AX_A_POST_HOOK;
+	a.name          = AX_A_POST_HOOK;
+	a.send_nonblock = 1; /* confirmations go upstream, to the queue */
 	cr_assert_eq(ax_actor_system_add(sys, &a, &cap_ops, NULL, NULL),
 	             AX_OK);
-	a.name = AX_A_RESOURCE_DETECTOR;
+	a.send_nonblock = 0;
+	a.name          = AX_A_RESOURCE_DETECTOR;
 	cr_assert_eq(ax_actor_system_add(sys, &a, &cap_ops, NULL, NULL),
 	             AX_OK);
 	cr_assert_eq(ax_queue_add(sys, &pctx, &Q), AX_OK, "%s",
@@ -196,6 +214,7 @@ typedef struct att {
 	    *pinned;
 	int     priority;
 	int64_t instance_id;
+	int64_t due_in_us; /* due_at = now + due_in_us */
 } att;
 
 static void
@@ -224,7 +243,7 @@ send_attempt(const att *t)
 	ar.routing_key       = (char *) (t->key ? t->key : "");
 	ar.pinned_worker     = (char *) (t->pinned ? t->pinned : "");
 	ar.priority          = t->priority;
-	ar.due_at_us         = ax_clock_utc_us();
+	ar.due_at_us         = ax_clock_utc_us() + t->due_in_us;
 	it.type              = AX_ITEM_COMMAND;
 	it.len               = (uint32_t) ax__command__pack(&cmd, buf);
 	it.data              = buf;
@@ -559,6 +578,38 @@ Test(queue, kill_queued_and_running_attempts)
 	stop_all();
 }
 
+/* An attempt prepared ahead (due_at in the future) is held until its
+ * instant, then dispatched at once; a held attempt can be canceled. */
+Test(queue, prepared_attempt_waits_for_its_due_instant)
+{
+	rec     s;
+	int64_t due;
+	start_queue("30s", "false");
+	worker_start(0, "w1", "g", 2);
+	wait_workers(1);
+	/* the worker is parked on a long poll: nothing but the hold stops
+	 * the dispatch */
+	due = ax_clock_utc_us() + 400 * AX_USEC_PER_MSEC;
+	send_attempt(&(att) { .run_id = "r-held", .due_in_us = 400000 });
+	send_attempt(
+	    &(att) { .run_id = "r-held-cancel", .due_in_us = 400000 });
+	ax_clock_sleep_us(100000);
+	cr_assert_eq(count_rec("r-held", STARTED), 0, "started early");
+	send_cancel("r-held-cancel");
+	cr_assert(wait_rec("r-held-cancel", CANCEL, 2000, NULL));
+	cr_assert(wait_rec("r-held", STARTED, 3000, &s));
+	cr_assert_geq(s.dispatched, due - 1000, "dispatched %lld us early",
+	              (long long) (due - s.dispatched));
+	cr_assert_lt(s.dispatched, due + 50 * AX_USEC_PER_MSEC,
+	             "dispatched %lld us late",
+	             (long long) (s.dispatched - due));
+	cr_assert(wait_rec("r-held", SUCCESS, 3000, NULL));
+	ax_clock_sleep_us(600000);
+	cr_assert_eq(count_rec("r-held-cancel", STARTED), 0,
+	             "a canceled held attempt ran");
+	stop_all();
+}
+
 Test(queue, worker_killed_mid_task_goes_unknown_and_restart_reregisters)
 {
 	rec            r;
@@ -619,6 +670,34 @@ Test(queue, result_resent_after_dropped_ack_is_forwarded_again)
 	send_attempt(&(att) { .run_id = "next" });
 	cr_assert(wait_rec("next", SUCCESS, 5000, NULL));
 	cr_assert_eq(count_rec("next", SUCCESS), 1);
+	stop_all();
+}
+
+/* A worker's result is acknowledged only once it is committed: while the
+ * result handler (here the stand-in) has not confirmed it, the worker
+ * keeps sending it; once confirmed, it stops. */
+Test(queue, result_acknowledged_only_after_commit)
+{
+	size_t k;
+	start_queue("30s", "false");
+	worker_start(0, "w1", "g", 1);
+	wait_workers(1);
+	confirm_on = 0;
+	send_attempt(&(att) { .run_id = "r-unconfirmed" });
+	cr_assert(wait_rec("r-unconfirmed", SUCCESS, 5000, NULL));
+	/* not acknowledged: sent again after the worker's retry interval */
+	for (int i = 0; i < 100 && count_rec("r-unconfirmed", SUCCESS) < 2;
+	     i++)
+		ax_clock_sleep_us(100000);
+	cr_assert_geq(count_rec("r-unconfirmed", SUCCESS), 2,
+	              "an unconfirmed result was acknowledged");
+	/* the next copy is confirmed, and then nothing comes again */
+	confirm_on = 1;
+	ax_clock_sleep_us(4 * AX_USEC_PER_SEC);
+	k = count_rec("r-unconfirmed", SUCCESS);
+	ax_clock_sleep_us(3 * AX_USEC_PER_SEC);
+	cr_assert_eq(count_rec("r-unconfirmed", SUCCESS), k,
+	             "still re-sent after its commit was confirmed");
 	stop_all();
 }
 

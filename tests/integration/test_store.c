@@ -3,21 +3,30 @@
  * machine refused by C and by the database (and the two tables agree),
  * SQLSTATE translation, append-only and immutable tables, batched
  * idempotent inserts (also from concurrent writers), guarded batched
- * moves, retry on serialization failure, and reconnection after the
- * server restarts (idle, and in the middle of a transaction).
+ * moves, retry on serialization failure, reconnection after the
+ * server restarts (idle, and in the middle of a transaction), and
+ * lease-epoch fencing: a second lease taker bumps the epoch, and the
+ * first store's next transaction fails with AX_EFENCED and writes
+ * nothing; a takeover waits for the deposed holder's transaction in
+ * flight (and gives up when it lasts); the fence travels in the DSN;
+ * autocommit writes of the store helpers are fenced.
  */
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "migrate.h"
 #include "pg_harness.h"
 #include "state.h"
 #include "store.h"
+#include "store_attempts.h"
+#include "store_sched.h"
 
 static ax_test_pg *pg;
 static ax_store   *st;
@@ -206,6 +215,68 @@ Test(store, guarded_moves_apply_only_from_expected_state)
 	/* A duplicate id in one batch is refused. */
 	m[1] = m[0];
 	cr_assert_eq(ax_store_move_instances(st, m, 2, &applied), AX_EINVAL);
+}
+
+Test(store, reasons_change_only_on_waiting_instances)
+{
+	ax_store_ti_row rows[4];
+	for (int i = 0; i < 4; i++) {
+		fill_row(&rows[i], i, NULL);
+		rows[i].reason = "WAIT_RESOURCE";
+	}
+	cr_assert_eq(ax_store_insert_instances(st, rows, 4, NULL), AX_OK);
+	ax_store_ti_move m[2] = {
+		{ rows[1].instance_id, AX_TI_PENDING, AX_TI_READY, NULL, 0 },
+		{ rows[2].instance_id, AX_TI_PENDING, AX_TI_SKIPPED, "X", 0 },
+	};
+	cr_assert_eq(ax_store_move_instances(st, m, 2, NULL), AX_OK);
+	ax_store_ti_reason r[5] = {
+		{ "d1", "t0", LOGICAL_US, 0, "DAG_PAUSED", NULL, 0 },
+		{ "d1", "t1", LOGICAL_US, 0, "DAG_PAUSED", NULL, 0 },
+		{ "d1", "t2", LOGICAL_US, 0, "DAG_PAUSED", NULL, 0 },
+		{ "d1", "t3", LOGICAL_US, 0, "DAG_PAUSED", "OTHER", 0 },
+		{ "d1", "t9", LOGICAL_US, 0, "DAG_PAUSED", NULL, 0 },
+	};
+	size_t applied = 0;
+	cr_assert_eq(ax_store_set_reasons(st, r, 5, &applied), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(applied, 2);
+	cr_assert_eq(r[0].applied, 1, "PENDING row");
+	cr_assert_eq(r[1].applied, 1, "READY row");
+	cr_assert_eq(r[2].applied, 0, "a finished row keeps its reason");
+	cr_assert_eq(r[3].applied, 0, "only_if did not match");
+	cr_assert_eq(r[4].applied, 0, "no such row");
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE reason = "
+	                 "'DAG_PAUSED' AND task IN ('t0', 't1')"),
+	             2);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE task = "
+	                 "'t2' AND reason = 'X'"),
+	             1);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE task = "
+	                 "'t3' AND reason = 'WAIT_RESOURCE'"),
+	             1);
+	/* back: only where it is still DAG_PAUSED; NULL clears */
+	ax_store_ti_reason back[2] = {
+		{ "d1", "t0", LOGICAL_US, 0, "WAIT_RESOURCE", "DAG_PAUSED",
+		  0 },
+		{ "d1", "t1", LOGICAL_US, 0, NULL, "DAG_PAUSED", 0 },
+	};
+	cr_assert_eq(ax_store_set_reasons(st, back, 2, &applied), AX_OK);
+	cr_assert_eq(applied, 2);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE task = "
+	                 "'t0' AND reason = 'WAIT_RESOURCE'"),
+	             1);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE task = "
+	                 "'t1' AND reason IS NULL AND state = 'READY'"),
+	             1);
+	cr_assert_eq(ax_store_set_reasons(st, back, 2, &applied), AX_OK);
+	cr_assert_eq(applied, 0, "nothing is DAG_PAUSED any more");
+	back[0].task = "";
+	cr_assert_eq(ax_store_set_reasons(st, back, 2, &applied), AX_EINVAL);
+	cr_assert(strstr(ax_err_detail(), "reason row 0: empty DAG or task") !=
+	              NULL,
+	          "%s", ax_err_detail());
+	cr_assert_eq(ax_store_set_reasons(st, back, 0, &applied), AX_OK);
 }
 
 Test(store, batched_insert_is_idempotent)
@@ -495,4 +566,356 @@ Test(store, transaction_survives_server_restart)
 	cr_assert_eq(a.calls, 2);
 	cr_assert_eq(q64("SELECT slots FROM pools WHERE name = 'p1'"), 5);
 	cr_assert_eq(q64("SELECT count(*) FROM pools"), 1);
+}
+
+/* ---------------------------------------------------------------------- */
+/* fencing (store.h, "Fencing") */
+
+#define TTL_US (60 * AX_USEC_PER_SEC)
+
+/* What the fence hook saw (one process per test). */
+static int     hook_calls;
+static int64_t hook_fence, hook_epoch;
+
+static void
+hook(void *arg, int64_t fence, int64_t epoch)
+{
+	(void) arg;
+	hook_calls++;
+	hook_fence = fence;
+	hook_epoch = epoch;
+}
+
+/* Takes the lease for holder (after expiring whoever holds it). */
+static int64_t
+take(const char *holder)
+{
+	int64_t epoch = 0;
+	q64("UPDATE scheduler_lease SET expires_at = now() - interval "
+	    "'1 second' RETURNING 1");
+	cr_assert_eq(ax_store_sched_lease_take(st, holder, TTL_US, &epoch),
+	             AX_OK, "%s", ax_err_detail());
+	return epoch;
+}
+
+/* A store opened with the DSN fenced at epoch. */
+static ax_store *
+open_fenced(int64_t epoch)
+{
+	char     *dsn = NULL;
+	ax_store *s   = NULL;
+	cr_assert_eq(ax_store_dsn_fenced(ax_test_pg_dsn(pg), epoch, &dsn),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_open(dsn, &s), AX_OK, "%s", ax_err_detail());
+	free(dsn);
+	cr_assert_eq(ax_store_fence(s), epoch);
+	return s;
+}
+
+/* Transaction body: inserts the DAG named arg. */
+static ax_err
+insert_dag(ax_store *s, void *arg)
+{
+	const char *p[1] = { arg };
+	return ax_store_exec(s, "INSERT INTO dags (name) VALUES ($1)", 1, p);
+}
+
+static int64_t
+dags_named(const char *name)
+{
+	char sql[160];
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM dags WHERE name = '%s'", name);
+	return q64(sql);
+}
+
+Test(store, fence_takeover_fences_the_deposed_store_which_writes_nothing)
+{
+	int64_t   e1 = take("axd A");
+	ax_store *a  = open_fenced(e1);
+	char      want[128];
+
+	ax_store_set_fence_hook(hook, NULL);
+	cr_assert_eq(ax_store_tx(a, insert_dag, "before"), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(dags_named("before"), 1);
+
+	int64_t e2 = take("axd B");
+	cr_assert_eq(e2, e1 + 1);
+	cr_assert_eq(ax_store_tx(a, insert_dag, "after"), AX_EFENCED);
+	snprintf(want, sizeof(want),
+	         "writes for scheduler lease epoch %lld, but the lease is at "
+	         "epoch %lld (holder 'axd B')",
+	         (long long) e1, (long long) e2);
+	cr_assert(strstr(ax_err_detail(), want) != NULL, "%s",
+	          ax_err_detail());
+	cr_assert_eq(dags_named("after"), 0, "the fenced transaction wrote");
+	cr_assert_eq(hook_calls, 1);
+	cr_assert_eq(hook_fence, e1);
+	cr_assert_eq(hook_epoch, e2);
+
+	/* fenced for good, whatever the kind of transaction; the hook is
+	 * told once */
+	cr_assert_eq(ax_store_tx_relaxed(a, insert_dag, "after"), AX_EFENCED);
+	cr_assert_eq(ax_store_tx_serializable(a, insert_dag, "after"),
+	             AX_EFENCED);
+	cr_assert_eq(ax_store_begin(a), AX_EFENCED);
+	cr_assert(!ax_store_in_tx(a));
+	cr_assert_eq(ax_store_write(a, NULL,
+	                            "INSERT INTO dags (name) VALUES ('after')",
+	                            0, NULL, NULL),
+	             AX_EFENCED);
+	cr_assert_eq(dags_named("after"), 0);
+	cr_assert_eq(hook_calls, 1);
+	cr_assert_eq(ax_store_retries(a), 0, "a fence is not retried");
+
+	/* reads still work (a deposed axd may look, not write) */
+	int64_t one = 0;
+	cr_assert_eq(ax_store_query_int64(a, "SELECT 1", 0, NULL, &one),
+	             AX_OK);
+	/* the new holder's store writes */
+	ax_store *b = open_fenced(e2);
+	cr_assert_eq(ax_store_tx(b, insert_dag, "by B"), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(dags_named("by B"), 1);
+	ax_store_close(b);
+	ax_store_close(a);
+}
+
+Test(store, fence_a_store_without_fence_is_not_checked)
+{
+	int64_t   e1 = take("axd A");
+	ax_store *a  = open_fenced(e1);
+
+	cr_assert_eq(ax_store_set_fence(a, -1), AX_EINVAL);
+	take("axd B");
+	cr_assert_eq(ax_store_tx(a, insert_dag, "x"), AX_EFENCED);
+	cr_assert_eq(ax_store_set_fence(a, 0), AX_OK);
+	cr_assert_eq(ax_store_fence(a), 0);
+	cr_assert_eq(ax_store_tx(a, insert_dag, "x"), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_tx(st, insert_dag, "y"), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(dags_named("x") + dags_named("y"), 2);
+	ax_store_close(a);
+}
+
+Test(store, fence_autocommit_writes_of_the_helpers_are_fenced)
+{
+	int64_t   e1 = take("axd A");
+	ax_store *a  = open_fenced(e1);
+	int64_t   sid =
+	    q64("WITH d AS (INSERT INTO dags (name) VALUES ('d') RETURNING "
+	        "id) INSERT INTO schedules (dag_id, expression) SELECT id, "
+	        "'0 0 0 * * *' FROM d RETURNING id");
+	int64_t next = 1774749600000000LL;
+
+	cr_assert_eq(ax_store_sched_set_next(a, &sid, &next, 1), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(q64("SELECT ax_us(next_fire_at) FROM schedules"), next);
+	take("axd B");
+	next += AX_USEC_PER_SEC;
+	cr_assert_eq(ax_store_sched_set_next(a, &sid, &next, 1), AX_EFENCED);
+	cr_assert_eq(q64("SELECT ax_us(next_fire_at) FROM schedules"),
+	             next - AX_USEC_PER_SEC,
+	             "a deposed time detector moved a schedule");
+	ax_store_close(a);
+}
+
+/* The second taker, on its own thread. */
+typedef struct taker {
+	ax_store   *s;
+	int64_t     ttl_us;
+	int64_t     epoch;
+	ax_err      rv;
+	char        detail[512];
+	atomic_int  done;
+	const char *holder;
+} taker;
+
+static void *
+take_thread(void *arg)
+{
+	taker *t = arg;
+	t->rv =
+	    ax_store_sched_lease_take(t->s, t->holder, t->ttl_us, &t->epoch);
+	snprintf(t->detail, sizeof(t->detail), "%s", ax_err_detail());
+	atomic_store(&t->done, 1);
+	return NULL;
+}
+
+/*
+ * A store fenced for "axd A" (epoch *e1) with a transaction open, its
+ * fence check passed; then "axd B" takes the lease over (ttl_us) on its
+ * own thread.
+ */
+static ax_store *
+takeover_in_flight(taker *t, pthread_t *th, int64_t ttl_us, int64_t *e1)
+{
+	ax_store *a;
+
+	*e1 = take("axd A");
+	a   = open_fenced(*e1);
+	cr_assert_eq(ax_store_begin(a), AX_OK, "%s", ax_err_detail());
+	memset(t, 0, sizeof(*t));
+	t->holder = "axd B";
+	t->ttl_us = ttl_us;
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &t->s), AX_OK);
+	q64("UPDATE scheduler_lease SET expires_at = now() - interval "
+	    "'1 second' RETURNING 1");
+	cr_assert_eq(pthread_create(th, NULL, take_thread, t), 0);
+	return a;
+}
+
+Test(store, fence_takeover_waits_for_the_transaction_in_flight)
+{
+	taker     t;
+	pthread_t th;
+	int64_t   e1;
+	ax_store *a = takeover_in_flight(&t, &th, TTL_US, &e1);
+
+	cr_assert_eq(insert_dag(a, "in flight"), AX_OK, "%s", ax_err_detail());
+	ax_clock_sleep_us(400 * AX_USEC_PER_MSEC);
+	cr_assert(!atomic_load(&t.done),
+	          "the takeover did not wait for the deposed holder's "
+	          "transaction (%s)",
+	          t.detail);
+	cr_assert_eq(q64("SELECT epoch FROM scheduler_lease"), e1);
+	cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+	pthread_join(th, NULL);
+	cr_assert_eq(t.rv, AX_OK, "%s", t.detail);
+	cr_assert_eq(t.epoch, e1 + 1);
+	/* committed under the epoch it was checked against */
+	cr_assert_eq(dags_named("in flight"), 1);
+	cr_assert_eq(ax_store_tx(a, insert_dag, "late"), AX_EFENCED);
+	cr_assert_eq(dags_named("late"), 0);
+	ax_store_close(t.s);
+	ax_store_close(a);
+}
+
+Test(store, fence_takeover_gives_up_while_a_transaction_holds_on)
+{
+	taker     t;
+	pthread_t th;
+	int64_t   e1, t0 = ax_clock_mono_us();
+	/* lease_ttl 600 ms: the takeover waits a third of it */
+	ax_store *a = takeover_in_flight(&t, &th, 600 * AX_USEC_PER_MSEC, &e1);
+
+	pthread_join(th, NULL);
+	int64_t waited = ax_clock_mono_us() - t0;
+	cr_assert_eq(t.rv, AX_EBUSY, "%d %s", t.rv, t.detail);
+	cr_assert(strstr(t.detail, "transactions of its previous holder") !=
+	              NULL,
+	          "%s", t.detail);
+	cr_assert_lt(waited, 5 * AX_USEC_PER_SEC);
+	cr_assert_eq(q64("SELECT epoch FROM scheduler_lease"), e1,
+	             "the epoch moved while a fenced transaction was open");
+	cr_assert_eq(ax_store_rollback(a), AX_OK);
+	/* once it is over the takeover goes through */
+	cr_assert_eq(ax_store_sched_lease_take(t.s, "axd B", TTL_US, &t.epoch),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(t.epoch, e1 + 1);
+	ax_store_close(t.s);
+	ax_store_close(a);
+}
+
+Test(store, fence_a_valid_lease_is_not_taken_and_locks_nothing)
+{
+	int64_t   e1    = take("axd A");
+	ax_store *a     = open_fenced(e1);
+	int64_t   epoch = 0;
+
+	q64("UPDATE scheduler_lease SET expires_at = now() + interval "
+	    "'1 minute' RETURNING 1");
+	cr_assert_eq(ax_store_begin(a), AX_OK, "%s", ax_err_detail());
+	int64_t t0 = ax_clock_mono_us();
+	cr_assert_eq(ax_store_sched_lease_take(st, "axd B", TTL_US, &epoch),
+	             AX_EBUSY);
+	cr_assert(strstr(ax_err_detail(), "is held by 'axd A' until") != NULL,
+	          "%s", ax_err_detail());
+	cr_assert_lt(ax_clock_mono_us() - t0, 2 * AX_USEC_PER_SEC,
+	             "a standby's poll waited for the holder's transaction");
+	cr_assert_eq(ax_store_commit(a), AX_OK);
+	ax_store_close(a);
+}
+
+Test(store, fence_the_fence_travels_in_the_dsn_to_the_server)
+{
+	char     *dsn = NULL, *dsn2 = NULL;
+	ax_store *s = NULL;
+	PGresult *r = NULL;
+
+	cr_assert_eq(ax_store_dsn_fenced(ax_test_pg_dsn(pg), 7, &dsn), AX_OK);
+	cr_assert_eq(ax_store_dsn_fenced(dsn, 9, &dsn2), AX_OK);
+	cr_assert_eq(ax_store_open(dsn2, &s), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_fence(s), 9, "the later fence wins");
+	cr_assert_eq(ax_store_query(s, "SHOW ax.fence_epoch", 0, NULL, &r),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(PQgetvalue(r, 0, 0), "9");
+	PQclear(r);
+	/* the lease is at epoch 0: the store is fenced out at once */
+	cr_assert_eq(ax_store_tx(s, insert_dag, "z"), AX_EFENCED);
+	cr_assert_eq(dags_named("z"), 0);
+	ax_store_close(s);
+	free(dsn);
+	free(dsn2);
+}
+
+/* Events: the stored payload joins the row's context (dag, task, source,
+ * logical time, shards when sharded) with the event's own payload, which
+ * wins on a clash; a non-object payload is kept as {"raw": text}; a
+ * re-sent event_id is stored once; a bad event_id is skipped. */
+Test(store, events_payload_idempotence_and_bad_rows)
+{
+	ax_store_event_row r[4];
+	size_t             ins = 0, skip = 0;
+	char               q[512];
+
+	memset(r, 0, sizeof(r));
+	for (int i = 0; i < 4; i++) {
+		r[i].type            = "instance.running";
+		r[i].time_us         = LOGICAL_US;
+		r[i].dag             = "d1";
+		r[i].dag_run_id      = run_id;
+		r[i].task            = "t";
+		r[i].source          = "test";
+		r[i].logical_time_us = LOGICAL_US;
+		r[i].shard_total     = 1;
+	}
+	r[0].event_id     = "0190a6e0-0000-7000-8000-000000000001";
+	r[0].payload_json = "{\"worker\":\"w1\",\"source\":\"mine\"}";
+	r[1].event_id     = "0190a6e0-0000-7000-8000-000000000002";
+	r[1].payload_json = "[1,2]";
+	r[1].shard_index  = 2;
+	r[1].shard_total  = 3;
+	r[2].event_id     = "not-a-uuid";
+	r[3].event_id     = "0190a6e0-0000-7000-8000-000000000003";
+	cr_assert_eq(ax_store_insert_events(st, r, 4, &ins, &skip), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(ins, 3);
+	cr_assert_eq(skip, 1);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM event_log WHERE event_id = "
+	         "'0190a6e0-0000-7000-8000-000000000001' AND dag_id = %lld "
+	         "AND payload = '{\"dag\": \"d1\", \"task\": \"t\", "
+	         "\"source\": \"mine\", \"worker\": \"w1\", "
+	         "\"logical_time_us\": %lld}'::jsonb",
+	         (long long) dag_id, (long long) LOGICAL_US);
+	cr_assert_eq(q64(q), 1, "payload of the first event");
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id = "
+	                 "'0190a6e0-0000-7000-8000-000000000002' AND "
+	                 "payload->>'raw' = '[1,2]' AND "
+	                 "(payload->>'shard_index')::int = 2 AND "
+	                 "(payload->>'shard_total')::int = 3"),
+	             1, "non-object payload kept raw, shards recorded");
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id = "
+	                 "'0190a6e0-0000-7000-8000-000000000003' AND NOT "
+	                 "payload ? 'shard_index' AND payload ? 'dag'"),
+	             1, "an unsharded event has no shard keys");
+	/* the same events again: nothing new */
+	cr_assert_eq(ax_store_insert_events(st, r, 4, &ins, &skip), AX_OK);
+	cr_assert_eq(ins, 0);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id::text "
+	                 "LIKE '0190a6e0-%'"),
+	             3);
 }

@@ -37,6 +37,7 @@ Test(bench_util, defaults)
 	cr_assert_eq(o.schedules, 10000);
 	cr_assert_eq(o.instances, 20000);
 	cr_assert_eq(o.timers, 1000000);
+	cr_assert_eq(o.timer_specs, 0);
 	cr_assert_eq(o.duration, 120);
 	cr_assert_eq(o.process, 0);
 	cr_assert_eq(o.workers, 2);
@@ -68,6 +69,18 @@ Test(bench_util, every_option)
 	cr_assert_eq(o.json, 1);
 }
 
+Test(bench_util, timer_specs)
+{
+	ax_bench_opts o;
+	char          err[256] = "";
+	char *argv[] = { "bench", "--scenario", "timers", "--timer-specs",
+		         "60" };
+
+	cr_assert_eq(parse(&o, err, sizeof(err), 5, argv), 0, "%s", err);
+	cr_assert_eq(o.scenario, AX_BENCH_TIMERS);
+	cr_assert_eq(o.timer_specs, 60);
+}
+
 struct bad_case {
 	char arg[32];
 	char val[32]; /* "" : no value */
@@ -84,6 +97,8 @@ ParameterizedTestParameters(bench_util, bad_options)
 		  "--schedules must be an integer from 1" },
 		{ "--schedules", "ten", "--schedules must be an integer" },
 		{ "--duration", "-5", "--duration must be an integer from 1" },
+		{ "--timer-specs", "-1",
+		  "--timer-specs must be an integer from 0" },
 		{ "--workers", "65",
 		  "--workers must be an integer from 1 to 64" },
 		{ "--instances", "", "--instances needs a value" },
