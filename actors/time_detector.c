@@ -3,10 +3,14 @@
  * time_detector.h).
  *
  * State: one wheel on the monotonic clock; armed schedules by DAG name
- * (each embeds its wheel timer and its name and shares an interned,
- * compiled spec; armed from ScheduleArmed alone, no DAG decoded: about
- * 160 bytes a schedule, plus about 300 for a spec no other schedule
- * shares); one-shot timers by "kind/key" (each embeds its timer and owns
+ * (each embeds its wheel timer and its name and shares an interned spec;
+ * armed from ScheduleArmed alone, no DAG decoded: about 160 bytes a
+ * schedule, plus about 80 for a spec no other schedule shares). A spec
+ * keeps its compiled ax_schedule (about 300 bytes) while it is among the
+ * scheduler.compiled_schedules most recently used; the others are compiled
+ * again from their key when they fire (microseconds, once per fire), so a
+ * million distinct schedules do not hold a million compiled ones);
+ * one-shot timers by "kind/key" (each embeds its timer and owns
  * the TimerSet it replays). The wheel's callback only collects what
  * fired; the tick then builds one batch of runs, writes it in one
  * transaction and sends the Due commands, so a tick with 200 fires costs
@@ -39,10 +43,11 @@
  * (a million schedules over 60 crons hold 60). Allocated with its key.
  */
 typedef struct sspec {
-	struct sspec *next;  /* hash chain */
-	ax_schedule  *sch;   /* owned */
-	uint32_t      refs;  /* armed schedules using it */
-	uint16_t      klen;  /* bytes in key */
+	struct sspec *next;          /* hash chain */
+	ax_schedule  *sch;           /* owned; NULL: not compiled now */
+	struct sspec *lprev, *lnext; /* LRU of compiled specs */
+	uint32_t      refs;          /* armed schedules using it */
+	uint16_t      klen;          /* bytes in key */
 	char          key[]; /* spec_key(): flags, expression, zone, window */
 } sspec;
 
@@ -53,7 +58,6 @@ typedef struct sched {
 	int64_t        schedule_id;
 	int64_t        dag_id;
 	int64_t        version_id;
-	ax_schedule   *sch;      /* spec->sch: shared, never freed here */
 	int64_t        next_utc; /* next fire instant, UTC us */
 	int64_t        prev_utc; /* next_utc before this tick's collect */
 	uint8_t        catchup;
@@ -80,19 +84,21 @@ typedef struct fire {
 } fire;
 
 typedef struct tdet {
-	const ax_pipeline_ctx  *ctx;
-	ax_actor               *self;
-	ax_store               *store;
-	ax_tz_cache            *tzc;
-	ax_wheel               *wheel;
-	sched                 **scheds; /* by DAG name (open addressing) */
-	size_t                  nsched, capsched;
-	sspec                 **specs; /* interned specs (chained) */
-	size_t                  nspec, capspec;
-	uint8_t                 mark;   /* parity of the current loader pass */
-	ax_flow_map            *timers; /* kind/key -> otimer */
-	int64_t                 offset; /* utc - mono at the last tick */
-	int64_t                 lead;   /* scheduler.prepare_ahead, us */
+	const ax_pipeline_ctx *ctx;
+	ax_actor              *self;
+	ax_store              *store;
+	ax_tz_cache           *tzc;
+	ax_wheel              *wheel;
+	sched                **scheds; /* by DAG name (open addressing) */
+	size_t                 nsched, capsched;
+	sspec                **specs; /* interned specs (chained) */
+	size_t                 nspec, capspec;
+	sspec       *lru_head, *lru_tail; /* compiled, newest first */
+	size_t       ncompiled, compiled_max;
+	uint8_t      mark;   /* parity of the current loader pass */
+	ax_flow_map *timers; /* kind/key -> otimer */
+	int64_t      offset; /* utc - mono at the last tick */
+	int64_t      lead;   /* scheduler.prepare_ahead, us */
 	ax_time_detector_stats *stats;
 	ax_time_detector_stats  own_stats;
 	/* per-tick collection */
@@ -201,6 +207,85 @@ specs_grow(tdet *d)
 	d->capspec = cap;
 }
 
+static void
+lru_unlink(tdet *d, sspec *p)
+{
+	if (p->lprev)
+		p->lprev->lnext = p->lnext;
+	else
+		d->lru_head = p->lnext;
+	if (p->lnext)
+		p->lnext->lprev = p->lprev;
+	else
+		d->lru_tail = p->lprev;
+	p->lprev = p->lnext = NULL;
+}
+
+static void
+lru_push(tdet *d, sspec *p)
+{
+	p->lprev = NULL;
+	p->lnext = d->lru_head;
+	if (d->lru_head)
+		d->lru_head->lprev = p;
+	else
+		d->lru_tail = p;
+	d->lru_head = p;
+}
+
+/* Lists the freshly compiled p; drops the oldest compiled one if over. */
+static void
+lru_add(tdet *d, sspec *p)
+{
+	lru_push(d, p);
+	if (++d->ncompiled > d->compiled_max) {
+		sspec *old = d->lru_tail;
+		lru_unlink(d, old);
+		ax_schedule_free(old->sch);
+		old->sch = NULL;
+		d->ncompiled--;
+	}
+}
+
+/* Compiles the spec whose key is key (see spec_key). */
+static ax_err
+spec_compile(tdet *d, const char *key, ax_schedule **out)
+{
+	const char *expr = key + 1, *zone = expr + strlen(expr) + 1;
+	const char *w     = zone + strlen(zone) + 1;
+	int64_t     start = AX_SCHED_NO_START, end = AX_SCHED_NO_END;
+
+	if (key[0] & 2) {
+		memcpy(&start, w, sizeof(int64_t));
+		w += sizeof(int64_t);
+	}
+	if (key[0] & 4)
+		memcpy(&end, w, sizeof(int64_t));
+	return ax_dag_schedule_parse(expr, zone, key[0] & 1, start, end,
+	                             d->tzc, out);
+}
+
+/*
+ * The compiled schedule of p (NULL, detail set, when it no longer
+ * compiles or memory is short): kept among the compiled_max most
+ * recently used; the least recently used one is dropped when over.
+ */
+static ax_schedule *
+spec_sched(tdet *d, sspec *p)
+{
+	if (p->sch != NULL) {
+		if (d->lru_head != p) {
+			lru_unlink(d, p);
+			lru_push(d, p);
+		}
+		return p->sch;
+	}
+	if (spec_compile(d, p->key, &p->sch) != AX_OK)
+		return NULL;
+	lru_add(d, p);
+	return p->sch;
+}
+
 /*
  * The interned spec of sa with a new reference, compiled on first use;
  * NULL (detail set) when it does not compile or memory is short.
@@ -227,12 +312,7 @@ spec_get(tdet *d, const Ax__ScheduleArmed *sa)
 				p->refs++;
 				return p;
 			}
-	/* the zone as keyed: after the flag byte and the expression */
-	if (ax_dag_schedule_parse(
-	        sa->cron ? sa->cron : "", key + 2 + strlen(key + 1),
-	        sa->catchup, sa->start_us ? sa->start_us : AX_SCHED_NO_START,
-	        sa->end_us ? sa->end_us : AX_SCHED_NO_END, d->tzc,
-	        &sch) != AX_OK)
+	if (spec_compile(d, key, &sch) != AX_OK)
 		return NULL;
 	if (d->nspec + 1 > d->capspec)
 		specs_grow(d);
@@ -246,6 +326,7 @@ spec_get(tdet *d, const Ax__ScheduleArmed *sa)
 	p->refs = 1;
 	p->klen = (uint16_t) klen;
 	memcpy(p->key, key, klen);
+	lru_add(d, p);
 	p->next                        = d->specs[h & (d->capspec - 1)];
 	d->specs[h & (d->capspec - 1)] = p;
 	d->nspec++;
@@ -264,6 +345,10 @@ spec_release(tdet *d, sspec *p)
 	if (*pp != NULL)
 		*pp = p->next;
 	d->nspec--;
+	if (p->sch != NULL) {
+		lru_unlink(d, p);
+		d->ncompiled--;
+	}
 	ax_schedule_free(p->sch);
 	free(p);
 }
@@ -430,11 +515,25 @@ add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
 static void
 collect_sched(tdet *d, sched *s, int64_t utc_now)
 {
-	ax_period per[64];
-	size_t    n = 0, total = 0;
-	int       more = 0, oom = 0;
-	int64_t   from = s->next_utc - 1, last_end = 0;
-	int64_t   horizon = utc_now + d->lead;
+	ax_period    per[64];
+	size_t       n = 0, total = 0;
+	int          more = 0, oom = 0;
+	int64_t      from = s->next_utc - 1, last_end = 0;
+	int64_t      horizon = utc_now + d->lead;
+	ax_schedule *sch     = spec_sched(d, s->spec);
+
+	if (sch == NULL) {
+		/* compiled before, so memory is short: try again shortly */
+		ax_logf(AX_LOG_ERROR, COMP, NULL,
+		        &(ax_log_ids) { .dag = s->dag },
+		        "schedule not evaluated, retrying in 0.5 s: %s",
+		        ax_err_detail());
+		s->fired = 2;
+		ax_wheel_reschedule(d->wheel, &s->t,
+		                    ax_clock_mono_us() + RETRY_DB_US,
+		                    COOKIE_SCHED);
+		return;
+	}
 
 	/* the wheel fired s for next_utc - lead; a few ms of rounding
 	 * between the clocks must not make that a no-op tick */
@@ -448,8 +547,8 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 	s->prev_utc = s->next_utc;
 
 	do {
-		if (ax_schedule_due(s->sch, from, horizon, per, 64, &n,
-		                    &more) != AX_OK)
+		if (ax_schedule_due(sch, from, horizon, per, 64, &n, &more) !=
+		    AX_OK)
 			break;
 		for (size_t i = 0; i < n; i++) {
 			/* a catch-up is a period due well before now */
@@ -474,11 +573,10 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 		    &(ax_log_ids) { .dag = s->dag },
 		    "%zu missed periods created this tick; the rest follow",
 		    total);
-		ax_schedule_next_fire(s->sch, last_end, &s->next_utc);
+		ax_schedule_next_fire(sch, last_end, &s->next_utc);
 	} else {
 		int64_t after = last_end > horizon ? last_end : horizon;
-		if (ax_schedule_next_fire(s->sch, after, &s->next_utc) !=
-		    AX_OK)
+		if (ax_schedule_next_fire(sch, after, &s->next_utc) != AX_OK)
 			s->next_utc = 0; /* nothing left (end or at) */
 	}
 	if (total > 0)
@@ -741,8 +839,9 @@ unarm(tdet *d, sched *s, const char *reason)
 	ax_logf(AX_LOG_INFO, COMP, reason, &(ax_log_ids) { .dag = s->dag },
 	        "schedule disarmed");
 	sched_free(d, s);
-	d->stats->armed = d->nsched;
-	d->stats->specs = d->nspec;
+	d->stats->armed    = d->nsched;
+	d->stats->specs    = d->nspec;
+	d->stats->compiled = d->ncompiled;
 }
 
 /*
@@ -811,9 +910,10 @@ dag_id_of(tdet *d, const Ax__ScheduleArmed *sa)
 static void
 arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 {
-	int64_t dag_id = sa->dag_id ? sa->dag_id : dag_id_of(d, sa);
-	sspec  *sp;
-	sched  *s;
+	int64_t      dag_id = sa->dag_id ? sa->dag_id : dag_id_of(d, sa);
+	sspec       *sp;
+	ax_schedule *sch;
+	sched       *s;
 
 	if (sa->dag == NULL || sa->dag[0] == '\0' || dag_id <= 0 ||
 	    (sp = spec_get(d, sa)) == NULL) {
@@ -847,21 +947,21 @@ arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 		spec_release(d, s->spec);
 	}
 	s->spec        = sp;
-	s->sch         = sp->sch;
 	s->mark        = d->mark;
 	s->schedule_id = sa->schedule_id;
 	s->dag_id      = dag_id;
 	s->version_id  = sa->dag_version_id;
 	s->catchup     = sa->catchup;
 	s->next_utc    = sa->next_fire_us;
-	if (s->next_utc == 0 &&
-	    ax_schedule_next_fire(s->sch, utc_now, &s->next_utc) != AX_OK)
+	if (s->next_utc == 0 && (sch = spec_sched(d, sp)) != NULL &&
+	    ax_schedule_next_fire(sch, utc_now, &s->next_utc) != AX_OK)
 		s->next_utc = 0;
 	/* a next fire in the past fires at the next tick: collect_sched
 	 * creates the missed periods (catchup) or the latest */
 	arm_sched(d, s, utc_now, mono_now);
-	d->stats->armed = d->nsched;
-	d->stats->specs = d->nspec;
+	d->stats->armed    = d->nsched;
+	d->stats->specs    = d->nspec;
+	d->stats->compiled = d->ncompiled;
 	ax_logf(AX_LOG_DEBUG, COMP, NULL, &(ax_log_ids) { .dag = s->dag },
 	        "armed version %lld, next fire %lld",
 	        (long long) s->version_id, (long long) s->next_utc);
@@ -967,6 +1067,7 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 	ax_wheel_advance(d->wheel, now_mono_us, on_fire, d, NULL);
 	for (size_t i = 0; i < d->ndue; i++)
 		collect_sched(d, d->due[i], utc_now);
+	d->stats->compiled = d->ncompiled;
 	flush_batch(d);
 	for (size_t i = 0; i < d->ndue; i++) {
 		sched *s = d->due[i];
@@ -1085,6 +1186,10 @@ ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 	memset(d->stats, 0, sizeof(*d->stats));
 	d->offset = ax_clock_utc_us() - ax_clock_mono_us();
 	d->lead   = ax_config_duration_us(ctx->cfg, "scheduler.prepare_ahead");
+	d->compiled_max =
+	    (size_t) ax_config_int(ctx->cfg, "scheduler.compiled_schedules");
+	if (d->compiled_max < 1)
+		d->compiled_max = 1;
 	if (d->lead < 0)
 		d->lead = 0;
 	if (d->lead > 60 * AX_USEC_PER_SEC) /* the queue holds 2 min at most */

@@ -276,6 +276,49 @@ Test(time_detector, seconds_schedule_no_gap_no_repeat_and_latency)
 	             (long long) max);
 }
 
+/* More distinct schedules than compiled ones kept: each is compiled
+ * again when it fires, and none misses a second. */
+Test(time_detector, schedules_beyond_the_compiled_cache_fire_on_time)
+{
+	static const char *const zones[] = {
+		"UTC",        "Europe/London",    "America/New_York",
+		"Asia/Tokyo", "Australia/Sydney", "Europe/Berlin"
+	};
+	char   y[256];
+	size_t per[6] = { 0 };
+
+	for (int i = 0; i < 6; i++) {
+		snprintf(y, sizeof(y),
+		         "kind: DAG\nname: z%d\nschedule: {cron: \"* * * * * "
+		         "?\", timezone: %s}\ntasks:\n  - {name: a, command: "
+		         "echo a}\n",
+		         i, zones[i]);
+		store_dag(y);
+	}
+	cr_assert_eq(ax_config_set(cfg, "scheduler.compiled_schedules", "2"),
+	             AX_OK);
+	align_second(300000);
+	start_system();
+	ax_clock_sleep_us(4 * AX_USEC_PER_SEC);
+	stop_system();
+	cr_assert_eq(tstats.specs, 6);
+	cr_assert_leq(tstats.compiled, 2, "compiled specs beyond the bound");
+	for (size_t i = 0; i < cap_count(&due_cap); i++) {
+		Ax__Due *d = due_cap.cmds[i]->due;
+		cr_assert(d->dag[0] == 'z');
+		per[d->dag[1] - '0']++;
+	}
+	for (int i = 0; i < 6; i++)
+		cr_assert_geq(per[i], 3, "%s: %zu Due in 4 s", zones[i],
+		              per[i]);
+	cr_assert_eq(q_int("SELECT count(*) - count(DISTINCT (dag_id, "
+	                   "logical_date)) FROM dag_runs"),
+	             0);
+	cr_assert_eq(q_int("SELECT max(c) - min(c) FROM (SELECT count(*) c "
+	                   "FROM dag_runs GROUP BY dag_id) x"),
+	             0, "a schedule missed a second");
+}
+
 Test(time_detector, restart_resumes_without_repeat_catchup_off)
 {
 	store_dag(every_second);
