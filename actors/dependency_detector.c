@@ -757,7 +757,19 @@ gate(dd *d, drun *r)
 			run_drop(d, r);
 		return;
 	}
-	if (r->backfill == 2 || (q->nactive < max && q->nheld == 0)) {
+	if (r->backfill == 2) {
+		/* parallel backfill: up to max_active_runs at once, the rest
+		 * held (never discarded nor replacing a run) */
+		if (q->nactive < max)
+			start(d, r);
+		else if (insert_sorted(&q->held, &q->nheld, &q->capheld, r) ==
+		         0)
+			hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
+		else
+			run_drop(d, r);
+		return;
+	}
+	if (q->nactive < max && q->nheld == 0) {
 		start(d, r);
 		return;
 	}

@@ -712,6 +712,51 @@ Test(dependency_detector, overlap_of_a_prepared_run_is_judged_when_due)
 	cr_assert(run_state_is(r2, "RUNNING"));
 }
 
+/* A parallel backfill runs up to max_active_runs at once; the others wait
+ * (CONCURRENCY_BLOCKED) and start as runs finish. */
+Test(dependency_detector, parallel_backfill_is_bounded_by_max_active_runs)
+{
+	Ax__Command   cmd = AX__COMMAND__INIT;
+	Ax__ControlOp c   = AX__CONTROL_OP__INIT;
+	int64_t       dag = store_dag(
+	          "kind: DAG\nname: bf\nconcurrency: {max_active_runs: 2, "
+	                "policy: discard}\ntasks:\n  - {name: a, command: echo a}\n");
+	int64_t r[4];
+	int     started = 0;
+
+	start_system();
+	send_due("bf", make_run(dag, 1)); /* starts the detector */
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances") == 1);
+	finish_task("bf", q_int("SELECT id FROM dag_runs"), "a", "SUCCESS");
+	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE state = "
+	               "'SUCCESS'") == 1);
+	for (int i = 0; i < 4; i++)
+		r[i] = make_run(dag, 100 + i);
+	c.op          = "backfill";
+	c.mode        = "parallel";
+	c.run_ids     = r;
+	c.n_run_ids   = 4;
+	cmd.body_case = AX__COMMAND__BODY_CONTROL;
+	cmd.control   = &c;
+	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id >= %lld AND "
+	               "state = 'QUEUED' AND reason = 'CONCURRENCY_BLOCKED'",
+	               (long long) r[0]) == 2);
+	for (int i = 0; i < 4; i++)
+		started += readies(&ready_cap, r[i], "a");
+	cr_assert_eq(started, 2, "%d backfill runs started at once", started);
+	cr_assert(readies(&ready_cap, r[0], "a") == 1 &&
+	              readies(&ready_cap, r[1], "a") == 1,
+	          "the oldest logical dates go first");
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) r[0]) == 1);
+	finish_task("bf", r[0], "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, r[2], "a") == 1);
+	cr_assert_eq(readies(&ready_cap, r[3], "a"), 0);
+	cr_assert(run_state_is(r[3], "QUEUED"), "no backfill run discarded");
+}
+
 Test(dependency_detector, restart_rebuilds_counters)
 {
 	int64_t dag    = store_dag(diamond);
