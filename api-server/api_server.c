@@ -21,6 +21,8 @@
 #include "log.h"
 
 #define POOL_WAIT_US (5 * 1000000LL) /* then 503: the database is stuck */
+/* a too big body is read and dropped up to this many bytes before the 413 */
+#define DRAIN_MAX (1u << 20)
 
 struct ax_api_server {
 	struct MHD_Daemon      *d;
@@ -43,6 +45,7 @@ typedef struct req_state {
 	char   *body;
 	size_t  len, cap;
 	int     too_big;  /* body over max_body: answer 413 */
+	size_t  dropped;  /* bytes of a too big body read and dropped */
 	int     answered; /* a response was queued */
 } req_state;
 
@@ -327,18 +330,31 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
 		*con_cls = rs;
 		cl       = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 		                                       "Content-Length");
-		/* Refuse before reading a byte of an announced huge body. */
+		/* An announced huge body: a client that waits for
+		 * "100 Continue" is refused before it sends a byte; one that
+		 * sends at once has its body read and dropped (up to
+		 * DRAIN_MAX) before the 413, because closing while it still
+		 * sends makes it see a broken connection, not the answer. */
 		if (cl != NULL && strtoull(cl, NULL, 10) > s->max_body) {
 			rs->too_big = 1;
-			return answer_too_big(s, c, rs);
+			if (MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+			                                "Expect") != NULL ||
+			    strtoull(cl, NULL, 10) > DRAIN_MAX)
+				return answer_too_big(s, c, rs);
 		}
 		return MHD_YES;
 	}
 	if (*upload_size > 0) {
 		size_t n     = *upload_size;
 		*upload_size = 0;
-		if (rs->too_big || rs->answered)
+		if (rs->answered)
 			return MHD_YES;
+		if (rs->too_big) {
+			rs->dropped += n;
+			return rs->dropped > DRAIN_MAX
+			    ? answer_too_big(s, c, rs)
+			    : MHD_YES;
+		}
 		if (rs->len + n > s->max_body) {
 			/* chunked upload: drop the rest, answer at the end */
 			rs->too_big = 1;

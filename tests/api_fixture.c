@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "migrate.h"
+#include "store_fixture.h"
 
 void
 ax_api_fixture_start(ax_api_fixture *f, size_t max_body)
@@ -72,15 +73,12 @@ ax_api_fixture_sql(ax_api_fixture *f, const char *fmt, ...)
 int64_t
 ax_api_fixture_int(ax_api_fixture *f, const char *fmt, ...)
 {
-	char    q[4096];
-	int64_t v = -1;
+	int64_t v;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(q, sizeof(q), fmt, ap);
+	v = ax_test_q_intv(f->st, fmt, ap);
 	va_end(ap);
-	cr_assert_eq(ax_store_query_int64(f->st, q, 0, NULL, &v), AX_OK,
-	             "%s: %s", q, ax_err_detail());
 	return v;
 }
 

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "pg_harness.h"
+#include "store_fixture.h"
 #include "pipeline.h"
 #include "store.h"
 #include "time_detector.h"
@@ -203,37 +204,10 @@ TestSuite(dependency_detector, .init = setup, .fini = teardown,
 static int64_t
 store_dag(const char *yaml)
 {
-	ax_dagset          *set;
-	ax_dag_store_result r;
-
-	cr_assert_eq(ax_dagset_new(NULL, &set), AX_OK);
-	ax_dag_yaml_load_buf(set, "t.yaml", yaml, strlen(yaml));
-	ax_dagset_validate(set);
-	if (ax_dagset_error_count(set, NULL) > 0)
-		ax_dagset_print_diags(set, stderr);
-	cr_assert_eq(ax_dagset_error_count(set, NULL), 0);
-	cr_assert_eq(ax_dag_store_submit(st, set->dags[0], "t.yaml", &r),
-	             AX_OK, "%s", ax_err_detail());
-	ax_dagset_free(set);
-	return r.id;
+	return ax_test_store_dag(st, yaml).id;
 }
 
-static int64_t q_int(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int64_t
-q_int(const char *fmt, ...)
-{
-	char    sql[1024];
-	int64_t v = -1;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof(sql), fmt, ap);
-	va_end(ap);
-	cr_assert_eq(ax_store_query_int64(st, sql, 0, NULL, &v), AX_OK,
-	             "%s: %s", sql, ax_err_detail());
-	return v;
-}
+#define q_int(...) ax_test_q_int(st, __VA_ARGS__)
 
 static void q_exec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
