@@ -8,7 +8,8 @@
  *    (shards and instance offsets per task, downstream lists in CSR form,
  *    the initial unmet count of each task, its try budget). A dver holds
  *    a registry reference, so the version outlives DAG changes while runs
- *    use it.
+ *    use it; it is freed with the last run in memory that uses it, so a
+ *    million DAGs firing now and then do not pin a million versions.
  *  - runs: dag_run id -> drun; a run is in memory while it is held or
  *    active, and dropped when it finishes.
  *  - dqs: DAG name -> dq: the DAG's active runs (a list, oldest first),
@@ -54,6 +55,8 @@ typedef struct dver {
 	size_t       *down;   /*   down[doff[t] .. doff[t+1]) */
 	int32_t      *unmet0; /* per task: upstream instances */
 	int32_t      *tries;  /* per task: 1 + retries */
+	size_t        refs;   /* runs in memory using it */
+	char          key[24];
 } dver;
 
 typedef struct dq   dq;
@@ -296,12 +299,14 @@ dver_get(dd *d, int64_t version_id)
 		        (long long) version_id, ax_err_detail());
 		return NULL;
 	}
-	if ((v = dver_build(e)) == NULL ||
-	    ax_flow_map_put(d->vers, key, v) != AX_OK) {
+	if ((v = dver_build(e)) != NULL)
+		snprintf(v->key, sizeof(v->key), "%s", key);
+	if (v == NULL || ax_flow_map_put(d->vers, key, v) != AX_OK) {
 		dver_free(v);
 		oom("DAG version");
 		return NULL;
 	}
+	d->stats->versions++;
 	return v;
 }
 
@@ -349,11 +354,25 @@ run_free_mem(void *p)
 }
 
 /* Forgets r (not linked anywhere any more). */
+/* Frees v once no run in memory uses it (the registry keeps the DAG). */
+static void
+dver_unused(dd *d, dver *v)
+{
+	if (v == NULL || v->refs > 0)
+		return;
+	ax_flow_map_del(d->vers, v->key);
+	dver_free(v);
+	d->stats->versions--;
+}
+
 static void
 run_drop(dd *d, drun *r)
 {
+	dver *v = r->v;
 	ax_flow_map_del(d->runs, r->key);
 	run_free_mem(r);
+	v->refs--;
+	dver_unused(d, v);
 }
 
 static drun *
@@ -375,8 +394,10 @@ run_new(dd *d, int64_t id, dver *v, int64_t logical_us, int64_t due_us,
 	if (r->q == NULL || r->dep_met == NULL ||
 	    ax_flow_map_put(d->runs, r->key, r) != AX_OK) {
 		run_free_mem(r);
+		dver_unused(d, v);
 		return NULL;
 	}
+	v->refs++;
 	return r;
 }
 
@@ -1299,7 +1320,7 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	int64_t   run;
 	PGresult *res = NULL;
 	clear_tx  c   = { 0 };
-	dver     *v;
+	dver     *v   = NULL;
 	drun      tmp;
 
 	if (ax_store_deps_instance_run(d->store, op->instance_id, &run) !=
@@ -1314,6 +1335,7 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	if (nrow == 0 ||
 	    (v = dver_get(d, val_i64(res, 0, AX_DEPS_C_VERSION))) == NULL)
 		goto out;
+	v->refs++; /* pinned while reload() below may drop the run */
 	uint8_t *sel = calloc(v->ntask + 1, 1);
 	size_t  *que = calloc(v->ntask + 1, sizeof(*que));
 	c.ids        = calloc((size_t) nrow + 1, sizeof(*c.ids));
@@ -1390,6 +1412,10 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	        op->downstream ? " with downstreams" : "");
 	reload(d, &run, 1, M_RELOAD);
 out:
+	if (v != NULL) {
+		v->refs--;
+		dver_unused(d, v);
+	}
 	for (size_t i = 0; i < c.nev; i++)
 		free(c.evs[i]);
 	free(c.evs);

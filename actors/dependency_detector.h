@@ -75,6 +75,7 @@ typedef struct ax_dependency_detector_stats {
 	uint64_t superseded; /* runs superseded (replace) */
 	uint64_t rebuilt;    /* runs rebuilt from PostgreSQL */
 	uint64_t cleared;    /* instances cleared */
+	uint64_t versions;   /* DAG version graphs in memory now */
 } ax_dependency_detector_stats;
 
 /*
