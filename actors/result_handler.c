@@ -137,6 +137,14 @@ backoff_us(rh_state *st, const rh_run *x)
 	    ? ax_dag_registry_version(st->ctx->registry,
 	                              x->info.dag_version_id)
 	    : NULL;
+	/* the version the attempt ran (a newer one may retry differently);
+	 * the current one only when that version cannot be read */
+	if (e == NULL && st->ctx->registry != NULL && st->store != NULL &&
+	    x->info.dag_version_id > 0 &&
+	    ax_dag_registry_load_version(st->ctx->registry, st->store,
+	                                 x->info.dag_version_id) == AX_OK)
+		e = ax_dag_registry_version(st->ctx->registry,
+		                            x->info.dag_version_id);
 	if (e == NULL && st->ctx->registry != NULL)
 		e = ax_dag_registry_current(st->ctx->registry, x->info.dag);
 	const ax_task *t =
