@@ -47,7 +47,7 @@
  * a recheck period: admissions never wait on a display. */
 #define RD_REASON_RECONNECT (200 * AX_USEC_PER_MSEC)
 
-enum { RD_R_NONE = 0, RD_R_BLOCK, RD_R_RESTORE }; /* rd_item.reason_todo */
+enum { RD_R_NONE = 0, RD_R_BLOCK, RD_R_RESTORE }; /* rd_item.reason_write */
 
 enum { RD_WAITING = 0, RD_ADMITTED, RD_BLOCKED };
 
@@ -64,7 +64,7 @@ typedef struct rd_item {
 	int32_t            slots;
 	rd_lane           *lane;
 	uint8_t            held;         /* blocked once admitted: READY */
-	uint8_t            reason_todo;  /* RD_R_*: a row write to make */
+	uint8_t            reason_write; /* RD_R_*: a row write to make */
 	uint8_t            reason_on;    /* block_reason is on its row */
 	uint8_t            in_rewrite;   /* listed in rd_state.rewrite */
 	uint8_t            reason_tries; /* writes that found no row */
@@ -416,12 +416,12 @@ drain(ax_actor *self, rd_state *st)
 	}
 }
 
-/* Asks for the reason write todo on its row (see rd_state.rewrite). */
+/* Asks for the reason write "what" on its row (see rd_state.rewrite). */
 static ax_err
-want_reason(rd_state *st, rd_item *it, int todo)
+want_reason(rd_state *st, rd_item *it, int what)
 {
-	it->reason_todo = (uint8_t) todo;
-	if (todo == RD_R_NONE || it->in_rewrite)
+	it->reason_write = (uint8_t) what;
+	if (what == RD_R_NONE || it->in_rewrite)
 		return AX_OK;
 	ax_err rv = ptr_push(&st->rewrite, &st->nrewrite, &st->caprewrite, it);
 	it->in_rewrite = rv == AX_OK;
@@ -671,12 +671,13 @@ rewrite_compact(rd_state *st)
 	size_t k = 0;
 	for (size_t i = 0; i < st->nrewrite; i++) {
 		rd_item *it = st->rewrite[i];
-		if (it->reason_todo == RD_R_BLOCK && it->state == RD_BLOCKED) {
+		if (it->reason_write == RD_R_BLOCK &&
+		    it->state == RD_BLOCKED) {
 			st->rewrite[k++] = it;
 			continue;
 		}
-		it->reason_todo = RD_R_NONE;
-		it->in_rewrite  = 0;
+		it->reason_write = RD_R_NONE;
+		it->in_rewrite   = 0;
 	}
 	st->nrewrite = k;
 }
@@ -686,7 +687,7 @@ static void
 reason_row(const rd_item *it, ax_store_ti_reason *r)
 {
 	const Ax__InstanceRef *ref = it->ready->instance;
-	int                    blk = it->reason_todo == RD_R_BLOCK;
+	int                    blk = it->reason_write == RD_R_BLOCK;
 
 	*r = (ax_store_ti_reason) {
 		.dag             = ref->dag,
@@ -704,18 +705,18 @@ reason_row(const rd_item *it, ax_store_ti_reason *r)
 static void
 reason_done(ax_actor *self, rd_item *it, const ax_store_ti_reason *r)
 {
-	if (it->reason_todo == RD_R_RESTORE) {
-		it->reason_on   = 0;
-		it->reason_todo = RD_R_NONE;
+	if (it->reason_write == RD_R_RESTORE) {
+		it->reason_on    = 0;
+		it->reason_write = RD_R_NONE;
 	} else if (r->applied) {
-		it->reason_on   = 1;
-		it->reason_todo = RD_R_NONE;
+		it->reason_on    = 1;
+		it->reason_write = RD_R_NONE;
 	} else if (++it->reason_tries >= RD_REASON_TRIES) {
 		ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL, NULL,
 		        "%s.%s: no task_instances row to show %s on after %d "
 		        "tries; given up",
 		        r->dag, r->task, r->reason, RD_REASON_TRIES);
-		it->reason_todo = RD_R_NONE;
+		it->reason_write = RD_R_NONE;
 	}
 }
 
@@ -746,8 +747,8 @@ write_reasons(ax_actor *self, rd_state *st)
 		rv = ax_err_set(AX_ENOMEM, "out of memory");
 	for (size_t i = 0; rv == AX_OK && i < n; i++) {
 		rd_item *it = st->rewrite[i];
-		if (it->reason_todo == RD_R_NONE ||
-		    (it->reason_todo == RD_R_BLOCK && it->reason_tries > 0 &&
+		if (it->reason_write == RD_R_NONE ||
+		    (it->reason_write == RD_R_BLOCK && it->reason_tries > 0 &&
 		     !retry))
 			continue;
 		its[m] = it;

@@ -14,6 +14,7 @@ PKGS=(
 	uuid-dev
 	# tests
 	libcriterion-dev
+	git # .ci/run: the format check lists the tracked files
 	python3-jsonschema # test_sinks validates OpenLineage events
 	prometheus # promtool: test_api checks /metrics with it
 	openssl # test_api_e2e makes a self-signed TLS certificate

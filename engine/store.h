@@ -20,8 +20,9 @@
  *   during COMMIT gives AX_EDBCONN: the outcome is unknown, and the hot
  *   path writes are idempotent so the caller may simply redo them.
  * - SQLSTATEs map to ax_err: 23505 -> AX_EEXIST, P0001 (state trigger) ->
- *   AX_ESTATE, 40001/40P01 -> AX_ERETRY, 08xxx/57P0x -> AX_EDBCONN, 42501
- *   -> AX_EPERM, 23503 -> AX_ENOENT, 23502/23514/22xxx -> AX_EINVAL,
+ *   AX_ESTATE, 40001/40P01 -> AX_ERETRY, class 08 and 57P01..57P03 ->
+ *   AX_EDBCONN, 42501 -> AX_EPERM, 23503 -> AX_ENOENT, 23502/23514 and
+ *   class 22 -> AX_EINVAL,
  *   57014 -> AX_ETIMEDOUT, 55P03 -> AX_EBUSY, anything else -> AX_EDB. The
  *   detail names the statement and carries PostgreSQL's message, detail
  *   and hint.
