@@ -137,22 +137,6 @@ typedef struct dd {
 /* --- small helpers ------------------------------------------------------
  */
 
-static int
-grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap * 2 : 32;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = realloc(*arr, ncap * elem);
-	if (n == NULL)
-		return -1;
-	*arr = n;
-	*cap = ncap;
-	return 0;
-}
-
 static void
 oom(const char *what)
 {
@@ -162,8 +146,8 @@ oom(const char *what)
 static void
 chg(dd *d, int64_t run, const char *state, const char *reason)
 {
-	if (grow((void **) &d->chg, &d->capchg, d->nchg + 1,
-	         sizeof(*d->chg)) != 0) {
+	if (ax_flow_grow((void **) &d->chg, &d->capchg, d->nchg + 1,
+	                 sizeof(*d->chg)) != 0) {
 		oom("run change");
 		return;
 	}
@@ -179,8 +163,8 @@ emit(dd *d, const drun *r, const char *type, const char *reason,
 {
 	pev *p = calloc(1, sizeof(*p));
 	if (p == NULL ||
-	    grow((void **) &d->evs, &d->capev, d->nev + 1, sizeof(*d->evs)) !=
-	        0) {
+	    ax_flow_grow((void **) &d->evs, &d->capev, d->nev + 1,
+	                 sizeof(*d->evs)) != 0) {
 		free(p);
 		oom("event");
 		return;
@@ -437,7 +421,7 @@ unlink_active(drun *r)
 static int
 insert_sorted(drun ***arr, size_t *n, size_t *cap, drun *r)
 {
-	if (grow((void **) arr, cap, *n + 1, sizeof(**arr)) != 0)
+	if (ax_flow_grow((void **) arr, cap, *n + 1, sizeof(**arr)) != 0)
 		return -1;
 	size_t i = *n;
 	while (i > 0 && (*arr)[i - 1]->logical_us > r->logical_us) {
@@ -636,8 +620,8 @@ finish(dd *d, drun *r)
 	         "{\"instances\":%zu,\"succeeded\":%zu,\"failed\":%zu}",
 	         r->v->ninst, r->n_ok, r->n_fail);
 	emit(d, r, ok ? "run.succeeded" : "run.failed", NULL, NULL, 0, 0, pl);
-	if (grow((void **) &d->dn, &d->capdn, d->ndn + 1, sizeof(*d->dn)) ==
-	    0) {
+	if (ax_flow_grow((void **) &d->dn, &d->capdn, d->ndn + 1,
+	                 sizeof(*d->dn)) == 0) {
 		done *x = &d->dn[d->ndn++];
 		snprintf(x->dag, sizeof(x->dag), "%s", r->v->e->dag->name);
 		x->run        = r->id;
@@ -709,8 +693,8 @@ supersede(dd *d, drun *old)
 {
 	chg(d, old->id, "CANCELED", "SUPERSEDED");
 	emit(d, old, "run.superseded", "SUPERSEDED", NULL, 0, 0, NULL);
-	if (grow((void **) &d->sup, &d->capsup, d->nsup + 1,
-	         sizeof(*d->sup)) == 0)
+	if (ax_flow_grow((void **) &d->sup, &d->capsup, d->nsup + 1,
+	                 sizeof(*d->sup)) == 0)
 		d->sup[d->nsup++] = old->id;
 	d->stats->superseded++;
 	unlink_active(old);
@@ -878,8 +862,8 @@ admit(dd *d, drun *r)
 		if (c[k].met)
 			continue;
 		if ((w = waiters_of(d, g->deps[k].dag)) == NULL ||
-		    grow((void **) &w->v, &w->cap, w->n + 1, sizeof(*w->v)) !=
-		        0) {
+		    ax_flow_grow((void **) &w->v, &w->cap, w->n + 1,
+		                 sizeof(*w->v)) != 0) {
 			oom("waiter");
 			continue;
 		}
@@ -1018,10 +1002,11 @@ mark_waiting(dd *d, drun *r, size_t t)
 				continue;
 			seen[dn]    = 1;
 			que[tail++] = dn;
-			if (grow((void **) &d->wr_run, &d->capwr, d->nwr + 1,
-			         sizeof(*d->wr_run)) != 0 ||
-			    grow((void **) &d->wr_task, &d->capwr2, d->nwr + 1,
-			         sizeof(*d->wr_task)) != 0)
+			if (ax_flow_grow((void **) &d->wr_run, &d->capwr,
+			                 d->nwr + 1,
+			                 sizeof(*d->wr_run)) != 0 ||
+			    ax_flow_grow((void **) &d->wr_task, &d->capwr2,
+			                 d->nwr + 1, sizeof(*d->wr_task)) != 0)
 				continue;
 			d->wr_run[d->nwr]  = r->id;
 			d->wr_task[d->nwr] = r->v->e->dag->tasks[dn].name;

@@ -159,6 +159,24 @@ ax_flow_map_each(const ax_flow_map *m,
 /* ---------------------------------------------------------------------- */
 /* keys and events */
 
+int
+ax_flow_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap;
+	void  *n;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 32;
+	while (ncap < need)
+		ncap *= 2;
+	if ((n = realloc(*arr, ncap * elem)) == NULL)
+		return -1;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
 char *
 ax_flow_key(const Ax__InstanceRef *ref, char *buf, size_t len)
 {
@@ -281,6 +299,47 @@ ax_flow_pending_take(ax_flow_pending *p, size_t *n)
 	p->v            = NULL;
 	p->n = p->cap = 0;
 	return v;
+}
+
+ax_err
+ax_flow_pending_handle(ax_actor *self, void *st, ax_flow_pending *p,
+                       const ax_actor_item *items, size_t n,
+                       ax_flow_run_fn run)
+{
+	Ax__Command **cmds = calloc(n + 1, sizeof(*cmds));
+	size_t        k    = 0;
+	ax_err        rv;
+
+	if (cmds == NULL)
+		return ax_err_set(AX_ENOMEM, "%s: out of memory",
+		                  ax_actor_name(self));
+	for (size_t i = 0; i < n; i++) {
+		Ax__Command *c = items[i].type == AX_ITEM_COMMAND
+		    ? ax_pipeline_unpack(self, &items[i])
+		    : NULL;
+		if (c == NULL)
+			continue;
+		if (p->n > 0)
+			ax_flow_pending_keep(p, c); /* keep order */
+		else
+			cmds[k++] = c;
+	}
+	rv = run(self, st, cmds, k);
+	free(cmds);
+	return rv;
+}
+
+ax_err
+ax_flow_pending_retry(ax_actor *self, void *st, ax_flow_pending *p,
+                      ax_flow_run_fn run)
+{
+	size_t        n;
+	Ax__Command **v = ax_flow_pending_take(p, &n);
+	ax_err        rv;
+
+	rv = run(self, st, v, n);
+	free(v);
+	return rv;
 }
 
 void

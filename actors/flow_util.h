@@ -48,6 +48,12 @@ void ax_flow_map_each(const ax_flow_map *m,
                       void (*fn)(void *arg, const char *key, void *val),
                       void *arg);
 
+/*
+ * Makes room for need elements of elem bytes in *arr (capacity *cap,
+ * doubled as needed). 0, or -1 when out of memory (*arr unchanged).
+ */
+int ax_flow_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
 /* ---------------------------------------------------------------------- */
 /* keys */
 
@@ -106,6 +112,24 @@ Ax__Command **ax_flow_pending_take(ax_flow_pending *p, size_t *n);
 
 /* Frees what is kept. */
 void ax_flow_pending_fini(ax_flow_pending *p);
+
+/* Runs a batch of commands (ownership passes); st is the actor's state. */
+typedef ax_err (*ax_flow_run_fn)(ax_actor *self, void *st, Ax__Command **cmds,
+                                 size_t n);
+
+/*
+ * The handler of an actor that keeps commands while PostgreSQL is down:
+ * unpacks the commands of items; while p holds kept ones, the new ones
+ * queue behind them (order is kept), otherwise they go to run. The
+ * actor's tick calls ax_flow_pending_retry.
+ */
+ax_err ax_flow_pending_handle(ax_actor *self, void *st, ax_flow_pending *p,
+                              const ax_actor_item *items, size_t n,
+                              ax_flow_run_fn run);
+
+/* Runs what p kept (from the actor's tick). */
+ax_err ax_flow_pending_retry(ax_actor *self, void *st, ax_flow_pending *p,
+                             ax_flow_run_fn run);
 
 /* 1 for the errors after which a batch is worth running again later
  * (connection lost, serialization, timeout, generic database error). */

@@ -632,11 +632,12 @@ confirm(ax_actor *self, rh_state *st, uint64_t seq)
 /* Runs cmds in slices of one transaction each; keeps them on a database
  * failure. Takes ownership of cmds[]. */
 static ax_err
-run_cmds(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
+run_cmds(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
 {
-	ax_err   rv   = AX_OK;
-	size_t   k    = 0;
-	uint64_t done = 0;
+	rh_state *st   = arg;
+	ax_err    rv   = AX_OK;
+	size_t    k    = 0;
+	uint64_t  done = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		if (cmds[i]->body_case == AX__COMMAND__BODY_RESULT &&
@@ -683,39 +684,17 @@ run_cmds(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 static ax_err
 rh_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
-	rh_state     *st   = state;
-	Ax__Command **cmds = calloc(n, sizeof(*cmds));
-	size_t        k    = 0;
-
-	if (cmds == NULL)
-		return ax_err_set(AX_ENOMEM, "result_handler: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		Ax__Command *c = items[i].type == AX_ITEM_COMMAND
-		    ? ax_pipeline_unpack(self, &items[i])
-		    : NULL;
-		if (c == NULL)
-			continue;
-		if (st->pending.n > 0)
-			ax_flow_pending_keep(&st->pending, c); /* keep order */
-		else
-			cmds[k++] = c;
-	}
-	ax_err rv = run_cmds(self, st, cmds, k);
-	free(cmds);
-	return rv;
+	rh_state *st = state;
+	return ax_flow_pending_handle(self, st, &st->pending, items, n,
+	                              run_cmds);
 }
 
 static ax_err
 rh_tick(ax_actor *self, void *state, int64_t now)
 {
-	rh_state     *st = state;
-	size_t        n;
-	Ax__Command **v = ax_flow_pending_take(&st->pending, &n);
-
+	rh_state *st = state;
 	(void) now;
-	ax_err rv = run_cmds(self, st, v, n);
-	free(v);
-	return rv;
+	return ax_flow_pending_retry(self, st, &st->pending, run_cmds);
 }
 
 static void

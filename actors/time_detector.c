@@ -114,22 +114,6 @@ typedef struct tdet {
 /* --- helpers ------------------------------------------------------------
  */
 
-static int
-grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap * 2 : 64;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = realloc(*arr, ncap * elem);
-	if (n == NULL)
-		return -1;
-	*arr = n;
-	*cap = ncap;
-	return 0;
-}
-
 static int64_t
 mono_of(int64_t utc_due, int64_t utc_now, int64_t mono_now)
 {
@@ -475,10 +459,10 @@ add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
         int64_t version_id, const ax_period *p, int64_t due_us,
         const char *conf, int manual, int catchup)
 {
-	if (grow((void **) &d->rows, &d->caprows, d->nrows + 1,
-	         sizeof(*d->rows)) != 0 ||
-	    grow((void **) &d->fires, &d->capfires, d->nrows + 1,
-	         sizeof(*d->fires)) != 0)
+	if (ax_flow_grow((void **) &d->rows, &d->caprows, d->nrows + 1,
+	                 sizeof(*d->rows)) != 0 ||
+	    ax_flow_grow((void **) &d->fires, &d->capfires, d->nrows + 1,
+	                 sizeof(*d->fires)) != 0)
 		return -1;
 	ax_store_run_row *r = &d->rows[d->nrows];
 	fire             *f = &d->fires[d->nrows];
@@ -608,15 +592,15 @@ on_fire(void *arg, ax_wheel_timer *t)
 	if (t->cookie == COOKIE_SCHED) {
 		sched *s = (sched *) t;
 		if (!s->fired &&
-		    grow((void **) &d->due, &d->capdue, d->ndue + 1,
-		         sizeof(sched *)) == 0) {
+		    ax_flow_grow((void **) &d->due, &d->capdue, d->ndue + 1,
+		                 sizeof(sched *)) == 0) {
 			s->fired          = 1;
 			d->due[d->ndue++] = s;
 		}
 	} else {
 		otimer *o = (otimer *) t;
-		if (grow((void **) &d->tfired, &d->captf, d->ntf + 1,
-		         sizeof(otimer *)) == 0)
+		if (ax_flow_grow((void **) &d->tfired, &d->captf, d->ntf + 1,
+		                 sizeof(otimer *)) == 0)
 			d->tfired[d->ntf++] = o;
 	}
 }
@@ -858,7 +842,8 @@ sweep(tdet *d)
 		sched *s = d->scheds[i];
 		if (s == NULL || s->mark == d->mark)
 			continue;
-		if (grow((void **) &gone, &cap, n + 1, sizeof(*gone)) == 0)
+		if (ax_flow_grow((void **) &gone, &cap, n + 1,
+		                 sizeof(*gone)) == 0)
 			gone[n++] = s;
 	}
 	for (size_t i = 0; i < n; i++)
