@@ -9,35 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_sched.h"
-
 #define BATCH_MAX 10000
-
-static ax_err
-arrs_end(ax_sqlarr *a, const char **p, int n)
-{
-	ax_err rv = AX_OK;
-	for (int i = 0; i < n; i++)
-		if ((p[i] = ax_sqlarr_end(&a[i])) == NULL)
-			rv =
-			    ax_err_set(AX_ENOMEM, "store_deps: out of memory");
-	return rv;
-}
-
-static void
-arrs_free(ax_sqlarr *a, int n)
-{
-	for (int i = 0; i < n; i++)
-		ax_sqlarr_fini(&a[i]);
-}
-
-/* Prepares a statement of this module on first use on s. */
-static ax_err
-stmt(ax_store *s, const char *name, const char *sql, int nparams)
-{
-	ax_err rv = ax_store_prepare(s, name, sql, nparams);
-	return rv == AX_EEXIST ? AX_OK : rv;
-}
 
 static ax_err
 too_many(const char *what, size_t n)
@@ -69,7 +41,8 @@ ax_store_deps_load_runs(ax_store *s, const int64_t *run_ids, size_t n,
 
 	*res = NULL;
 	if (run_ids == NULL) {
-		if ((rv = stmt(s, "deps_runs_all", all_sql, 0)) != AX_OK)
+		if ((rv = ax_store_prepare_once(s, "deps_runs_all", all_sql,
+		                                0)) != AX_OK)
 			return rv;
 		return ax_store_query_prepared(s, "deps_runs_all", 0, NULL,
 		                               res);
@@ -78,10 +51,11 @@ ax_store_deps_load_runs(ax_store *s, const int64_t *run_ids, size_t n,
 		return too_many("load runs", n);
 	for (size_t i = 0; i < n; i++)
 		ax_sqlarr_int(&a, run_ids[i]);
-	if ((rv = arrs_end(&a, p, 1)) == AX_OK &&
-	    (rv = stmt(s, "deps_runs_ids", ids_sql, 1)) == AX_OK)
+	if ((rv = ax_sqlarr_end_all(&a, p, 1)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "deps_runs_ids", ids_sql, 1)) ==
+	        AX_OK)
 		rv = ax_store_query_prepared(s, "deps_runs_ids", 1, p, res);
-	arrs_free(&a, 1);
+	ax_sqlarr_fini_all(&a, 1);
 	return rv;
 }
 
@@ -113,10 +87,10 @@ ax_store_deps_runs_update(ax_store *s, const ax_store_run_change *c, size_t n)
 		ax_sqlarr_text(&a[2], c[i].reason);
 		ax_sqlarr_int0(&a[3], c[i].ended_us);
 	}
-	if ((rv = arrs_end(a, p, 4)) == AX_OK &&
-	    (rv = stmt(s, "deps_runs_upd", sql, 4)) == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 4)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "deps_runs_upd", sql, 4)) == AX_OK)
 		rv = ax_store_query_prepared(s, "deps_runs_upd", 4, p, NULL);
-	arrs_free(a, 4);
+	ax_sqlarr_fini_all(a, 4);
 	return rv;
 }
 
@@ -146,14 +120,15 @@ ax_store_deps_wait_reason(ax_store *s, const int64_t *run_ids,
 		ax_sqlarr_text(&a[1], tasks[i]);
 	}
 	p[2] = reason;
-	if ((rv = arrs_end(a, p, 2)) == AX_OK &&
-	    (rv = stmt(s, "deps_wait_reason", sql, 3)) == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 2)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "deps_wait_reason", sql, 3)) ==
+	        AX_OK)
 		rv =
 		    ax_store_query_prepared(s, "deps_wait_reason", 3, p, &res);
 	if (rv == AX_OK && updated != NULL)
 		*updated = (size_t) strtoull(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
-	arrs_free(a, 2);
+	ax_sqlarr_fini_all(a, 2);
 	return rv;
 }
 
@@ -178,13 +153,15 @@ ax_store_deps_supersede(ax_store *s, const int64_t *run_ids, size_t n,
 		return too_many("supersede", n);
 	for (size_t i = 0; i < n; i++)
 		ax_sqlarr_int(&a, run_ids[i]);
-	if ((rv = arrs_end(&a, p, 1)) == AX_OK &&
-	    (rv = stmt(s, "deps_sup_cancel", cancel_sql, 1)) == AX_OK &&
-	    (rv = stmt(s, "deps_sup_live", live_sql, 1)) == AX_OK &&
+	if ((rv = ax_sqlarr_end_all(&a, p, 1)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "deps_sup_cancel", cancel_sql,
+	                                1)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "deps_sup_live", live_sql, 1)) ==
+	        AX_OK &&
 	    (rv = ax_store_query_prepared(s, "deps_sup_cancel", 1, p, NULL)) ==
 	        AX_OK)
 		rv = ax_store_query_prepared(s, "deps_sup_live", 1, p, live);
-	arrs_free(&a, 1);
+	ax_sqlarr_fini_all(&a, 1);
 	return rv;
 }
 
@@ -217,8 +194,9 @@ ax_store_deps_check_dags(ax_store *s, ax_store_dagdep_check *c, size_t n)
 		ax_sqlarr_bool(&a[1], c[i].same_period);
 		ax_sqlarr_int(&a[2], c[i].logical_us);
 	}
-	if ((rv = arrs_end(a, p, 3)) == AX_OK &&
-	    (rv = stmt(s, "deps_check_dags", sql, 3)) == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 3)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "deps_check_dags", sql, 3)) ==
+	        AX_OK)
 		rv = ax_store_query_prepared(s, "deps_check_dags", 3, p, &res);
 	for (int r = 0; rv == AX_OK && r < PQntuples(res); r++) {
 		long ord = strtol(PQgetvalue(res, r, 0), NULL, 10);
@@ -226,7 +204,7 @@ ax_store_deps_check_dags(ax_store *s, ax_store_dagdep_check *c, size_t n)
 			c[ord - 1].met = PQgetvalue(res, r, 1)[0] == 't';
 	}
 	PQclear(res);
-	arrs_free(a, 3);
+	ax_sqlarr_fini_all(a, 3);
 	return rv;
 }
 
@@ -274,12 +252,12 @@ ax_store_deps_clear(ax_store *s, const int64_t *ids, const int32_t *base,
 		ax_sqlarr_int(&a[0], ids[i]);
 		ax_sqlarr_int(&a[1], base[i] > 0 ? base[i] : 1);
 	}
-	if ((rv = arrs_end(a, p, 2)) == AX_OK &&
-	    (rv = stmt(s, "deps_clear", sql, 2)) == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 2)) == AX_OK &&
+	    (rv = ax_store_prepare_once(s, "deps_clear", sql, 2)) == AX_OK)
 		rv = ax_store_query_prepared(s, "deps_clear", 2, p, &res);
 	if (rv == AX_OK && cleared != NULL)
 		*cleared = (size_t) strtoull(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
-	arrs_free(a, 2);
+	ax_sqlarr_fini_all(a, 2);
 	return rv;
 }

@@ -6,7 +6,7 @@
  *
  * Role: keeps the dependency detector's SQL in one module; the actor
  * fills rows. Every hot-path call is one round trip for the whole batch
- * (unnest of array literals built with ax_sqlarr, store_sched.h),
+ * (unnest of array literals built with ax_sqlarr, store.h),
  * prepared once per connection.
  *
  * Invariants:
