@@ -30,8 +30,7 @@
 typedef struct ig_state {
 	const ax_pipeline_ctx *ctx;
 	ax_store              *store;
-	Ax__Command          **pending; /* failed commands, kept in order */
-	size_t                 npending, cappending;
+	ax_flow_pending        pending; /* failed commands, kept in order */
 	uint64_t               created, replayed, skipped, dropped, planned;
 } ig_state;
 
@@ -322,25 +321,8 @@ is_admit(const Ax__Command *c)
 static void
 keep_pending(ig_state *st, Ax__Command **cmds, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (st->npending >= IG_PENDING_MAX) {
-			st->dropped++;
-			ax__command__free_unpacked(cmds[i], NULL);
-			continue;
-		}
-		if (st->npending == st->cappending) {
-			size_t c = st->cappending ? st->cappending * 2 : 256;
-			Ax__Command **p = realloc(st->pending, c * sizeof(*p));
-			if (p == NULL) {
-				st->dropped++;
-				ax__command__free_unpacked(cmds[i], NULL);
-				continue;
-			}
-			st->pending    = p;
-			st->cappending = c;
-		}
-		st->pending[st->npending++] = cmds[i];
-	}
+	for (size_t i = 0; i < n; i++)
+		ax_flow_pending_keep(&st->pending, cmds[i]);
 }
 
 typedef struct plan_rows {
@@ -500,62 +482,41 @@ run_cmds(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 	return rv;
 }
 
+/* Runs cmds in slices of 1000, so one call stays one batch-sized
+ * transaction; once a slice is kept for a retry, the rest queue behind. */
+static ax_err
+run_sliced(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
+{
+	ig_state *st = arg;
+	ax_err    rv = AX_OK;
+
+	for (size_t i = 0; i < n; i += 1000) {
+		size_t m = n - i < 1000 ? n - i : 1000;
+		if (st->pending.n > 0) {
+			keep_pending(st, cmds + i, m);
+			continue;
+		}
+		ax_err r = run_cmds(self, st, cmds + i, m);
+		if (r != AX_OK && rv == AX_OK)
+			rv = r;
+	}
+	return rv;
+}
+
 static ax_err
 ig_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
-	ig_state     *st   = state;
-	Ax__Command **cmds = calloc(n, sizeof(*cmds));
-	size_t        k    = 0;
-
-	if (cmds == NULL)
-		return ax_err_set(AX_ENOMEM,
-		                  "instance_generator: out of memory");
-	if (st->npending > 0) {
-		/* Keep order: newer commands wait behind the kept ones. */
-		for (size_t i = 0; i < n; i++) {
-			Ax__Command *c = items[i].type == AX_ITEM_COMMAND
-			    ? ax_pipeline_unpack(self, &items[i])
-			    : NULL;
-			if (c != NULL)
-				keep_pending(st, &c, 1);
-		}
-		free(cmds);
-		return AX_OK;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (items[i].type == AX_ITEM_COMMAND &&
-		    (cmds[k] = ax_pipeline_unpack(self, &items[i])) != NULL)
-			k++;
-	ax_err rv = run_cmds(self, st, cmds, k);
-	free(cmds);
-	return rv;
+	ig_state *st = state;
+	return ax_flow_pending_handle(self, st, &st->pending, items, n,
+	                              run_sliced);
 }
 
 static ax_err
 ig_tick(ax_actor *self, void *state, int64_t now)
 {
-	ig_state     *st = state;
-	Ax__Command **p  = st->pending;
-	size_t        n  = st->npending;
-
+	ig_state *st = state;
 	(void) now;
-	st->pending    = NULL;
-	st->npending   = 0;
-	st->cappending = 0;
-	ax_err rv      = AX_OK;
-	/* Runs in slices so one tick stays one batch-sized transaction. */
-	for (size_t i = 0; i < n; i += 1000) {
-		size_t m = n - i < 1000 ? n - i : 1000;
-		if (st->npending > 0) {
-			keep_pending(st, p + i, m);
-			continue;
-		}
-		ax_err r = run_cmds(self, st, p + i, m);
-		if (r != AX_OK && rv == AX_OK)
-			rv = r;
-	}
-	free(p);
-	return rv;
+	return ax_flow_pending_retry(self, st, &st->pending, run_sliced);
 }
 
 static void
@@ -571,10 +532,9 @@ ig_fini(void *state)
 	            (unsigned long long) st->created,
 	            (unsigned long long) st->replayed,
 	            (unsigned long long) st->skipped,
-	            (unsigned long long) st->dropped, st->npending);
-	for (size_t i = 0; i < st->npending; i++)
-		ax__command__free_unpacked(st->pending[i], NULL);
-	free(st->pending);
+	            (unsigned long long) (st->dropped + st->pending.dropped),
+	            st->pending.n);
+	ax_flow_pending_fini(&st->pending);
 	ax_store_close(st->store);
 	free(st);
 }
@@ -594,6 +554,7 @@ ax_instance_generator_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 		return ax_err_set(AX_ENOMEM,
 		                  "instance_generator: out of memory");
 	st->ctx             = ctx;
+	st->pending.max     = IG_PENDING_MAX;
 	ax_actor_config cfg = {
 		.name = AX_A_INSTANCE_GENERATOR,
 		.url  = ax_config_actor_addr(ctx->cfg, AX_A_INSTANCE_GENERATOR,
