@@ -6,11 +6,49 @@
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dag.h"
 #include "dag_validate.h"
 #include "dag_yaml.h"
+#include "log.h"
+#include "migrate.h"
+
+void
+ax_test_pipeline_db(ax_test_pg **pg, ax_store **st, ax_config **cfg,
+                    ax_pipeline_ctx *ctx)
+{
+	int applied;
+
+	ax_log_init(AX_LOG_WARN, 2);
+	cr_assert_eq(ax_test_pg_start(pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(*pg), &applied), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(*pg), st), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_config_load(NULL, cfg), AX_OK);
+	ctx->cfg = *cfg;
+	ctx->dsn = ax_test_pg_dsn(*pg);
+}
+
+void
+ax_test_send(ax_actor_system *sys, const char *dest, Ax__Command *cmd)
+{
+	ax_actor_client *cl;
+	size_t           len = ax__command__get_packed_size(cmd);
+	uint8_t         *buf = malloc(len + 1);
+	ax_actor_item    it  = { .type = AX_ITEM_COMMAND,
+		                 .len  = (uint32_t) len,
+		                 .data = buf };
+
+	cr_assert_not_null(buf);
+	ax__command__pack(cmd, buf);
+	cr_assert_eq(ax_actor_client_new(sys, "test", &cl), AX_OK);
+	cr_assert_eq(ax_actor_client_send(cl, dest, &it, 1, 0), AX_OK);
+	ax_actor_client_free(cl);
+	free(buf);
+}
 
 ax_dag_store_result
 ax_test_store_dag(ax_store *st, const char *yaml)

@@ -1,7 +1,8 @@
 /*
  * store_fixture.h - helpers the integration tests share on top of a
- * migrated throwaway database (tests/pg_harness.h): store a DAG from
- * YAML, read one integer with a query.
+ * migrated throwaway database (tests/pg_harness.h): start and migrate
+ * one with a pipeline context, store a DAG from YAML, read one integer
+ * with a query, send a command to an actor.
  *
  * Both assert (criterion) instead of returning errors: a failure here is
  * a broken test setup, reported with the detail and the SQL.
@@ -12,8 +13,22 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "actor.h"
+#include "config.h"
 #include "dag_store.h"
+#include "pg_harness.h"
+#include "pipeline.h"
 #include "store.h"
+
+/*
+ * Starts a throwaway cluster (*pg), migrates it, opens *st on it and
+ * sets ctx->cfg (*cfg, the defaults) and ctx->dsn; logs at warn.
+ */
+void ax_test_pipeline_db(ax_test_pg **pg, ax_store **st, ax_config **cfg,
+                         ax_pipeline_ctx *ctx);
+
+/* Sends cmd to the actor dest of sys from a client named "test". */
+void ax_test_send(ax_actor_system *sys, const char *dest, Ax__Command *cmd);
 
 /* Validates and stores the one DAG of yaml; returns ids of the result. */
 ax_dag_store_result ax_test_store_dag(ax_store *st, const char *yaml);

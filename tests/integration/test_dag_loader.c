@@ -38,15 +38,7 @@ static ax_time_detector_stats tstats;
 static void
 setup(void)
 {
-	int applied;
-	ax_log_init(AX_LOG_WARN, 2);
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
-	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);
-	ctx.cfg = cfg;
-	ctx.dsn = ax_test_pg_dsn(pg);
+	ax_test_pipeline_db(&pg, &st, &cfg, &ctx);
 	cr_assert_eq(ax_dag_registry_new(&ctx.registry), AX_OK);
 }
 
@@ -118,25 +110,14 @@ exec(const char *sql)
 static void
 control(const char *op, const char *dag)
 {
-	Ax__Command      cmd = AX__COMMAND__INIT;
-	Ax__ControlOp    c   = AX__CONTROL_OP__INIT;
-	ax_actor_client *cl;
+	Ax__Command   cmd = AX__COMMAND__INIT;
+	Ax__ControlOp c   = AX__CONTROL_OP__INIT;
 
 	c.op          = (char *) op;
 	c.dag         = (char *) dag;
 	cmd.body_case = AX__COMMAND__BODY_CONTROL;
 	cmd.control   = &c;
-	size_t   len  = ax__command__get_packed_size(&cmd);
-	uint8_t *buf  = malloc(len);
-	ax__command__pack(&cmd, buf);
-	ax_actor_item it = { .type = AX_ITEM_COMMAND,
-		             .len  = (uint32_t) len,
-		             .data = buf };
-	cr_assert_eq(ax_actor_client_new(sys, "test", &cl), AX_OK);
-	cr_assert_eq(ax_actor_client_send(cl, AX_A_DAG_LOADER, &it, 1, 0),
-	             AX_OK);
-	ax_actor_client_free(cl);
-	free(buf);
+	ax_test_send(sys, AX_A_DAG_LOADER, &cmd);
 }
 
 #define N_DAGS 30000

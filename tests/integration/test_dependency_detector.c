@@ -128,15 +128,7 @@ static ax_actor_system *sys;
 static void
 setup(void)
 {
-	int applied;
-	ax_log_init(AX_LOG_WARN, 2);
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
-	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);
-	ctx.cfg = cfg;
-	ctx.dsn = ax_test_pg_dsn(pg);
+	ax_test_pipeline_db(&pg, &st, &cfg, &ctx);
 	pthread_mutex_init(&ready_cap.mu, NULL);
 	pthread_mutex_init(&hook_cap.mu, NULL);
 	pthread_mutex_init(&ev_cap.mu, NULL);
@@ -238,21 +230,7 @@ make_run(int64_t dag_id, int64_t sec)
 	             (long long) sec * 1000000, (long long) dag_id);
 }
 
-static void
-client_send(const char *dest, Ax__Command *cmd)
-{
-	ax_actor_client *cl;
-	size_t           len = ax__command__get_packed_size(cmd);
-	uint8_t         *buf = malloc(len);
-	ax__command__pack(cmd, buf);
-	ax_actor_item it = { .type = AX_ITEM_COMMAND,
-		             .len  = (uint32_t) len,
-		             .data = buf };
-	cr_assert_eq(ax_actor_client_new(sys, "test", &cl), AX_OK);
-	cr_assert_eq(ax_actor_client_send(cl, dest, &it, 1, 0), AX_OK);
-	ax_actor_client_free(cl);
-	free(buf);
-}
+#define client_send(dest, cmd) ax_test_send(sys, dest, cmd)
 
 static void
 send_due_at(const char *dag, int64_t run, int64_t due_us)
