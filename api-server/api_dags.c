@@ -216,29 +216,22 @@ void
 ax_api_dag_show(ax_api_req *q, ax_api_resp *r)
 {
 	PGresult *res;
-	ax_err    rv;
 
 	const char *p[] = { q->params[0] };
-	rv              = ax_store_query(
-	                 q->st,
-	                 "SELECT d.id, d.name, d.paused, v.version, v.id AS version_id, "
-	                              "v.content_hash, v.source, v.definition, v.yaml, "
-	                              "d.created_at, d.updated_at, v.created_at AS version_created_at, "
-	                              "s.next_fire_at, s.last_fire_at "
-	                              "FROM dags d LEFT JOIN dag_versions v "
-	                              "ON v.id = d.active_version_id "
-	                              "LEFT JOIN schedules s ON s.dag_id = d.id "
-	                              "WHERE d.name = $1",
-	                 1, p, &res);
-	if (rv != AX_OK) {
-		ax_api_reply_err(r, rv);
+	res             = ax_api_query_row(
+	                q, r,
+	                "SELECT d.id, d.name, d.paused, v.version, v.id AS version_id, "
+	                            "v.content_hash, v.source, v.definition, v.yaml, "
+	                            "d.created_at, d.updated_at, v.created_at AS version_created_at, "
+	                            "s.next_fire_at, s.last_fire_at "
+	                            "FROM dags d LEFT JOIN dag_versions v "
+	                            "ON v.id = d.active_version_id "
+	                            "LEFT JOIN schedules s ON s.dag_id = d.id "
+	                            "WHERE d.name = $1",
+	                1, p, "no DAG named '%s'", q->params[0]);
+	if (res == NULL)
 		return;
-	}
-	if (PQntuples(res) == 0)
-		ax_api_reply_error(r, 404, "not_found", "no DAG named '%s'",
-		                   q->params[0]);
-	else
-		ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
+	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
 	PQclear(res);
 }
 
@@ -247,23 +240,15 @@ static int
 find_dag(ax_api_req *q, ax_api_resp *r, int64_t *id, int *paused)
 {
 	PGresult *res;
-	ax_err    rv;
 
 	const char *p[] = { q->params[0] };
-	rv              = ax_store_query(q->st,
-	                                 "SELECT id, paused, active_version_id FROM dags "
-	                                              "WHERE name = $1",
-	                                 1, p, &res);
-	if (rv != AX_OK) {
-		ax_api_reply_err(r, rv);
+	res =
+	    ax_api_query_row(q, r,
+	                     "SELECT id, paused, active_version_id FROM dags "
+	                     "WHERE name = $1",
+	                     1, p, "no DAG named '%s'", q->params[0]);
+	if (res == NULL)
 		return 0;
-	}
-	if (PQntuples(res) == 0) {
-		PQclear(res);
-		ax_api_reply_error(r, 404, "not_found", "no DAG named '%s'",
-		                   q->params[0]);
-		return 0;
-	}
 	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	if (paused != NULL)
 		*paused = PQgetvalue(res, 0, 1)[0] == 't';

@@ -127,6 +127,30 @@ ax_api_reply_err(ax_api_resp *r, ax_err e)
 	}
 }
 
+PGresult *
+ax_api_query_row(ax_api_req *q, ax_api_resp *r, const char *sql,
+                 int nparams, const char *const *params, const char *missing,
+                 ...)
+{
+	PGresult *res = NULL;
+	ax_err    rv  = ax_store_query(q->st, sql, nparams, params, &res);
+	char      detail[512];
+	va_list   ap;
+
+	if (rv != AX_OK) {
+		ax_api_reply_err(r, rv);
+		return NULL;
+	}
+	if (PQntuples(res) > 0)
+		return res;
+	PQclear(res);
+	va_start(ap, missing);
+	vsnprintf(detail, sizeof(detail), missing, ap);
+	va_end(ap);
+	ax_api_reply_error(r, 404, "not_found", "%s", detail);
+	return NULL;
+}
+
 const char *
 ax_api_query(const ax_api_req *q, const char *key)
 {

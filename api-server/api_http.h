@@ -81,6 +81,17 @@ json_t *ax_api_reply_error(ax_api_resp *r, unsigned status, const char *code,
  */
 void ax_api_reply_err(ax_api_resp *r, ax_err e);
 
+/*
+ * Runs sql (nparams text params) on the request's connection and returns
+ * the result when it has a row (the caller PQclear()s it); otherwise
+ * NULL after setting the answer: the error of the call, or 404 not_found
+ * with the detail printf(missing, ...).
+ */
+PGresult *ax_api_query_row(ax_api_req *q, ax_api_resp *r, const char *sql,
+                           int nparams, const char *const *params,
+                           const char *missing, ...)
+    __attribute__((format(printf, 6, 7)));
+
 /* The query argument key (decoded) or NULL. */
 const char *ax_api_query(const ax_api_req *q, const char *key);
 

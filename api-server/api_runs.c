@@ -132,29 +132,23 @@ ax_api_run_show(ax_api_req *q, ax_api_resp *r)
 {
 	int64_t   id;
 	PGresult *res;
-	ax_err    rv;
 
 	if (!path_id(q, r, &id))
 		return;
 	const char *p[] = { q->params[0] };
-	rv              = ax_store_query(
-	                 q->st,
-	                 "SELECT " RUN_COLS
-	                 ", (SELECT coalesce(jsonb_object_agg(state, n), "
-	                              "'{}') FROM (SELECT state, count(*) AS n FROM "
-	                              "task_instances WHERE dag_run_id = r.id GROUP BY state) "
-	                              "x) AS instances_by_state "
-	                              "FROM dag_runs r JOIN dags d ON d.id = r.dag_id "
-	                              "WHERE r.id = $1::bigint",
-	                 1, p, &res);
-	if (rv != AX_OK) {
-		ax_api_reply_err(r, rv);
+	res             = ax_api_query_row(
+	                q, r,
+	                "SELECT " RUN_COLS
+	                ", (SELECT coalesce(jsonb_object_agg(state, n), "
+	                            "'{}') FROM (SELECT state, count(*) AS n FROM "
+	                            "task_instances WHERE dag_run_id = r.id GROUP BY state) "
+	                            "x) AS instances_by_state "
+	                            "FROM dag_runs r JOIN dags d ON d.id = r.dag_id "
+	                            "WHERE r.id = $1::bigint",
+	                1, p, "no run %" PRId64, id);
+	if (res == NULL)
 		return;
-	}
-	if (PQntuples(res) == 0)
-		ax_api_reply_error(r, 404, "not_found", "no run %" PRId64, id);
-	else
-		ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
+	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
 	PQclear(res);
 }
 
@@ -212,34 +206,27 @@ ax_api_instance_show(ax_api_req *q, ax_api_resp *r)
 {
 	int64_t   id;
 	PGresult *res;
-	ax_err    rv;
 
 	if (!path_id(q, r, &id))
 		return;
 	const char *p[] = { q->params[0] };
-	rv              = ax_store_query(
-	                 q->st,
-	                 "SELECT " TI_COLS
-	                 ", (SELECT coalesce(jsonb_agg(jsonb_build_object("
-	                              "'number', a.number, 'run_id', a.run_id, 'state', a.state, "
-	                              "'worker_id', a.worker_id, 'due_at', a.due_at, "
-	                              "'admitted_at', a.admitted_at, 'dispatched_at', "
-	                              "a.dispatched_at, 'started_at', a.started_at, 'ended_at', "
-	                              "a.ended_at, 'exit_status', a.exit_status, 'log_path', "
-	                              "a.log_path, 'reason', a.reason) ORDER BY a.number), "
-	                              "'[]') FROM attempts a WHERE a.instance_id = i.id) AS "
-	                              "attempts FROM task_instances i JOIN dags d "
-	                              "ON d.id = i.dag_id WHERE i.id = $1::bigint",
-	                 1, p, &res);
-	if (rv != AX_OK) {
-		ax_api_reply_err(r, rv);
+	res             = ax_api_query_row(
+	                q, r,
+	                "SELECT " TI_COLS
+	                ", (SELECT coalesce(jsonb_agg(jsonb_build_object("
+	                            "'number', a.number, 'run_id', a.run_id, 'state', a.state, "
+	                            "'worker_id', a.worker_id, 'due_at', a.due_at, "
+	                            "'admitted_at', a.admitted_at, 'dispatched_at', "
+	                            "a.dispatched_at, 'started_at', a.started_at, 'ended_at', "
+	                            "a.ended_at, 'exit_status', a.exit_status, 'log_path', "
+	                            "a.log_path, 'reason', a.reason) ORDER BY a.number), "
+	                            "'[]') FROM attempts a WHERE a.instance_id = i.id) AS "
+	                            "attempts FROM task_instances i JOIN dags d "
+	                            "ON d.id = i.dag_id WHERE i.id = $1::bigint",
+	                1, p, "no task instance %" PRId64, id);
+	if (res == NULL)
 		return;
-	}
-	if (PQntuples(res) == 0)
-		ax_api_reply_error(r, 404, "not_found",
-		                   "no task instance %" PRId64, id);
-	else
-		ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
+	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
 	PQclear(res);
 }
 
@@ -251,20 +238,12 @@ instance_state(ax_api_req *q, ax_api_resp *r, int64_t id, ax_ti_state *st)
 	ax_err    rv;
 
 	const char *p[] = { q->params[0] };
-	rv              = ax_store_query(q->st,
-	                                 "SELECT state FROM task_instances WHERE id = "
-	                                              "$1::bigint",
-	                                 1, p, &res);
-	if (rv != AX_OK) {
-		ax_api_reply_err(r, rv);
+	res             = ax_api_query_row(q, r,
+	                                   "SELECT state FROM task_instances WHERE id = "
+	                                               "$1::bigint",
+	                                   1, p, "no task instance %" PRId64, id);
+	if (res == NULL)
 		return 0;
-	}
-	if (PQntuples(res) == 0) {
-		PQclear(res);
-		ax_api_reply_error(r, 404, "not_found",
-		                   "no task instance %" PRId64, id);
-		return 0;
-	}
 	rv = ax_state_parse(PQgetvalue(res, 0, 0), st);
 	PQclear(res);
 	if (rv != AX_OK) {
