@@ -128,9 +128,8 @@ ax_api_reply_err(ax_api_resp *r, ax_err e)
 }
 
 PGresult *
-ax_api_query_row(ax_api_req *q, ax_api_resp *r, const char *sql,
-                 int nparams, const char *const *params, const char *missing,
-                 ...)
+ax_api_query_row(ax_api_req *q, ax_api_resp *r, const char *sql, int nparams,
+                 const char *const *params, const char *missing, ...)
 {
 	PGresult *res = NULL;
 	ax_err    rv  = ax_store_query(q->st, sql, nparams, params, &res);
