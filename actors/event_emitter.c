@@ -366,7 +366,6 @@ em_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 		}
 		evs[k++] = e;
 	}
-	atomic_fetch_add(&em->events, k);
 	if (em->stats_due == 0 && em->ctx->dsn != NULL) {
 		em->stats_due = ax_clock_mono_us() + AX_EVENT_EMITTER_STATS_US;
 		arm(self, em);
@@ -378,6 +377,9 @@ em_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			        "sink %s: %s", em_sinks[s].name,
 			        ax_err_detail());
 	}
+	/* counted after the sinks ran: whoever reads events == N also sees
+	 * what the sinks did with them (stored, dropped) */
+	atomic_fetch_add(&em->events, k);
 	for (size_t i = 0; i < k; i++)
 		if (evs[i] != NULL)
 			ax__event__free_unpacked(evs[i], NULL);
