@@ -500,6 +500,67 @@ Test(store, prepared_statements_and_errors)
 	PQclear(r);
 }
 
+/* The cached plan of `name` on st's connection, as EXPLAIN prints it. */
+static char *
+cached_plan(const char *name, const char *arg)
+{
+	char      sql[128];
+	PGresult *r;
+	size_t    len = 0;
+	char     *out = calloc(1, 4096);
+	snprintf(sql, sizeof(sql), "EXPLAIN EXECUTE %s('%s')", name, arg);
+	cr_assert_eq(ax_store_query(st, sql, 0, NULL, &r), AX_OK, "%s",
+	             ax_err_detail());
+	for (int i = 0; i < PQntuples(r) && len < 4000; i++)
+		len += (size_t) snprintf(out + len, 4096 - len, "%s\n",
+		                         PQgetvalue(r, i, 0));
+	PQclear(r);
+	return out;
+}
+
+/* A generic plan made while a table was empty must not stay once the
+ * table has grown: the batch lookups would scan the whole table at every
+ * call (quadratic in the table's growth). */
+Test(store, cached_plans_follow_table_growth)
+{
+	const char *sql    = "SELECT a.id FROM unnest($1::uuid[]) AS u(rid) "
+	                     "JOIN attempts a ON a.run_id = u.rid";
+	const char *arg[1] = { "{00000000-0000-7000-8000-000000000001}" };
+	PGresult   *r;
+	cr_assert_eq(ax_store_prepare(st, "lookup", sql, 1), AX_OK, "%s",
+	             ax_err_detail());
+	for (int i = 0; i < 8; i++) { /* the generic plan: table empty */
+		cr_assert_eq(ax_store_query_prepared(st, "lookup", 1, arg, &r),
+		             AX_OK, "%s", ax_err_detail());
+		PQclear(r);
+	}
+	char *plan = cached_plan("lookup", arg[0]);
+	cr_assert(strstr(plan, "Seq Scan on attempts") != NULL,
+	          "expected the empty-table plan to scan:\n%s", plan);
+	free(plan);
+	int64_t iid = one_instance();
+	char    ins[256];
+	snprintf(
+	    ins, sizeof(ins),
+	    "WITH i AS (INSERT INTO attempts (run_id, instance_id, number, "
+	    "due_at) SELECT gen_random_uuid(), %lld, g, now() FROM "
+	    "generate_series(1, 50000) g RETURNING 1) SELECT count(*) "
+	    "FROM i",
+	    (long long) iid);
+	cr_assert_eq(q64(ins), 50000);
+	for (int i = 0; i < 200; i++) {
+		cr_assert_eq(ax_store_query_prepared(st, "lookup", 1, arg, &r),
+		             AX_OK, "%s", ax_err_detail());
+		PQclear(r);
+	}
+	plan = cached_plan("lookup", arg[0]);
+	cr_assert(strstr(plan, "Seq Scan on attempts") == NULL,
+	          "the plan still scans attempts after it grew to 50,000 "
+	          "rows:\n%s",
+	          plan);
+	free(plan);
+}
+
 Test(store, connect_error_masks_password)
 {
 	ax_store *s = (ax_store *) 1;
