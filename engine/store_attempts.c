@@ -39,22 +39,31 @@ col_str(PGresult *r, int row, int col, char *buf, size_t len)
 	"LIMIT 1) a ON true WHERE ti.id = ANY($1::bigint[]) "                 \
 	"ORDER BY ti.id FOR UPDATE OF ti"
 
+/* The attempts of the admitted instances, and their move to READY (with
+ * the new try number) in the same statement: one write of each row, not
+ * a move and then a try_number update. The rows are locked, so `was` is
+ * their state; the state guard trigger still checks the move. Moves to
+ * READY as SQL_MOVE_TI makes them: reason cleared, ready_at now, ended_at
+ * cleared. */
 #define SQL_ADMIT_INSERT                                                      \
 	"WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], "          \
-	"$3::int[], "                                                         \
-	"$4::bigint[], $5::bigint[]) AS u(iid, rid, num, due, adm)), "        \
+	"$3::int[], $4::bigint[], $5::bigint[], $6::text[]) "                 \
+	"AS u(iid, rid, num, due, adm, was)), "                               \
 	"ins AS (INSERT INTO attempts (run_id, instance_id, number, due_at, " \
 	"admitted_at) SELECT rid::uuid, iid, num, ax_ts(due), ax_ts(adm) "    \
 	"FROM u ORDER BY iid ON CONFLICT DO NOTHING RETURNING instance_id), " \
-	"upd AS (UPDATE task_instances t SET try_number = u.num FROM u "      \
-	"WHERE t.id = u.iid AND t.try_number < u.num RETURNING t.id) "        \
+	"upd AS (UPDATE task_instances t SET "                                \
+	"try_number = greatest(t.try_number, u.num), state = 'READY', "       \
+	"reason = CASE WHEN u.was = 'READY' THEN t.reason END, "              \
+	"ready_at = CASE WHEN u.was = 'READY' THEN t.ready_at ELSE now() "    \
+	"END, ended_at = NULL, updated_at = now() FROM u "                    \
+	"WHERE t.id = u.iid AND t.state = u.was RETURNING t.id) "             \
 	"SELECT instance_id FROM ins"
 
 typedef struct admit_batch {
 	ax_store_admit_row *rows;
 	size_t              n;
-	size_t             *first; /* index of the first row with same id */
-	ax_store_ti_move   *moves;
+	size_t             *first;   /* index of the first row with same id */
 	size_t             *new_idx; /* rows getting a new attempt */
 } admit_batch;
 
@@ -130,7 +139,7 @@ static ax_err
 admit_tx(ax_store *s, void *arg)
 {
 	admit_batch *b  = arg;
-	size_t       nm = 0, nn = 0;
+	size_t       nn = 0;
 	ax_err       rv;
 
 	for (size_t i = 0; i < b->n; i++) {
@@ -141,25 +150,13 @@ admit_tx(ax_store *s, void *arg)
 	}
 	if ((rv = admit_lock(s, b)) != AX_OK)
 		return rv;
-	for (size_t i = 0; i < b->n; i++) {
-		ax_store_admit_row *x = &b->rows[i];
-		if (b->first[i] != i || x->action != AX_ADMIT_NEW)
-			continue;
-		b->new_idx[nn++] = i;
-		if (x->state_before != AX_TI_READY)
-			b->moves[nm++] = (ax_store_ti_move) {
-				.instance_id = x->instance_id,
-				.from        = x->state_before,
-				.to          = AX_TI_READY,
-			};
-	}
-	if (nm > 0 &&
-	    (rv = ax_store_move_instances(s, b->moves, nm, NULL)) != AX_OK)
-		return rv;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->first[i] == i && b->rows[i].action == AX_ADMIT_NEW)
+			b->new_idx[nn++] = i;
 	if (nn == 0)
 		return AX_OK;
-	ax_sqlarr   a[5];
-	const char *p[5];
+	ax_sqlarr   a[6];
+	const char *p[6];
 	PGresult   *r = NULL;
 	memset(a, 0, sizeof(a));
 	for (size_t k = 0; k < nn; k++) {
@@ -169,12 +166,13 @@ admit_tx(ax_store *s, void *arg)
 		ax_sqlarr_int(&a[2], x->attempt);
 		ax_sqlarr_int(&a[3], x->due_at_us);
 		ax_sqlarr_int(&a[4], x->admitted_at_us);
+		ax_sqlarr_text(&a[5], ax_state_name(x->state_before));
 	}
-	rv = ax_sqlarr_end_all(a, p, 5);
+	rv = ax_sqlarr_end_all(a, p, 6);
 	if (rv == AX_OK)
 		rv =
-		    ax_store_query_prepared(s, "ax_sa.admit_insert", 5, p, &r);
-	ax_sqlarr_fini_all(a, 5);
+		    ax_store_query_prepared(s, "ax_sa.admit_insert", 6, p, &r);
+	ax_sqlarr_fini_all(a, 6);
 	if (rv != AX_OK)
 		return rv;
 	/* The rows are locked, so a conflict means an attempt numbered
@@ -206,12 +204,11 @@ ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 	if ((rv = ax_store_prepare_once(s, "ax_sa.admit_lock", SQL_ADMIT_LOCK,
 	                                1)) != AX_OK ||
 	    (rv = ax_store_prepare_once(s, "ax_sa.admit_insert",
-	                                SQL_ADMIT_INSERT, 5)) != AX_OK)
+	                                SQL_ADMIT_INSERT, 6)) != AX_OK)
 		return rv;
 	b.first   = malloc(sizeof(size_t) * n);
-	b.moves   = malloc(sizeof(ax_store_ti_move) * n);
 	b.new_idx = malloc(sizeof(size_t) * n);
-	if (b.first == NULL || b.moves == NULL || b.new_idx == NULL) {
+	if (b.first == NULL || b.new_idx == NULL) {
 		rv = ax_err_set(AX_ENOMEM, "store: out of memory");
 		goto out;
 	}
@@ -245,7 +242,6 @@ ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 		}
 out:
 	free(b.first);
-	free(b.moves);
 	free(b.new_idx);
 	return rv;
 }
