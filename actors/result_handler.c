@@ -6,7 +6,9 @@
  * their instances locked (one statement); the results are then applied
  * in arrival order to an in-memory copy of each attempt and instance
  * state, which yields per instance a chain of legal moves (at most
- * RH_CHAIN_MAX, e.g. READY -> RUNNING -> FAILED -> PENDING). The k-th
+ * RH_CHAIN_MAX, e.g. READY -> RUNNING -> FAILED -> PENDING). A step
+ * into RUNNING and the step out of it are written as one move through
+ * RUNNING (one row write; both events stay). The k-th
  * moves of every chain go out as one batched guarded move, then one
  * attempt update and one event insert: a handful of round trips per
  * batch whatever its size. Messages leave only after the commit.
@@ -410,6 +412,27 @@ init_run(rh_run *x)
 	x->upd.run_id = x->run_id;
 }
 
+/* Joins each X -> RUNNING with the RUNNING -> Y after it into one move
+ * X -> Y through RUNNING: the row is written once (a start and its end
+ * often arrive in one batch); the chain's events are untouched. */
+static void
+fold_running(rh_run *x)
+{
+	int n = 0;
+	for (int k = 0; k < x->nchain; k++) {
+		ax_store_ti_move m = x->chain[k];
+		if (m.to == AX_TI_RUNNING && !m.via_running &&
+		    k + 1 < x->nchain) {
+			m.to          = x->chain[k + 1].to;
+			m.reason      = x->chain[k + 1].reason;
+			m.via_running = 1;
+			k++;
+		}
+		x->chain[n++] = m;
+	}
+	x->nchain = n;
+}
+
 static ax_err
 rh_tx(ax_store *s, void *arg)
 {
@@ -441,6 +464,8 @@ rh_tx(ax_store *s, void *arg)
 		if (x != NULL && x->info.found)
 			apply(b->st, x, res, now);
 	}
+	for (size_t i = 0; i < b->nruns; i++)
+		fold_running(&b->runs[i]);
 	for (int k = 0; k < RH_CHAIN_MAX; k++) {
 		size_t nm = 0;
 		for (size_t i = 0; i < b->nruns; i++)

@@ -1355,13 +1355,13 @@ ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
 	"updated_at = now(), "                                                \
 	"ready_at = CASE WHEN u.to_s = 'READY' THEN now() "                   \
 	"WHEN u.to_s = 'PENDING' THEN NULL ELSE t.ready_at END, "             \
-	"started_at = CASE WHEN u.to_s = 'RUNNING' THEN now() "               \
+	"started_at = CASE WHEN u.to_s = 'RUNNING' OR u.via THEN now() "      \
 	"WHEN u.to_s = 'PENDING' THEN NULL ELSE t.started_at END, "           \
 	"ended_at = CASE WHEN u.to_s IN ('SUCCESS', 'FAILED', 'TIMEOUT', "    \
 	"'CANCELED', 'SKIPPED') THEN now() "                                  \
 	"WHEN u.to_s IN ('PENDING', 'READY') THEN NULL ELSE t.ended_at END "  \
-	"FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) "      \
-	"AS u(id, from_s, to_s, rs) "                                         \
+	"FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "      \
+	"$5::bool[]) AS u(id, from_s, to_s, rs, via) "                        \
 	"WHERE t.id = u.id AND t.state = u.from_s RETURNING t.id"
 
 typedef struct move_batch {
@@ -1374,8 +1374,8 @@ static ax_err
 move_tx(ax_store *s, void *arg)
 {
 	move_batch *b    = arg;
-	ax_sqlarr   a[4] = { 0 };
-	const char *p[4];
+	ax_sqlarr   a[5] = { 0 };
+	const char *p[5];
 	PGresult   *r = NULL;
 	ax_err      rv;
 
@@ -1385,10 +1385,11 @@ move_tx(ax_store *s, void *arg)
 		ax_sqlarr_text(&a[1], ax_state_name(b->moves[i].from));
 		ax_sqlarr_text(&a[2], ax_state_name(b->moves[i].to));
 		ax_sqlarr_text(&a[3], b->moves[i].reason);
+		ax_sqlarr_text(&a[4], b->moves[i].via_running ? "t" : "f");
 	}
-	if ((rv = ax_sqlarr_end_all(a, p, 4)) == AX_OK)
-		rv = ax_store_query_prepared(s, "ax_store.move_ti", 4, p, &r);
-	ax_sqlarr_fini_all(a, 4);
+	if ((rv = ax_sqlarr_end_all(a, p, 5)) == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_store.move_ti", 5, p, &r);
+	ax_sqlarr_fini_all(a, 5);
 	if (rv != AX_OK)
 		return rv;
 	b->applied   = (size_t) PQntuples(r);
@@ -1417,8 +1418,11 @@ moves_validate(const ax_store_ti_move *moves, size_t n)
 	if ((rv = batch_limit(n, "moves")) != AX_OK)
 		return rv;
 	for (size_t i = 0; i < n; i++) {
-		if ((rv = ax_state_check(moves[i].from, moves[i].to)) !=
-		    AX_OK) {
+		const ax_store_ti_move *m = &moves[i];
+		ax_ti_state mid = m->via_running ? AX_TI_RUNNING : m->from;
+		if ((m->via_running &&
+		     (rv = ax_state_check(m->from, mid)) != AX_OK) ||
+		    (rv = ax_state_check(mid, m->to)) != AX_OK) {
 			char d[256];
 			snprintf(d, sizeof(d), "%s", ax_err_detail());
 			return ax_err_set(
@@ -1456,7 +1460,7 @@ ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,
 	if ((rv = moves_validate(moves, n)) != AX_OK || n == 0)
 		return rv;
 	if ((rv = ax_store_prepare_once(s, "ax_store.move_ti", SQL_MOVE_TI,
-	                                4)) != AX_OK)
+	                                5)) != AX_OK)
 		return rv;
 	rv = ax_store_tx_join(s, move_tx, &b);
 	if (rv == AX_OK && applied != NULL)

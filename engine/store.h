@@ -296,10 +296,13 @@ ax_err ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
 /* One guarded move of a task instance for ax_store_move_instances. */
 typedef struct ax_store_ti_move {
 	int64_t     instance_id;
-	ax_ti_state from;    /* expected current state */
-	ax_ti_state to;      /* new state */
-	const char *reason;  /* reason code, may be NULL */
-	int         applied; /* out: 1 when the row was in `from` and moved */
+	ax_ti_state from;   /* expected current state */
+	ax_ti_state to;     /* new state */
+	const char *reason; /* reason code, may be NULL */
+	/* 1: from -> RUNNING -> to in one row write (both moves legal);
+	 * started_at is set as a move to RUNNING sets it */
+	int via_running;
+	int applied; /* out: 1 when the row was in `from` and moved */
 } ax_store_ti_move;
 
 /*

@@ -183,6 +183,56 @@ Test(store, illegal_move_refused_by_sql_trigger)
 	             AX_ESTATE, "unknown states are not legal targets");
 }
 
+/* A start and its end in one write: READY -> SUCCESS through RUNNING,
+ * only with started_at recorded; never as a plain move. */
+Test(store, move_through_running_records_the_start)
+{
+	char        id[24];
+	const char *p[1] = { id };
+	int64_t     iid  = one_instance();
+	snprintf(id, sizeof(id), "%lld", (long long) iid);
+	cr_assert_eq(ax_store_exec(st,
+	                           "UPDATE task_instances SET state = 'READY' "
+	                           "WHERE id = $1",
+	                           1, p),
+	             AX_OK, "%s", ax_err_detail());
+	/* C: a plain READY -> SUCCESS is refused; PENDING through RUNNING
+	 * too (PENDING -> RUNNING is not a move) */
+	ax_store_ti_move m = { .instance_id = iid,
+		               .from        = AX_TI_READY,
+		               .to          = AX_TI_SUCCESS };
+	cr_assert_eq(ax_store_move_instances(st, &m, 1, NULL), AX_ESTATE);
+	m = (ax_store_ti_move) { .instance_id = iid,
+		                 .from        = AX_TI_PENDING,
+		                 .to          = AX_TI_SUCCESS,
+		                 .via_running = 1 };
+	cr_assert_eq(ax_store_move_instances(st, &m, 1, NULL), AX_ESTATE);
+	/* SQL: skipping RUNNING without recording the start is refused */
+	cr_assert_eq(ax_store_exec(st,
+	                           "UPDATE task_instances SET state = "
+	                           "'SUCCESS' WHERE id = $1",
+	                           1, p),
+	             AX_ESTATE);
+	cr_assert(strstr(ax_err_detail(),
+	                 "READY -> SUCCESS is not a legal move") != NULL,
+	          "%s", ax_err_detail());
+	m              = (ax_store_ti_move) { .instance_id = iid,
+		                              .from        = AX_TI_READY,
+		                              .to          = AX_TI_SUCCESS,
+		                              .via_running = 1 };
+	size_t applied = 0;
+	cr_assert_eq(ax_store_move_instances(st, &m, 1, &applied), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(applied, 1);
+	char q[160];
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM task_instances WHERE id = %lld AND "
+	         "state = 'SUCCESS' AND started_at IS NOT NULL AND ended_at "
+	         "IS NOT NULL",
+	         (long long) iid);
+	cr_assert_eq(q64(q), 1);
+}
+
 Test(store, guarded_moves_apply_only_from_expected_state)
 {
 	ax_store_ti_row rows[3];
@@ -190,10 +240,12 @@ Test(store, guarded_moves_apply_only_from_expected_state)
 		fill_row(&rows[i], i, NULL);
 	cr_assert_eq(ax_store_insert_instances(st, rows, 3, NULL), AX_OK);
 	ax_store_ti_move m[3] = {
-		{ rows[0].instance_id, AX_TI_PENDING, AX_TI_READY, "ADMIT",
+		{ rows[0].instance_id, AX_TI_PENDING, AX_TI_READY, "ADMIT", 0,
 		  0 },
-		{ rows[1].instance_id, AX_TI_READY, AX_TI_RUNNING, NULL, 0 },
-		{ rows[2].instance_id, AX_TI_PENDING, AX_TI_SKIPPED, NULL, 0 },
+		{ rows[1].instance_id, AX_TI_READY, AX_TI_RUNNING, NULL, 0,
+		  0 },
+		{ rows[2].instance_id, AX_TI_PENDING, AX_TI_SKIPPED, NULL, 0,
+		  0 },
 	};
 	size_t applied = 0;
 	cr_assert_eq(ax_store_move_instances(st, m, 3, &applied), AX_OK, "%s",
@@ -226,8 +278,10 @@ Test(store, reasons_change_only_on_waiting_instances)
 	}
 	cr_assert_eq(ax_store_insert_instances(st, rows, 4, NULL), AX_OK);
 	ax_store_ti_move m[2] = {
-		{ rows[1].instance_id, AX_TI_PENDING, AX_TI_READY, NULL, 0 },
-		{ rows[2].instance_id, AX_TI_PENDING, AX_TI_SKIPPED, "X", 0 },
+		{ rows[1].instance_id, AX_TI_PENDING, AX_TI_READY, NULL, 0,
+		  0 },
+		{ rows[2].instance_id, AX_TI_PENDING, AX_TI_SKIPPED, "X", 0,
+		  0 },
 	};
 	cr_assert_eq(ax_store_move_instances(st, m, 2, NULL), AX_OK);
 	ax_store_ti_reason r[5] = {
