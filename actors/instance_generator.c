@@ -44,7 +44,7 @@ typedef struct ig_adm {
 	ax_store_ti_row    ti;
 	ax_store_admit_row ad;
 	ax_flow_event      ev;
-	char               payload[96];
+	char               payload[128];
 } ig_adm;
 
 typedef struct ig_batch {
@@ -170,10 +170,12 @@ admit_tx(ax_store *s, void *arg)
 			continue;
 		x->adm->instance->instance_id = x->ad.instance_id;
 		snprintf(x->payload, sizeof(x->payload),
-		         "{\"from\":\"%s\",\"to\":\"READY\"}",
-		         ax_state_name(x->ad.state_before));
+		         "{\"from\":\"%s\",\"to\":\"READY\","
+		         "\"decided_at_us\":%lld}",
+		         ax_state_name(x->ad.state_before),
+		         (long long) x->adm->decided_at_us);
 		ax_flow_event_init(&x->ev, "instance_generator",
-		                   "instance.ready", NULL, x->adm->instance,
+		                   "instance.admitted", NULL, x->adm->instance,
 		                   x->ad.run_id, x->ad.attempt, x->trace,
 		                   x->payload);
 		ax_flow_event_row(&x->ev.ev, &b->evrows[nev++]);

@@ -9,7 +9,8 @@
  *    the instance row is made sure of (upsert when the plan row is not
  *    there yet), moved to READY (guarded move), and its next attempt is
  *    created with a fresh run_id, due_at and admitted_at; the event
- *    instance.ready is written to event_log in the same transaction. Then
+ *    instance.admitted (the resource detector's decision and the move to
+ *    READY, one row) is written to event_log in the same transaction. Then
  *    AttemptCreated goes to the renderer with the STORED run_id.
  *
  * Idempotent: a replayed admission of an instance that is already READY
