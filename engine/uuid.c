@@ -1,17 +1,46 @@
 /*
- * uuid.c - UUID v4 from getrandom(2).
+ * uuid.c - UUID v4 and v7 from getrandom(2).
  */
 #include "uuid.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
+/*
+ * Random bytes come from a per-thread pool refilled with one getrandom(2)
+ * call per POOL bytes: a system call per UUID was a measurable share of
+ * axd's CPU at thousands of events a second (every event and attempt gets
+ * one). A forked child empties its pool (pthread_atfork), so parent and
+ * child never hand out the same bytes.
+ */
+#define POOL 512
+
+static _Thread_local struct {
+	uint8_t b[POOL];
+	size_t  left; /* unused bytes, at the end of b */
+} pool;
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
 static void
-fill_random(uint8_t *b, size_t n)
+pool_forget(void)
+{
+	pool.left = 0;
+}
+
+static void
+pool_atfork(void)
+{
+	(void) pthread_atfork(NULL, NULL, pool_forget);
+}
+
+static void
+fill_system(uint8_t *b, size_t n)
 {
 	size_t off = 0;
 	while (off < n) {
@@ -31,14 +60,36 @@ fill_random(uint8_t *b, size_t n)
 	}
 }
 
+static void
+fill_random(uint8_t *b, size_t n)
+{
+	(void) pthread_once(&atfork_once, pool_atfork);
+	if (n > POOL) {
+		fill_system(b, n);
+		return;
+	}
+	if (pool.left < n) {
+		fill_system(pool.b, POOL);
+		pool.left = POOL;
+	}
+	uint8_t *src = pool.b + (POOL - pool.left);
+	memcpy(b, src, n);
+	memset(src, 0, n); /* used bytes do not stay in memory */
+	pool.left -= n;
+}
+
 static char *
 format(const uint8_t b[16], char out[AX_UUID_LEN])
 {
-	snprintf(out, AX_UUID_LEN,
-	         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-	         "%02x%02x%02x%02x%02x%02x",
-	         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-	         b[10], b[11], b[12], b[13], b[14], b[15]);
+	static const char hex[] = "0123456789abcdef";
+	size_t            o     = 0;
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hex[b[i] >> 4];
+		out[o++] = hex[b[i] & 15];
+	}
+	out[o] = '\0';
 	return out;
 }
 
