@@ -449,6 +449,7 @@ ax_event_emitter_stats_get(const ax_event_emitter *em,
 			ax_sink_pub_stats_get(em->pub, &ps);
 		out->pub_published = ps.published;
 		out->pub_dropped   = ps.dropped;
+		out->pub_unheard   = ps.unheard;
 	}
 	out->ol_on = em->ol_on;
 	if (em->ol_on) {

@@ -50,6 +50,7 @@ typedef struct ax_event_emitter_stats {
 	/* PUB sink (0 when off) */
 	int      pub_on;
 	uint64_t pub_published, pub_dropped;
+	uint64_t pub_unheard; /* no subscriber connected: not encoded */
 	/* OpenLineage sink (0 when off) */
 	int      ol_on;
 	uint64_t ol_mapped, ol_delivered, ol_retries, ol_queued;

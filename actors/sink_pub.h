@@ -33,6 +33,8 @@ typedef struct ax_sink_pub ax_sink_pub;
 typedef struct ax_sink_pub_stats {
 	uint64_t published; /* messages nng accepted */
 	uint64_t dropped;   /* messages nng refused or could not be built */
+	uint64_t unheard;   /* events while no subscriber was connected:
+	                       not encoded (PUB would discard them) */
 } ax_sink_pub_stats;
 
 /*

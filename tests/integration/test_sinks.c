@@ -306,6 +306,17 @@ Test(sinks, pub_subscribers_get_topic_and_json)
 
 	setup("", "10", 0);
 	start();
+	ax_event_emitter_stats s;
+	/* no subscriber yet: the event is not even encoded */
+	send_event("run.created", NULL);
+	for (int i = 0; i < 200; i++) {
+		ax_event_emitter_stats_get(em, &s);
+		if (s.events == 1)
+			break;
+		ax_clock_sleep_us(10000);
+	}
+	cr_assert_eq(s.pub_unheard, 1);
+	cr_assert_eq(s.pub_published, 0);
 	nng_socket all  = sub_open("", 0);
 	nng_socket runs = sub_open("run.", 4);
 	/* exact type: the topic plus its NUL separator */
@@ -357,14 +368,24 @@ Test(sinks, pub_subscribers_get_topic_and_json)
 	cr_assert_null(sub_recv(exact, topic, sizeof(topic)),
 	               "exact subscriber got %s", topic);
 
-	ax_event_emitter_stats s;
 	ax_event_emitter_stats_get(em, &s);
 	cr_assert_eq(s.pub_on, 1);
 	cr_assert_eq(s.pub_published, 4);
 	cr_assert_eq(s.pub_dropped, 0);
+	cr_assert_eq(s.pub_unheard, 1);
 	nng_close(all);
 	nng_close(runs);
 	nng_close(exact);
+	/* every subscriber gone: back to not encoding */
+	for (int i = 0; i < 200; i++) {
+		send_event("run.created", NULL);
+		ax_clock_sleep_us(10000);
+		ax_event_emitter_stats_get(em, &s);
+		if (s.pub_unheard > 1)
+			break;
+	}
+	cr_assert_gt(s.pub_unheard, 1,
+	             "events still encoded with no subscriber left");
 	teardown();
 }
 
