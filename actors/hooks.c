@@ -220,17 +220,15 @@ pre_one(ax_actor *self, hk_state *st, Ax__Command *cmd)
 static void
 post_one(ax_actor *self, hk_state *st, Ax__Command *cmd)
 {
-	const Ax__AttemptResult *res = cmd->result;
-	hk_payload               p;
-	ax_flow_event            e;
-	char                     type[64];
-	const char              *status =
+	Ax__AttemptResult *res = cmd->result;
+	hk_payload         p;
+	const char        *status =
             protobuf_c_enum_descriptor_get_value(
-	                     &ax__attempt_status__descriptor, (int) res->status) != NULL
-	                 ? protobuf_c_enum_descriptor_get_value(
-	                       &ax__attempt_status__descriptor, (int) res->status)
+	               &ax__attempt_status__descriptor, (int) res->status) != NULL
+	           ? protobuf_c_enum_descriptor_get_value(
+	                 &ax__attempt_status__descriptor, (int) res->status)
                   ->name
-	                 : "ATTEMPT_STATUS_UNSPECIFIED";
+	           : "ATTEMPT_STATUS_UNSPECIFIED";
 
 	st->results++;
 	if (strncmp(status, "ATTEMPT_", 8) == 0)
@@ -245,19 +243,15 @@ post_one(ax_actor *self, hk_state *st, Ax__Command *cmd)
 		p.buf[p.len++] = '}';
 		p.buf[p.len]   = '\0';
 	}
-	/* One audit row per finished attempt (worker, status, log location).
-	 * A STARTED report gets none: the result handler's instance.running
-	 * row records it, and at thousands of attempts a second each extra
-	 * event_log row is a measurable share of the database's work. */
-	if (res->status != AX__ATTEMPT_STATUS__ATTEMPT_STARTED) {
-		snprintf(type, sizeof(type), "attempt.reported");
-		ax_flow_event_init(&e, ax_actor_name(self), type,
-		                   res->reason[0] ? res->reason : NULL,
-		                   res->instance, res->run_id, res->attempt,
-		                   cmd->trace_id, p.buf);
-		(void) ax_flow_event_send(self, &e, 0);
-	}
+	/* The report's facts travel with it: the result handler writes them
+	 * into the event of the move the report causes (one row, in its
+	 * transaction), or as attempt.reported when it causes none. A row
+	 * of our own here doubled the audit rows of every attempt. The
+	 * field is restored before cmd is freed (it points at p.buf). */
+	char *unpacked   = res->report_json;
+	res->report_json = p.buf;
 	(void) ax_pipeline_send(self, AX_A_RESULT_HANDLER, cmd);
+	res->report_json = unpacked;
 }
 
 /* ---------------------------------------------------------------------- */

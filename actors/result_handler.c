@@ -63,6 +63,9 @@ typedef struct rh_run {
 	char                    worker[256];
 	char                    reason[64];
 	char                    log_path[1024];
+	/* the payload of the event that carries the post hook's report */
+	char report[2400];
+	int  dup; /* the result being applied repeats one applied before */
 	/* after the commit */
 	int     release, succeeded, finished, retry, cancel_timer;
 	int64_t fire_at_us;
@@ -105,11 +108,11 @@ add_ev(rh_run *x, const char *type, const char *reason)
 	return v;
 }
 
-static void
+static rh_ev *
 move(rh_run *x, ax_ti_state to, const char *reason, const char *evtype)
 {
 	if (x->nchain == RH_CHAIN_MAX || !ax_state_legal(x->ti, to))
-		return;
+		return NULL;
 	x->chain[x->nchain++] = (ax_store_ti_move) {
 		.instance_id = x->info.instance_id,
 		.from        = x->ti,
@@ -124,6 +127,7 @@ move(rh_run *x, ax_ti_state to, const char *reason, const char *evtype)
 		v->e.ev.payload_json = v->payload;
 	}
 	x->ti = to;
+	return v;
 }
 
 /* Backoff before the retry of attempt `number` (1-based). */
@@ -336,9 +340,62 @@ apply_unknown(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
 	snprintf(x->final, sizeof(x->final), "%s", ax_state_name(x->ti));
 }
 
+static void apply_result(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
+                         int64_t now);
+
+/*
+ * The post hook's report of a result that ended (or lost) an attempt goes
+ * into the first event that result caused other than instance.running
+ * (e.g. instance.succeeded, or instance.failed before its retry), under
+ * "report"; a result that caused no event (a late one) gets an
+ * attempt.reported event of its own. One audit row per report, written in
+ * this transaction.
+ */
+static void
+attach_report(rh_run *x, const Ax__AttemptResult *res, int first_ev)
+{
+	if (res->report_json == NULL || res->report_json[0] != '{')
+		return;
+	for (int k = first_ev; k < x->nev; k++) {
+		rh_ev *v = &x->ev[k];
+		if (strcmp(v->e.ev.type, "instance.running") == 0)
+			continue;
+		const char *pl = v->e.ev.payload_json;
+		size_t      n  = pl != NULL ? strlen(pl) : 0;
+		if (n >= 2 && pl[n - 1] == '}')
+			snprintf(x->report, sizeof(x->report),
+			         "%.*s,\"report\":%s}", (int) n - 1, pl,
+			         res->report_json);
+		else
+			snprintf(x->report, sizeof(x->report),
+			         "{\"report\":%s}", res->report_json);
+		v->e.ev.payload_json = x->report;
+		return;
+	}
+	rh_ev *v = add_ev(x, "attempt.reported",
+	                  res->reason[0] != '\0' ? res->reason : NULL);
+	if (v == NULL)
+		return;
+	snprintf(x->report, sizeof(x->report), "%s", res->report_json);
+	v->e.ev.payload_json = x->report;
+}
+
 /* Applies one result to its run entry. */
 static void
 apply(rh_state *st, rh_run *x, const Ax__AttemptResult *res, int64_t now)
+{
+	int first_ev = x->nev;
+	apply_result(st, x, res, now);
+	if (res->status != AX__ATTEMPT_STATUS__ATTEMPT_STARTED &&
+	    res->status != AX__ATTEMPT_STATUS__ATTEMPT_DISPATCHED &&
+	    !(x->nev == first_ev && x->dup))
+		attach_report(x, res, first_ev);
+	x->dup = 0;
+}
+
+static void
+apply_result(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
+             int64_t now)
 {
 	const char *s = status_name(res->status);
 
@@ -359,7 +416,10 @@ apply(rh_state *st, rh_run *x, const Ax__AttemptResult *res, int64_t now)
 		return;
 	}
 	if (att_terminal(x->att)) {
+		/* a re-send adds nothing; a report that contradicts the
+		 * stored end (FAILED, then SUCCESS) keeps its own event */
 		st->duplicates++;
+		x->dup = strcmp(s, x->att) == 0;
 		if (x->upd.ended_at_us == 0 && res->ended_at_us != 0)
 			x->upd.ended_at_us = res->ended_at_us;
 		return;
@@ -367,6 +427,7 @@ apply(rh_state *st, rh_run *x, const Ax__AttemptResult *res, int64_t now)
 	if (strcmp(s, "UNKNOWN") == 0) {
 		if (strcmp(x->att, "UNKNOWN") == 0) {
 			st->duplicates++;
+			x->dup = 1;
 			return;
 		}
 		apply_unknown(st, x, res, now);

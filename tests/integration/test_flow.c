@@ -16,6 +16,7 @@
  * a database outage.
  */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -805,8 +806,11 @@ result(Ax__Command *c, Ax__AttemptResult *r, Ax__InstanceRef *ref,
 	int64_t now         = ax_clock_utc_us();
 	r->dispatched_at_us = now - 2000;
 	r->started_at_us    = now - 1000;
-	if (s != AX__ATTEMPT_STATUS__ATTEMPT_STARTED)
+	if (s != AX__ATTEMPT_STATUS__ATTEMPT_STARTED) {
 		r->ended_at_us = now;
+		/* as the post hook attaches it */
+		r->report_json = "{\"worker\":\"w1\",\"log_path\":\"/l\"}";
+	}
 	c->body_case = AX__COMMAND__BODY_RESULT;
 	c->result    = r;
 	return c;
@@ -877,6 +881,11 @@ Test(flow, result_success_and_started_with_success_in_one_batch)
 	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
 	                 "'instance.running'"),
 	             2);
+	/* the report is stored with the move it caused, not as a row */
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.succeeded' AND payload->>'to' = 'SUCCESS' "
+	                 "AND payload->'report'->>'log_path' = '/l'"),
+	             2);
 	cr_assert_eq(
 	    cap_count(AX_A_RESOURCE_DETECTOR, AX__COMMAND__BODY_SLOT_RELEASED),
 	    2);
@@ -891,6 +900,11 @@ Test(flow, result_success_and_started_with_success_in_one_batch)
 	cr_assert_eq(
 	    cap_count(AX_A_RESOURCE_DETECTOR, AX__COMMAND__BODY_SLOT_RELEASED),
 	    2);
+	/* the repeated SUCCESS adds no row; the FAILED that contradicts it
+	 * is kept as a report of its own */
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'attempt.reported'"),
+	             1);
 }
 
 /* Re-admits an instance (as the generator does for a retry). */
@@ -1016,6 +1030,14 @@ Test(flow, result_timeout_and_unknown_then_late_success)
 	send_result("r", ra, AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS); /* late */
 	ax_clock_sleep_us(300000);
 	cr_assert_eq(qstate(ia, "READY"), 1, "late result moved the instance");
+	/* ... but its report is kept, as an event of its own */
+	char q[200];
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM event_log WHERE type = "
+	         "'attempt.reported' AND run_id = '%s' AND "
+	         "payload->>'log_path' = '/l'",
+	         ra);
+	cr_assert_eq(q64(q), 1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1159,7 +1181,8 @@ Test(flow, hooks_pass_hold_drop_and_post)
 	             1);
 	cr_assert_eq(cap_count(AX_A_QUEUE, AX__COMMAND__BODY_CANCEL_INSTANCE),
 	             1);
-	/* post: forwarded, with the log location in its event */
+	/* post: forwarded with its report (status, worker, log location)
+	 * for the result handler to store; no event row of its own */
 	Ax__Command       rc;
 	Ax__AttemptResult rr;
 	result(&rc, &rr, &ref, "4b0d6c1e-0000-4000-8000-000000000001",
@@ -1168,23 +1191,17 @@ Test(flow, hooks_pass_hold_drop_and_post)
 	send1(AX_A_POST_HOOK, &rc);
 	cr_assert(
 	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 2));
-	cr_assert(wait_events("attempt.reported", NULL, 1));
-	int found = 0;
-	pthread_mutex_lock(&cap_mu);
-	for (size_t i = 0; i < ncaps; i++) {
-		if (caps[i].type != AX_ITEM_EVENT)
-			continue;
-		Ax__Event *e =
-		    ax__event__unpack(NULL, caps[i].len, caps[i].data);
-		if (e != NULL && strcmp(e->type, "attempt.reported") == 0)
-			found =
-			    strstr(e->payload_json,
-			           "\"log_path\":\"/logs/a/1.log\"") != NULL &&
-			    strstr(e->payload_json,
-			           "\"status\":\"SUCCESS\"") != NULL;
-		if (e != NULL)
-			ax__event__free_unpacked(e, NULL);
-	}
-	pthread_mutex_unlock(&cap_mu);
-	cr_assert(found, "post event without the log location");
+	Ax__Command *fw =
+	    cap_cmd(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 1);
+	json_error_t je;
+	json_t      *rep = json_loads(fw->result->report_json, 0, &je);
+	cr_assert_not_null(rep, "report is not JSON: %s",
+	                   fw->result->report_json);
+	cr_assert_str_eq(json_string_value(json_object_get(rep, "log_path")),
+	                 "/logs/a/1.log");
+	cr_assert_str_eq(json_string_value(json_object_get(rep, "status")),
+	                 "SUCCESS");
+	json_decref(rep);
+	ax__command__free_unpacked(fw, NULL);
+	cr_assert_eq(cap_events("attempt.reported", NULL), 0);
 }
