@@ -112,6 +112,11 @@ typedef struct done {
 	int     ok;
 } done;
 
+typedef struct dd_packed {
+	uint8_t *data;
+	size_t   len;
+} dd_packed;
+
 typedef struct dd {
 	const ax_pipeline_ctx        *ctx;
 	ax_actor                     *self;
@@ -132,6 +137,9 @@ typedef struct dd {
 	done                *dn;
 	size_t               ndn, capdn;
 	PGresult            *live; /* supersede: instances to cancel */
+	/* InstanceReady commands past the outbox budget, packed, in order */
+	dd_packed *spill;
+	size_t     nspill, spill_head, capspill;
 } dd;
 
 /* --- small helpers ------------------------------------------------------
@@ -484,6 +492,57 @@ send_cmd(dd *d, const char *dest, Ax__Command *c, const char *trace)
 		        ax_err_detail());
 }
 
+/*
+ * A run of many instances releases them all at once (100,000 shards of
+ * one task, say), more than the runtime buffers for one destination
+ * (outbox_max, 65,536): the excess was refused and lost, so those
+ * instances never ran. Past DD_READY_BURST items waiting in the outbox to
+ * the resource detector, InstanceReady commands are kept here, packed and
+ * in order, and sent from the tick as the outbox drains.
+ */
+#define DD_READY_BURST 16384
+#define DD_SPILL_RETRY (2 * AX_USEC_PER_MSEC)
+
+static void
+spill_push(dd *d, const Ax__Command *c)
+{
+	size_t   len = ax__command__get_packed_size(c);
+	uint8_t *buf = malloc(len + 1);
+	if (buf == NULL ||
+	    ax_flow_grow((void **) &d->spill, &d->capspill, d->nspill + 1,
+	                 sizeof(*d->spill)) != 0) {
+		free(buf);
+		oom("release queue");
+		return;
+	}
+	ax__command__pack(c, buf);
+	d->spill[d->nspill++] = (dd_packed) { .data = buf, .len = len };
+	ax_actor_set_deadline(d->self, ax_clock_mono_us() + DD_SPILL_RETRY);
+}
+
+/* Sends queued releases while the outbox has room; 1 when some remain. */
+static int
+spill_drain(dd *d)
+{
+	while (d->spill_head < d->nspill &&
+	       ax_actor_outbox_pending(d->self, AX_A_RESOURCE_DETECTOR) <
+	           DD_READY_BURST) {
+		dd_packed *b = &d->spill[d->spill_head];
+		if (ax_actor_send(d->self, AX_A_RESOURCE_DETECTOR,
+		                  AX_ITEM_COMMAND, b->data, b->len) != AX_OK)
+			break; /* stopping, or full after all: next tick */
+		free(b->data);
+		d->spill_head++;
+	}
+	if (d->spill_head < d->nspill) {
+		ax_actor_set_deadline(d->self,
+		                      ax_clock_mono_us() + DD_SPILL_RETRY);
+		return 1;
+	}
+	d->nspill = d->spill_head = 0;
+	return 0;
+}
+
 static void
 send_ready(dd *d, drun *r, size_t t, int32_t j)
 {
@@ -504,7 +563,15 @@ send_ready(dd *d, drun *r, size_t t, int32_t j)
 	rd.slots           = 1;
 	cmd.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
 	cmd.instance_ready = &rd;
-	send_cmd(d, AX_A_RESOURCE_DETECTOR, &cmd, r->trace);
+	if (d->spill_head < d->nspill ||
+	    ax_actor_outbox_pending(d->self, AX_A_RESOURCE_DETECTOR) >=
+	        DD_READY_BURST) {
+		cmd.issued_at_us = ax_clock_utc_us();
+		if (r->trace[0] != '\0')
+			cmd.trace_id = (char *) r->trace;
+		spill_push(d, &cmd);
+	} else
+		send_cmd(d, AX_A_RESOURCE_DETECTOR, &cmd, r->trace);
 	d->stats->released++;
 }
 
@@ -1564,6 +1631,7 @@ dd_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
 	dd *d = state;
 
+	(void) spill_drain(d); /* older releases go first */
 	if (!d->started && startup(d) != AX_OK) {
 		/* PostgreSQL unreachable: the tick tries again */
 		d->started = 0;
@@ -1612,6 +1680,7 @@ dd_tick(ax_actor *self, void *state, int64_t now_mono_us)
 	dd *d = state;
 	(void) self;
 
+	(void) spill_drain(d);
 	if (d->started)
 		return AX_OK;
 	if (startup(d) != AX_OK) {
@@ -1648,6 +1717,14 @@ dd_fini(void *state)
 	        (unsigned long long) d->stats->rebuilt,
 	        (unsigned long long) d->stats->released,
 	        d->runs ? ax_flow_map_count(d->runs) : 0);
+	if (d->spill_head < d->nspill)
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "%zu instance releases not sent at stop: the next "
+		        "start finds them PENDING and releases them",
+		        d->nspill - d->spill_head);
+	for (size_t i = d->spill_head; i < d->nspill; i++)
+		free(d->spill[i].data);
+	free(d->spill);
 	ax_flow_map_free(d->runs, run_free_any);
 	ax_flow_map_free(d->dqs, dq_free);
 	ax_flow_map_free(d->waiters, rvec_free);

@@ -45,6 +45,10 @@ typedef struct capture {
 	pthread_mutex_t mu;
 	size_t          n;
 	Ax__Command    *cmds[CAP_MAX];
+	/* every InstanceReady, also past CAP_MAX: count and the sum of
+	 * task number (from "t<k>") * 1024 + shard */
+	size_t  nready;
+	int64_t ready_sum;
 } capture;
 
 static ax_err
@@ -54,12 +58,25 @@ cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 	(void) self;
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < n; i++) {
-		if (items[i].type != AX_ITEM_COMMAND || c->n >= CAP_MAX)
+		if (items[i].type != AX_ITEM_COMMAND)
 			continue;
 		Ax__Command *cmd = ax__command__unpack(
 		    NULL, items[i].len, (const uint8_t *) items[i].data);
-		if (cmd != NULL)
+		if (cmd == NULL)
+			continue;
+		if (cmd->body_case == AX__COMMAND__BODY_INSTANCE_READY) {
+			const Ax__InstanceRef *r =
+			    cmd->instance_ready->instance;
+			c->nready++;
+			c->ready_sum +=
+			    (r->task[0] == 't' ? atoll(r->task + 1) : 0) *
+			        1024 +
+			    r->shard_index;
+		}
+		if (c->n < CAP_MAX)
 			c->cmds[c->n++] = cmd;
+		else
+			ax__command__free_unpacked(cmd, NULL);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return AX_OK;
@@ -77,8 +94,19 @@ cap_clear(capture *c)
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->n; i++)
 		ax__command__free_unpacked(c->cmds[i], NULL);
-	c->n = 0;
+	c->n         = 0;
+	c->nready    = 0;
+	c->ready_sum = 0;
 	pthread_mutex_unlock(&c->mu);
+}
+
+static size_t
+nready(capture *c)
+{
+	pthread_mutex_lock(&c->mu);
+	size_t n = c->nready;
+	pthread_mutex_unlock(&c->mu);
+	return n;
 }
 
 /* InstanceReady received for (run, task). */
@@ -712,6 +740,39 @@ Test(dependency_detector, parallel_backfill_is_bounded_by_max_active_runs)
 	WAIT_FOR(readies(&ready_cap, r[2], "a") == 1);
 	cr_assert_eq(readies(&ready_cap, r[3], "a"), 0);
 	cr_assert(run_state_is(r[3], "QUEUED"), "no backfill run discarded");
+}
+
+/* A run of more instances than the runtime buffers for one destination
+ * (65,536): every one is released, exactly once. */
+Test(dependency_detector, a_run_of_70000_instances_releases_them_all)
+{
+	enum { TASKS = 70, SHARDS = 1000 };
+	char  *yaml = malloc(64 + TASKS * 64);
+	size_t len  = (size_t) sprintf(yaml, "kind: DAG\nname: big\ntasks:\n");
+	for (int t = 0; t < TASKS; t++)
+		len += (size_t) sprintf(yaml + len,
+		                        "  - {name: t%d, command: 'true', "
+		                        "shards: %d}\n",
+		                        t, SHARDS);
+	int64_t dag = store_dag(yaml);
+	free(yaml);
+	int64_t run = make_run(dag, 1000);
+	start_system();
+	send_due("big", run);
+	for (int w = 0; w < 6000 && nready(&ready_cap) < TASKS * SHARDS; w++)
+		ax_clock_sleep_us(10000);
+	ax_clock_sleep_us(200000); /* nothing more may come */
+	int64_t want = 0;
+	for (int t = 0; t < TASKS; t++)
+		for (int j = 0; j < SHARDS; j++)
+			want += (int64_t) t * 1024 + j;
+	pthread_mutex_lock(&ready_cap.mu);
+	size_t  got = ready_cap.nready;
+	int64_t sum = ready_cap.ready_sum;
+	pthread_mutex_unlock(&ready_cap.mu);
+	cr_assert_eq(got, (size_t) TASKS * SHARDS, "%zu of %d released", got,
+	             TASKS * SHARDS);
+	cr_assert_eq(sum, want, "some instance released twice, another never");
 }
 
 Test(dependency_detector, restart_rebuilds_counters)
