@@ -95,10 +95,11 @@ typedef struct tdet {
 	size_t                 nspec, capspec;
 	sspec       *lru_head, *lru_tail; /* compiled, newest first */
 	size_t       ncompiled, compiled_max;
-	uint8_t      mark;   /* parity of the current loader pass */
-	ax_flow_map *timers; /* kind/key -> otimer */
-	int64_t      offset; /* utc - mono at the last tick */
-	int64_t      lead;   /* scheduler.prepare_ahead, us */
+	uint8_t      mark;      /* parity of the current loader pass */
+	ax_flow_map *timers;    /* kind/key -> otimer */
+	int64_t      offset;    /* utc - mono at the last tick */
+	int64_t      lead;      /* scheduler.prepare_ahead, us */
+	size_t       fires_max; /* scheduler.fires_per_tick */
 	ax_time_detector_stats *stats;
 	ax_time_detector_stats  own_stats;
 	/* per-tick collection */
@@ -585,10 +586,26 @@ arm_sched(tdet *d, sched *s, int64_t utc_now, int64_t mono_now)
 	                    COOKIE_SCHED);
 }
 
+/*
+ * The runtime buffers at most outbox_max (65,536) items for one
+ * destination per handler call: a pass firing more schedules than that
+ * at one instant (100,000 DAGs at midnight) lost the Due of the excess,
+ * whose runs then never started. A pass fires at most fires_per_tick
+ * timers, and none while TD_OUTBOX_BUSY items still wait for the
+ * dependency detector; the others go back on the wheel at their own
+ * deadline and fire at the next pass, right after the runtime flushed.
+ */
+#define TD_OUTBOX_BUSY 16384
+#define TD_BUSY_RETRY  (2 * AX_USEC_PER_MSEC)
+
 static void
 on_fire(void *arg, ax_wheel_timer *t)
 {
 	tdet *d = arg;
+	if (d->ndue + d->ntf >= d->fires_max) {
+		(void) ax_wheel_add(d->wheel, t->deadline_us, t->cookie, t);
+		return;
+	}
 	if (t->cookie == COOKIE_SCHED) {
 		sched *s = (sched *) t;
 		if (!s->fired &&
@@ -1049,6 +1066,11 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 		}
 	}
 	d->ndue = d->ntf = 0;
+	if (ax_actor_outbox_pending(d->self, AX_A_DEPENDENCY_DETECTOR) >=
+	    TD_OUTBOX_BUSY) {
+		ax_actor_set_deadline(d->self, now_mono_us + TD_BUSY_RETRY);
+		return AX_OK;
+	}
 	ax_wheel_advance(d->wheel, now_mono_us, on_fire, d, NULL);
 	for (size_t i = 0; i < d->ndue; i++)
 		collect_sched(d, d->due[i], utc_now);
@@ -1171,6 +1193,10 @@ ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 	memset(d->stats, 0, sizeof(*d->stats));
 	d->offset = ax_clock_utc_us() - ax_clock_mono_us();
 	d->lead   = ax_config_duration_us(ctx->cfg, "scheduler.prepare_ahead");
+	d->fires_max =
+	    (size_t) ax_config_int(ctx->cfg, "scheduler.fires_per_tick");
+	if (d->fires_max < 1)
+		d->fires_max = 1;
 	d->compiled_max =
 	    (size_t) ax_config_int(ctx->cfg, "scheduler.compiled_schedules");
 	if (d->compiled_max < 1)

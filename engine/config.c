@@ -53,6 +53,9 @@ static const cfg_key cfg_keys[] = {
 	{ "scheduler.prepare_ahead", CFG_DURATION, "500ms",
 	  "a scheduled run is created, admitted and queued this long before "
 	  "its due instant; the queue releases it at the instant (0: off)" },
+	{ "scheduler.fires_per_tick", CFG_INT, "4096",
+	  "schedules and timers the time detector fires in one pass; more "
+	  "due at once fire in the next passes, milliseconds later" },
 	{ "scheduler.compiled_schedules", CFG_INT, "16384",
 	  "compiled schedules axd keeps (about 300 bytes each); the others "
 	  "are compiled again when they fire" },

@@ -279,6 +279,40 @@ Test(time_detector, schedules_beyond_the_compiled_cache_fire_on_time)
 	             0, "a schedule missed a second");
 }
 
+/* More schedules due at one instant than one pass fires: the rest fire
+ * at the next passes, none lost and none twice (the pass limit keeps a
+ * 100,000-DAG midnight within what the runtime buffers). */
+Test(time_detector, more_due_than_one_pass_fires_all_of_them)
+{
+	char y[192];
+	for (int i = 0; i < 7; i++) {
+		snprintf(y, sizeof(y),
+		         "kind: DAG\nname: p%d\nschedule: {cron: \"* * * * * "
+		         "?\"}\ntasks:\n  - {name: a, command: echo a}\n",
+		         i);
+		store_dag(y);
+	}
+	cr_assert_eq(ax_config_set(cfg, "scheduler.fires_per_tick", "2"),
+	             AX_OK);
+	align_second(300000);
+	start_system();
+	ax_clock_sleep_us(4 * AX_USEC_PER_SEC);
+	stop_system();
+	cr_assert_eq(q_int("SELECT count(DISTINCT dag_id) FROM dag_runs"), 7);
+	cr_assert_geq(q_int("SELECT min(c) FROM (SELECT count(*) c FROM "
+	                    "dag_runs GROUP BY dag_id) x"),
+	              3);
+	/* per DAG: one run per second, no gap and no repeat */
+	cr_assert_eq(q_int("SELECT count(*) FROM (SELECT dag_id FROM dag_runs "
+	                   "GROUP BY dag_id HAVING count(*) <> count(DISTINCT "
+	                   "logical_date) OR count(*) <> extract(epoch FROM "
+	                   "max(logical_date) - min(logical_date)) + 1) x"),
+	             0, "a schedule missed or repeated a second");
+	cr_assert_eq((int64_t) cap_count(&due_cap),
+	             q_int("SELECT count(*) FROM dag_runs"),
+	             "a run without its Due");
+}
+
 Test(time_detector, restart_resumes_without_repeat_catchup_off)
 {
 	store_dag(every_second);
