@@ -24,8 +24,11 @@ Test(sqlarr, empty_array_and_every_element_kind)
 	ax_sqlarr_text(&b, NULL);
 	ax_sqlarr_text(&b, "");
 	ax_sqlarr_int(&b, INT64_MIN);
+	ax_sqlarr_int(&b, 0);
+	ax_sqlarr_int(&b, INT64_MAX);
 	cr_assert_str_eq(ax_sqlarr_end(&b),
-	                 "{-42,NULL,7,t,f,NULL,\"\",-9223372036854775808}");
+	                 "{-42,NULL,7,t,f,NULL,\"\",-9223372036854775808,0,"
+	                 "9223372036854775807}");
 	ax_sqlarr_fini(&b);
 	cr_assert_null(b.buf);
 	cr_assert_eq(b.n, 0, "fini leaves an empty array behind");
