@@ -591,7 +591,9 @@ arm_sched(tdet *d, sched *s, int64_t utc_now, int64_t mono_now)
  * destination per handler call: a pass firing more schedules than that
  * at one instant (100,000 DAGs at midnight) lost the Due of the excess,
  * whose runs then never started. A pass fires at most fires_per_tick
- * timers, and none while TD_OUTBOX_BUSY items still wait for the
+ * timers, creates runs for schedules only until it holds fires_per_tick
+ * runs (catch-ups make many per schedule), and fires none while
+ * TD_OUTBOX_BUSY items still wait for the
  * dependency detector; the others go back on the wheel at their own
  * deadline and fire at the next pass, right after the runtime flushed.
  */
@@ -1072,8 +1074,19 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 		return AX_OK;
 	}
 	ax_wheel_advance(d->wheel, now_mono_us, on_fire, d, NULL);
-	for (size_t i = 0; i < d->ndue; i++)
-		collect_sched(d, d->due[i], utc_now);
+	for (size_t i = 0; i < d->ndue; i++) {
+		sched *s = d->due[i];
+		if (d->nrows >= d->fires_max) {
+			/* enough runs for one pass (catch-ups make up to
+			 * AX_TIME_DETECTOR_CATCHUP_MAX each): this schedule
+			 * fires again at the next pass */
+			s->fired = 0;
+			(void) ax_wheel_add(d->wheel, s->t.deadline_us,
+			                    COOKIE_SCHED, &s->t);
+			continue;
+		}
+		collect_sched(d, s, utc_now);
+	}
 	d->stats->compiled = d->ncompiled;
 	flush_batch(d);
 	for (size_t i = 0; i < d->ndue; i++) {

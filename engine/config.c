@@ -54,8 +54,9 @@ static const cfg_key cfg_keys[] = {
 	  "a scheduled run is created, admitted and queued this long before "
 	  "its due instant; the queue releases it at the instant (0: off)" },
 	{ "scheduler.fires_per_tick", CFG_INT, "4096",
-	  "schedules and timers the time detector fires in one pass; more "
-	  "due at once fire in the next passes, milliseconds later" },
+	  "schedules and timers the time detector fires in one pass, and "
+	  "about the runs it creates in one pass (catch-ups); more due at "
+	  "once fire in the next passes, milliseconds later" },
 	{ "scheduler.compiled_schedules", CFG_INT, "16384",
 	  "compiled schedules axd keeps (about 300 bytes each); the others "
 	  "are compiled again when they fire" },

@@ -376,6 +376,43 @@ Test(time_detector, catchup_on_creates_every_missed_period)
 	cr_assert(due_cap.cmds[0]->due->catchup);
 }
 
+/* Catch-ups of several schedules make more runs than one pass takes:
+ * the schedules past the limit catch up in the next passes, every
+ * missed period exactly once. */
+Test(time_detector, catchups_beyond_one_pass_create_every_period_once)
+{
+	char y[192];
+	for (int i = 0; i < 4; i++) {
+		snprintf(y, sizeof(y),
+		         "kind: DAG\nname: c%d\nschedule: {cron: \"* * * * * "
+		         "?\"}\ncatchup: true\ntasks:\n  - {name: a, command: "
+		         "echo a}\n",
+		         i);
+		store_dag(y);
+	}
+	cr_assert_eq(ax_config_set(cfg, "scheduler.fires_per_tick", "2"),
+	             AX_OK);
+	align_second(300000);
+	start_system();
+	ax_clock_sleep_us(1500000);
+	stop_system();
+	ax_clock_sleep_us(4 * AX_USEC_PER_SEC); /* 4 missed periods each */
+	start_system();
+	ax_clock_sleep_us(1500000);
+	stop_system();
+	cr_assert_geq(q_int("SELECT min(c) FROM (SELECT count(*) c FROM "
+	                    "dag_runs GROUP BY dag_id) x"),
+	              6);
+	cr_assert_eq(q_int("SELECT count(*) FROM (SELECT dag_id FROM dag_runs "
+	                   "GROUP BY dag_id HAVING count(*) <> count(DISTINCT "
+	                   "logical_date) OR count(*) <> extract(epoch FROM "
+	                   "max(logical_date) - min(logical_date)) + 1) x"),
+	             0, "a missed period was skipped or made twice");
+	cr_assert_eq((int64_t) cap_count(&due_cap),
+	             q_int("SELECT count(*) FROM dag_runs"),
+	             "a run without its Due");
+}
+
 Test(time_detector, pause_disarms_and_unpause_rearms)
 {
 	int64_t id = store_dag(every_second);
