@@ -279,19 +279,45 @@ Test(time_detector, schedules_beyond_the_compiled_cache_fire_on_time)
 	             0, "a schedule missed a second");
 }
 
+/* Stores n every-second DAGs named <prefix>0, <prefix>1, ... */
+static void
+store_second_dags(const char *prefix, int n, int catchup)
+{
+	char y[224];
+	for (int i = 0; i < n; i++) {
+		snprintf(y, sizeof(y),
+		         "kind: DAG\nname: %s%d\nschedule: {cron: \"* * * * * "
+		         "?\"}\ncatchup: %s\ntasks:\n  - {name: a, command: "
+		         "echo a}\n",
+		         prefix, i, catchup ? "true" : "false");
+		store_dag(y);
+	}
+}
+
+/* Every DAG has at least `min` runs, one per second: no gap, no repeat,
+ * and a Due was sent for every run. */
+static void
+assert_each_runs_every_second(int64_t min)
+{
+	cr_assert_geq(q_int("SELECT min(c) FROM (SELECT count(*) c FROM "
+	                    "dag_runs GROUP BY dag_id) x"),
+	              min);
+	cr_assert_eq(q_int("SELECT count(*) FROM (SELECT dag_id FROM dag_runs "
+	                   "GROUP BY dag_id HAVING count(*) <> count(DISTINCT "
+	                   "logical_date) OR count(*) <> extract(epoch FROM "
+	                   "max(logical_date) - min(logical_date)) + 1) x"),
+	             0, "a period was skipped or made twice");
+	cr_assert_eq((int64_t) cap_count(&due_cap),
+	             q_int("SELECT count(*) FROM dag_runs"),
+	             "a run without its Due");
+}
+
 /* More schedules due at one instant than one pass fires: the rest fire
  * at the next passes, none lost and none twice (the pass limit keeps a
  * 100,000-DAG midnight within what the runtime buffers). */
 Test(time_detector, more_due_than_one_pass_fires_all_of_them)
 {
-	char y[192];
-	for (int i = 0; i < 7; i++) {
-		snprintf(y, sizeof(y),
-		         "kind: DAG\nname: p%d\nschedule: {cron: \"* * * * * "
-		         "?\"}\ntasks:\n  - {name: a, command: echo a}\n",
-		         i);
-		store_dag(y);
-	}
+	store_second_dags("p", 7, 0);
 	cr_assert_eq(ax_config_set(cfg, "scheduler.fires_per_tick", "2"),
 	             AX_OK);
 	align_second(300000);
@@ -299,18 +325,7 @@ Test(time_detector, more_due_than_one_pass_fires_all_of_them)
 	ax_clock_sleep_us(4 * AX_USEC_PER_SEC);
 	stop_system();
 	cr_assert_eq(q_int("SELECT count(DISTINCT dag_id) FROM dag_runs"), 7);
-	cr_assert_geq(q_int("SELECT min(c) FROM (SELECT count(*) c FROM "
-	                    "dag_runs GROUP BY dag_id) x"),
-	              3);
-	/* per DAG: one run per second, no gap and no repeat */
-	cr_assert_eq(q_int("SELECT count(*) FROM (SELECT dag_id FROM dag_runs "
-	                   "GROUP BY dag_id HAVING count(*) <> count(DISTINCT "
-	                   "logical_date) OR count(*) <> extract(epoch FROM "
-	                   "max(logical_date) - min(logical_date)) + 1) x"),
-	             0, "a schedule missed or repeated a second");
-	cr_assert_eq((int64_t) cap_count(&due_cap),
-	             q_int("SELECT count(*) FROM dag_runs"),
-	             "a run without its Due");
+	assert_each_runs_every_second(3);
 }
 
 Test(time_detector, restart_resumes_without_repeat_catchup_off)
@@ -381,15 +396,7 @@ Test(time_detector, catchup_on_creates_every_missed_period)
  * missed period exactly once. */
 Test(time_detector, catchups_beyond_one_pass_create_every_period_once)
 {
-	char y[192];
-	for (int i = 0; i < 4; i++) {
-		snprintf(y, sizeof(y),
-		         "kind: DAG\nname: c%d\nschedule: {cron: \"* * * * * "
-		         "?\"}\ncatchup: true\ntasks:\n  - {name: a, command: "
-		         "echo a}\n",
-		         i);
-		store_dag(y);
-	}
+	store_second_dags("c", 4, 1);
 	cr_assert_eq(ax_config_set(cfg, "scheduler.fires_per_tick", "2"),
 	             AX_OK);
 	align_second(300000);
@@ -400,17 +407,7 @@ Test(time_detector, catchups_beyond_one_pass_create_every_period_once)
 	start_system();
 	ax_clock_sleep_us(1500000);
 	stop_system();
-	cr_assert_geq(q_int("SELECT min(c) FROM (SELECT count(*) c FROM "
-	                    "dag_runs GROUP BY dag_id) x"),
-	              6);
-	cr_assert_eq(q_int("SELECT count(*) FROM (SELECT dag_id FROM dag_runs "
-	                   "GROUP BY dag_id HAVING count(*) <> count(DISTINCT "
-	                   "logical_date) OR count(*) <> extract(epoch FROM "
-	                   "max(logical_date) - min(logical_date)) + 1) x"),
-	             0, "a missed period was skipped or made twice");
-	cr_assert_eq((int64_t) cap_count(&due_cap),
-	             q_int("SELECT count(*) FROM dag_runs"),
-	             "a run without its Due");
+	assert_each_runs_every_second(6);
 }
 
 Test(time_detector, pause_disarms_and_unpause_rearms)
