@@ -114,19 +114,6 @@ dag_event(loader *l, const char *type, const char *reason, const char *dag,
 	                  payload, 0);
 }
 
-static const char *
-col(PGresult *res, int r, int c)
-{
-	return PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
-}
-
-static int64_t
-col_i64(PGresult *res, int r, int c)
-{
-	const char *v = col(res, r, c);
-	return v ? strtoll(v, NULL, 10) : 0;
-}
-
 static int
 same(const char *a, const char *b)
 {
@@ -173,21 +160,21 @@ first_fire(loader *l, const pass_dag *p)
 static int
 read_row(loader *l, PGresult *res, int r, pass_dag *p, ax_store_sched_row *row)
 {
-	const char *start = col(res, r, AX_SCHED_C_START);
-	const char *end   = col(res, r, AX_SCHED_C_END);
+	const char *start = ax_store_cell(res, r, AX_SCHED_C_START);
+	const char *end   = ax_store_cell(res, r, AX_SCHED_C_END);
 	int64_t     nf;
 
 	memset(p, 0, sizeof(*p));
 	p->row         = -1;
-	p->dag_id      = col_i64(res, r, AX_SCHED_C_DAG_ID);
+	p->dag_id      = ax_store_cell_i64(res, r, AX_SCHED_C_DAG_ID);
 	p->name        = PQgetvalue(res, r, AX_SCHED_C_NAME);
 	p->paused      = PQgetvalue(res, r, AX_SCHED_C_PAUSED)[0] == 't';
-	p->version_id  = col_i64(res, r, AX_SCHED_C_VERSION_ID);
-	p->expr        = col(res, r, AX_SCHED_C_EXPR);
-	p->tz          = col(res, r, AX_SCHED_C_TZ);
+	p->version_id  = ax_store_cell_i64(res, r, AX_SCHED_C_VERSION_ID);
+	p->expr        = ax_store_cell(res, r, AX_SCHED_C_EXPR);
+	p->tz          = ax_store_cell(res, r, AX_SCHED_C_TZ);
 	p->catchup     = PQgetvalue(res, r, AX_SCHED_C_CATCHUP)[0] == 't';
-	p->schedule_id = col_i64(res, r, AX_SCHED_C_SCHED_ID);
-	p->next_us     = col_i64(res, r, AX_SCHED_C_NEXT);
+	p->schedule_id = ax_store_cell_i64(res, r, AX_SCHED_C_SCHED_ID);
+	p->next_us     = ax_store_cell_i64(res, r, AX_SCHED_C_NEXT);
 	if (p->expr == NULL)
 		return 0;
 	if (p->tz == NULL)
@@ -204,12 +191,12 @@ read_row(loader *l, PGresult *res, int r, pass_dag *p, ax_store_sched_row *row)
 	/* a row that matches the version and has a next fire (or fired and
 	 * ended) is current: an unchanged restart writes nothing */
 	if (p->schedule_id != 0 &&
-	    same(col(res, r, AX_SCHED_C_ROW_EXPR), p->expr) &&
-	    same(col(res, r, AX_SCHED_C_ROW_TZ), p->tz) &&
+	    same(ax_store_cell(res, r, AX_SCHED_C_ROW_EXPR), p->expr) &&
+	    same(ax_store_cell(res, r, AX_SCHED_C_ROW_TZ), p->tz) &&
 	    (PQgetvalue(res, r, AX_SCHED_C_ROW_CATCHUP)[0] == 't') ==
 	        p->catchup &&
-	    col_i64(res, r, AX_SCHED_C_ROW_START) == p->start_us &&
-	    col_i64(res, r, AX_SCHED_C_ROW_END) == p->end_us &&
+	    ax_store_cell_i64(res, r, AX_SCHED_C_ROW_START) == p->start_us &&
+	    ax_store_cell_i64(res, r, AX_SCHED_C_ROW_END) == p->end_us &&
 	    (p->next_us != 0 ||
 	     PQgetvalue(res, r, AX_SCHED_C_FIRED)[0] == 't')) {
 		p->usable = 1;
@@ -333,7 +320,8 @@ load_dags(loader *l, const char *name)
 			break;
 		n = PQntuples(res);
 		if (n > 0)
-			after = col_i64(res, n - 1, AX_SCHED_C_DAG_ID);
+			after =
+			    ax_store_cell_i64(res, n - 1, AX_SCHED_C_DAG_ID);
 		rv = do_slice(l, res, n, p, rows, nosched, !first,
 		              name != NULL, &st);
 		PQclear(res);

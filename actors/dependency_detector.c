@@ -520,8 +520,8 @@ spill_push(dd *d, const Ax__Command *c)
 	ax_actor_set_deadline(d->self, ax_clock_mono_us() + DD_SPILL_RETRY);
 }
 
-/* Sends queued releases while the outbox has room; 1 when some remain. */
-static int
+/* Sends queued releases while the outbox has room; the tick continues. */
+static void
 spill_drain(dd *d)
 {
 	while (d->spill_head < d->nspill &&
@@ -537,10 +537,9 @@ spill_drain(dd *d)
 	if (d->spill_head < d->nspill) {
 		ax_actor_set_deadline(d->self,
 		                      ax_clock_mono_us() + DD_SPILL_RETRY);
-		return 1;
+		return;
 	}
 	d->nspill = d->spill_head = 0;
-	return 0;
 }
 
 static void
@@ -1109,19 +1108,6 @@ on_finished(dd *d, const Ax__InstanceFinished *f)
 /* --- rebuild from PostgreSQL --------------------------------------------
  */
 
-static const char *
-val(PGresult *res, int row, int col)
-{
-	return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
-}
-
-static int64_t
-val_i64(PGresult *res, int row, int col)
-{
-	const char *s = val(res, row, col);
-	return s ? strtoll(s, NULL, 10) : 0;
-}
-
 enum { X_MISSING = 0, X_PENDING, X_RETRY, X_READY, X_LIVE, X_OK, X_FAIL };
 
 /* Rebuilds the active run r from its instance rows [from, to). */
@@ -1139,17 +1125,17 @@ rebuild_active(dd *d, drun *r, PGresult *res, int from, int to, int mode)
 		return;
 	}
 	for (int row = from; row < to; row++) {
-		const char *task = val(res, row, AX_DEPS_C_TASK);
-		const char *st   = val(res, row, AX_DEPS_C_TI_STATE);
-		const char *why  = val(res, row, AX_DEPS_C_TI_REASON);
+		const char *task = ax_store_cell(res, row, AX_DEPS_C_TASK);
+		const char *st   = ax_store_cell(res, row, AX_DEPS_C_TI_STATE);
+		const char *why = ax_store_cell(res, row, AX_DEPS_C_TI_REASON);
 		long    t  = task ? ax_dag_entry_task_index(v->e, task) : -1;
-		int64_t sh = val_i64(res, row, AX_DEPS_C_SHARD);
+		int64_t sh = ax_store_cell_i64(res, row, AX_DEPS_C_SHARD);
 		ax_ti_state s;
 		if (t < 0 || sh < 0 || sh >= v->shards[t] || st == NULL ||
 		    ax_state_parse(st, &s) != AX_OK)
 			continue;
 		size_t i  = v->off[t] + (size_t) sh;
-		r->iid[i] = val_i64(res, row, AX_DEPS_C_TI_ID);
+		r->iid[i] = ax_store_cell_i64(res, row, AX_DEPS_C_TI_ID);
 		switch (s) {
 		case AX_TI_SUCCESS:
 			x[i] = X_OK;
@@ -1242,15 +1228,17 @@ build(dd *d, PGresult *res, int mode)
 		return;
 	}
 	for (int row = 0; row < nrow;) {
-		int64_t     id    = val_i64(res, row, AX_DEPS_C_RUN);
-		int         end   = row + 1;
-		const char *state = val(res, row, AX_DEPS_C_RUN_STATE);
-		int         has   = val(res, row, AX_DEPS_C_TASK) != NULL;
-		char        key[24];
-		drun       *r;
-		dver       *v;
+		int64_t     id  = ax_store_cell_i64(res, row, AX_DEPS_C_RUN);
+		int         end = row + 1;
+		const char *state =
+		    ax_store_cell(res, row, AX_DEPS_C_RUN_STATE);
+		int   has = ax_store_cell(res, row, AX_DEPS_C_TASK) != NULL;
+		char  key[24];
+		drun *r;
+		dver *v;
 
-		while (end < nrow && val_i64(res, end, AX_DEPS_C_RUN) == id)
+		while (end < nrow &&
+		       ax_store_cell_i64(res, end, AX_DEPS_C_RUN) == id)
 			end++;
 		snprintf(key, sizeof(key), "%lld", (long long) id);
 		r = ax_flow_map_get(d->runs, key);
@@ -1264,11 +1252,13 @@ build(dd *d, PGresult *res, int mode)
 		}
 		if (mode == M_RELOAD && !has)
 			goto next;
-		v = dver_get(d, val_i64(res, row, AX_DEPS_C_VERSION));
+		v = dver_get(d,
+		             ax_store_cell_i64(res, row, AX_DEPS_C_VERSION));
 		if (v == NULL)
 			goto next;
-		r = run_new(d, id, v, val_i64(res, row, AX_DEPS_C_LOGICAL),
-		            val_i64(res, row, AX_DEPS_C_DUE), NULL);
+		r = run_new(d, id, v,
+		            ax_store_cell_i64(res, row, AX_DEPS_C_LOGICAL),
+		            ax_store_cell_i64(res, row, AX_DEPS_C_DUE), NULL);
 		if (r == NULL) {
 			oom("run");
 			goto next;
@@ -1385,7 +1375,8 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	}
 	int nrow = PQntuples(res);
 	if (nrow == 0 ||
-	    (v = dver_get(d, val_i64(res, 0, AX_DEPS_C_VERSION))) == NULL)
+	    (v = dver_get(d, ax_store_cell_i64(res, 0, AX_DEPS_C_VERSION))) ==
+	        NULL)
 		goto out;
 	v->refs++; /* pinned while reload() below may drop the run */
 	uint8_t *sel = calloc(v->ntask + 1, 1);
@@ -1403,10 +1394,12 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	long    tt = -1;
 	int64_t ts = 0;
 	for (int row = 0; row < nrow; row++)
-		if (val_i64(res, row, AX_DEPS_C_TI_ID) == op->instance_id) {
-			const char *task = val(res, row, AX_DEPS_C_TASK);
+		if (ax_store_cell_i64(res, row, AX_DEPS_C_TI_ID) ==
+		    op->instance_id) {
+			const char *task =
+			    ax_store_cell(res, row, AX_DEPS_C_TASK);
 			tt = ax_dag_entry_task_index(v->e, task ? task : "");
-			ts = val_i64(res, row, AX_DEPS_C_SHARD);
+			ts = ax_store_cell_i64(res, row, AX_DEPS_C_SHARD);
 		}
 	if (tt >= 0 && op->downstream) {
 		size_t head = 0, tail = 0;
@@ -1423,14 +1416,14 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.id         = run;
 	tmp.v          = v;
-	tmp.logical_us = val_i64(res, 0, AX_DEPS_C_LOGICAL);
+	tmp.logical_us = ax_store_cell_i64(res, 0, AX_DEPS_C_LOGICAL);
 	for (int row = 0; tt >= 0 && row < nrow; row++) {
-		const char *task = val(res, row, AX_DEPS_C_TASK);
+		const char *task = ax_store_cell(res, row, AX_DEPS_C_TASK);
 		long    t  = task ? ax_dag_entry_task_index(v->e, task) : -1;
-		int64_t sh = val_i64(res, row, AX_DEPS_C_SHARD);
+		int64_t sh = ax_store_cell_i64(res, row, AX_DEPS_C_SHARD);
 		if (t < 0 || !((t == tt && sh == ts) || sel[t]))
 			continue;
-		c.ids[c.n]  = val_i64(res, row, AX_DEPS_C_TI_ID);
+		c.ids[c.n]  = ax_store_cell_i64(res, row, AX_DEPS_C_TI_ID);
 		c.base[c.n] = v->tries[t];
 		emit(d, &tmp, "instance.cleared", "MANUAL_CLEAR", task,
 		     (int32_t) sh, c.ids[c.n], NULL);
@@ -1572,15 +1565,15 @@ send_cancels(dd *d)
 		Ax__Command        cmd = AX__COMMAND__INIT;
 		Ax__CancelInstance ci  = AX__CANCEL_INSTANCE__INIT;
 		Ax__InstanceRef    ref = AX__INSTANCE_REF__INIT;
-		ref.instance_id        = val_i64(d->live, row, 0);
-		ref.dag_run_id         = val_i64(d->live, row, 1);
+		ref.instance_id        = ax_store_cell_i64(d->live, row, 0);
+		ref.dag_run_id         = ax_store_cell_i64(d->live, row, 1);
 		ref.task               = PQgetvalue(d->live, row, 2);
-		ref.shard_index        = (int32_t) val_i64(d->live, row, 3);
-		ref.shard_total        = (int32_t) val_i64(d->live, row, 4);
-		ci.instance            = &ref;
-		ci.reason              = "SUPERSEDED";
-		cmd.body_case          = AX__COMMAND__BODY_CANCEL_INSTANCE;
-		cmd.cancel_instance    = &ci;
+		ref.shard_index = (int32_t) ax_store_cell_i64(d->live, row, 3);
+		ref.shard_total = (int32_t) ax_store_cell_i64(d->live, row, 4);
+		ci.instance     = &ref;
+		ci.reason       = "SUPERSEDED";
+		cmd.body_case   = AX__COMMAND__BODY_CANCEL_INSTANCE;
+		cmd.cancel_instance = &ci;
 		send_cmd(d, AX_A_PRE_HOOK, &cmd, NULL);
 	}
 	PQclear(d->live);
@@ -1631,7 +1624,7 @@ dd_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
 	dd *d = state;
 
-	(void) spill_drain(d); /* older releases go first */
+	spill_drain(d); /* older releases go first */
 	if (!d->started && startup(d) != AX_OK) {
 		/* PostgreSQL unreachable: the tick tries again */
 		d->started = 0;
@@ -1680,7 +1673,7 @@ dd_tick(ax_actor *self, void *state, int64_t now_mono_us)
 	dd *d = state;
 	(void) self;
 
-	(void) spill_drain(d);
+	spill_drain(d);
 	if (d->started)
 		return AX_OK;
 	if (startup(d) != AX_OK) {

@@ -387,8 +387,7 @@ apply(rh_state *st, rh_run *x, const Ax__AttemptResult *res, int64_t now)
 	int first_ev = x->nev;
 	apply_result(st, x, res, now);
 	if (res->status != AX__ATTEMPT_STATUS__ATTEMPT_STARTED &&
-	    res->status != AX__ATTEMPT_STATUS__ATTEMPT_DISPATCHED &&
-	    !(x->nev == first_ev && x->dup))
+	    res->status != AX__ATTEMPT_STATUS__ATTEMPT_DISPATCHED && !x->dup)
 		attach_report(x, res, first_ev);
 	x->dup = 0;
 }

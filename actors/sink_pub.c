@@ -8,8 +8,8 @@
  * Workload: every event of the pipeline (several per task instance); one
  * JSON encoding and one nng message per event while a subscriber is
  * connected, nothing otherwise (pipe notifications keep the count: PUB
- * would discard the message anyway, and the encoding was about 4% of
- * axd's CPU in a throughput run).
+ * would discard the message anyway; perf during `axctl bench --scenario
+ * throughput` showed the encoding among axd's larger costs).
  */
 #include "sink_pub.h"
 

@@ -48,14 +48,6 @@ ax_dag_store_outcome_name(ax_dag_store_outcome o)
 	return "?";
 }
 
-static int64_t
-col_i64(PGresult *r, int row, int col)
-{
-	return PQgetisnull(r, row, col)
-	    ? 0
-	    : strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
 static ax_err
 submit_tx(ax_store *s, void *arg)
 {
@@ -88,8 +80,8 @@ submit_tx(ax_store *s, void *arg)
 		return ax_err_set(AX_EINTERNAL, "%s '%s' vanished",
 		                  sub->k->what, sub->name);
 	}
-	id     = col_i64(r, 0, 0);
-	active = col_i64(r, 0, 1);
+	id     = ax_store_cell_i64(r, 0, 0);
+	active = ax_store_cell_i64(r, 0, 1);
 	PQclear(r);
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long) id);
 
@@ -103,8 +95,8 @@ submit_tx(ax_store *s, void *arg)
 	if ((rv = ax_store_query(s, sql, 2, p, &r)) != AX_OK)
 		return rv;
 	if (PQntuples(r) == 1) {
-		vid                  = col_i64(r, 0, 0);
-		sub->res->version    = (int) col_i64(r, 0, 1);
+		vid                  = ax_store_cell_i64(r, 0, 0);
+		sub->res->version    = (int) ax_store_cell_i64(r, 0, 1);
 		sub->res->id         = id;
 		sub->res->version_id = vid;
 		PQclear(r);
@@ -126,8 +118,8 @@ submit_tx(ax_store *s, void *arg)
 		p[4] = sub->source;
 		if ((rv = ax_store_query(s, sql, 5, p, &r)) != AX_OK)
 			return rv;
-		vid                  = col_i64(r, 0, 0);
-		sub->res->version    = (int) col_i64(r, 0, 1);
+		vid                  = ax_store_cell_i64(r, 0, 0);
+		sub->res->version    = (int) ax_store_cell_i64(r, 0, 1);
 		sub->res->id         = id;
 		sub->res->version_id = vid;
 		PQclear(r);

@@ -655,11 +655,11 @@ ax_store_exec(ax_store *s, const char *sql, int nparams,
  * was nearly empty (a new installation, tables just truncated) keeps
  * scanning the whole table as it grows: at 60,000 instances the result
  * handler's batch lookups read 200 million attempts rows that way.
- * Forcing a new plan at every execution (plan_cache_mode) cost 12% of the
- * throughput in planning. Instead the cached plans of the connection are
- * dropped (DISCARD PLANS, one statement) when its executions double, up
- * to every REPLAN_MAX executions: a plan is never made from tables much
- * smaller than they have grown since.
+ * Forcing a new plan at every execution (plan_cache_mode) cost about 12%
+ * of the throughput in planning (axctl bench --scenario throughput, A/B).
+ * Instead the cached plans of the connection are dropped (DISCARD PLANS, one
+ * statement) when its executions double, up to every REPLAN_MAX executions: a
+ * plan is never made from tables much smaller than they have grown since.
  */
 static void
 replan_check(ax_store *s)
@@ -693,6 +693,19 @@ ax_store_query_prepared(ax_store *s, const char *name, int nparams,
 	PGresult *r =
 	    PQexecPrepared(s->conn, name, nparams, params, NULL, NULL, 0);
 	return check_result(s, r, name, res);
+}
+
+const char *
+ax_store_cell(const PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
+}
+
+int64_t
+ax_store_cell_i64(const PGresult *r, int row, int col)
+{
+	const char *v = ax_store_cell(r, row, col);
+	return v != NULL ? strtoll(v, NULL, 10) : 0;
 }
 
 ax_err
@@ -1399,7 +1412,7 @@ move_tx(ax_store *s, void *arg)
 		ax_sqlarr_text(&a[1], ax_state_name(b->moves[i].from));
 		ax_sqlarr_text(&a[2], ax_state_name(b->moves[i].to));
 		ax_sqlarr_text(&a[3], b->moves[i].reason);
-		ax_sqlarr_text(&a[4], b->moves[i].via_running ? "t" : "f");
+		ax_sqlarr_bool(&a[4], b->moves[i].via_running);
 	}
 	if ((rv = ax_sqlarr_end_all(a, p, 5)) == AX_OK)
 		rv = ax_store_query_prepared(s, "ax_store.move_ti", 5, p, &r);

@@ -133,6 +133,12 @@ ax_err ax_store_write(ax_store *s, const char *name, const char *sql,
 ax_err ax_store_query_int64(ax_store *s, const char *sql, int nparams,
                             const char *const *params, int64_t *out);
 
+/* A result cell: its text, or NULL for SQL NULL. */
+const char *ax_store_cell(const PGresult *r, int row, int col);
+
+/* A result cell as an integer; 0 for SQL NULL. */
+int64_t ax_store_cell_i64(const PGresult *r, int row, int col);
+
 /*
  * Transactions. begin fails with AX_EINVAL when one is already open;
  * rollback is safe to call when none is open and after a lost connection.

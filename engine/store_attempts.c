@@ -15,12 +15,6 @@
 #include "log.h"
 #include "uuid.h"
 
-static int64_t
-col_i64(PGresult *r, int row, int col)
-{
-	return strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
 static void
 col_str(PGresult *r, int row, int col, char *buf, size_t len)
 {
@@ -101,11 +95,11 @@ admit_lock(ax_store *s, admit_batch *b)
 	if (rv != AX_OK)
 		return rv;
 	for (int k = 0; k < PQntuples(r); k++) {
-		int64_t     id = col_i64(r, k, 0);
+		int64_t     id = ax_store_cell_i64(r, k, 0);
 		ax_ti_state st;
 		if (ax_state_parse(PQgetvalue(r, k, 1), &st) != AX_OK)
 			continue;
-		int32_t     num   = (int32_t) col_i64(r, k, 2);
+		int32_t     num   = (int32_t) ax_store_cell_i64(r, k, 2);
 		const char *rid   = PQgetvalue(r, k, 3);
 		const char *astat = PQgetvalue(r, k, 4);
 		for (size_t i = 0; i < b->n; i++) {
@@ -298,25 +292,25 @@ ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
 	if (rv != AX_OK)
 		return rv;
 	for (int k = 0; k < PQntuples(r); k++) {
-		long long ord = col_i64(r, k, 0);
+		long long ord = ax_store_cell_i64(r, k, 0);
 		if (ord < 1 || (size_t) ord > n)
 			continue;
 		ax_store_attempt_info *x = &out[ord - 1];
 		x->found                 = 1;
-		x->number                = (int32_t) col_i64(r, k, 1);
+		x->number = (int32_t) ax_store_cell_i64(r, k, 1);
 		col_str(r, k, 2, x->state, sizeof(x->state));
-		x->is_current  = (int) col_i64(r, k, 3);
-		x->has_worker  = (int) col_i64(r, k, 4);
-		x->instance_id = col_i64(r, k, 5);
+		x->is_current  = (int) ax_store_cell_i64(r, k, 3);
+		x->has_worker  = (int) ax_store_cell_i64(r, k, 4);
+		x->instance_id = ax_store_cell_i64(r, k, 5);
 		if (ax_state_parse(PQgetvalue(r, k, 6), &x->ti_state) != AX_OK)
 			x->ti_state = AX_TI_PENDING;
-		x->max_tries       = (int32_t) col_i64(r, k, 7);
-		x->dag_run_id      = col_i64(r, k, 8);
-		x->dag_version_id  = col_i64(r, k, 9);
-		x->logical_time_us = col_i64(r, k, 10);
-		x->shard           = (int32_t) col_i64(r, k, 11);
-		x->shard_total     = (int32_t) col_i64(r, k, 12);
-		x->priority        = (int32_t) col_i64(r, k, 13);
+		x->max_tries       = (int32_t) ax_store_cell_i64(r, k, 7);
+		x->dag_run_id      = ax_store_cell_i64(r, k, 8);
+		x->dag_version_id  = ax_store_cell_i64(r, k, 9);
+		x->logical_time_us = ax_store_cell_i64(r, k, 10);
+		x->shard           = (int32_t) ax_store_cell_i64(r, k, 11);
+		x->shard_total     = (int32_t) ax_store_cell_i64(r, k, 12);
+		x->priority        = (int32_t) ax_store_cell_i64(r, k, 13);
 		col_str(r, k, 14, x->dag, sizeof(x->dag));
 		col_str(r, k, 15, x->task, sizeof(x->task));
 		col_str(r, k, 16, x->channel, sizeof(x->channel));
