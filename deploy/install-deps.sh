@@ -22,8 +22,13 @@ PKGS=(
 	postgresql postgresql-contrib tzdata procps
 )
 
+# apt-get needs root: as another user, go through sudo (a fresh Debian
+# run as root may have no sudo at all, so the README does not call it).
 if [ "$(id -u)" -ne 0 ]; then
-	echo "install-deps.sh: must run as root (try: sudo $0)" >&2
+	if command -v sudo >/dev/null 2>&1; then
+		exec sudo bash "$0" "$@"
+	fi
+	echo "install-deps.sh: must run as root, and sudo is not installed" >&2
 	exit 1
 fi
 

@@ -5,11 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-test}
-if [ "$(id -u)" -eq 0 ]; then
-	bash deploy/install-deps.sh
-else
-	sudo bash deploy/install-deps.sh
-fi
+bash deploy/install-deps.sh # as root, or through sudo
 if [ -d "$build" ]; then
 	meson setup --reconfigure "$build" -Dwerror=true
 else
