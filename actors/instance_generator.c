@@ -53,6 +53,8 @@ typedef struct ig_batch {
 	ax_store_ti_row    *ti; /* rows to make sure of */
 	size_t             *ti_of;
 	size_t              nti;
+	size_t             *miss;  /* indexes into ti not found */
+	ax_store_ti_row    *mrows; /* copies of those, for the insert */
 	ax_store_admit_row *ad;
 	size_t              nad;
 	ax_store_event_row *evrows;
@@ -148,12 +150,29 @@ admit_tx(ax_store *s, void *arg)
 	ax_err    rv;
 
 	if (b->nti > 0) {
-		if ((rv = ax_store_insert_instances(s, b->ti, b->nti, NULL)) !=
+		/* The run's plan stored these rows before they were
+		 * released, so a lookup finds nearly all of them; only the
+		 * rest (a plan still in flight or lost) are inserted. */
+		size_t nmiss = 0;
+		if ((rv = ax_store_find_instances(s, b->ti, b->nti, NULL)) !=
 		    AX_OK)
 			return rv;
-		for (size_t k = 0; k < b->nti; k++)
-			b->a[b->ti_of[k]].ad.instance_id =
-			    b->ti[k].instance_id;
+		for (size_t k = 0; k < b->nti; k++) {
+			if (b->ti[k].instance_id != 0)
+				b->a[b->ti_of[k]].ad.instance_id =
+				    b->ti[k].instance_id;
+			else
+				b->miss[nmiss++] = k;
+		}
+		for (size_t m = 0; m < nmiss; m++)
+			b->mrows[m] = b->ti[b->miss[m]];
+		if (nmiss > 0 &&
+		    (rv = ax_store_insert_instances(s, b->mrows, nmiss,
+		                                    NULL)) != AX_OK)
+			return rv;
+		for (size_t m = 0; m < nmiss; m++)
+			b->a[b->ti_of[b->miss[m]]].ad.instance_id =
+			    b->mrows[m].instance_id;
 	}
 	b->nad = 0;
 	for (size_t i = 0; i < b->n; i++)
@@ -277,8 +296,10 @@ do_admissions(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 	b.ti_of  = calloc(n, sizeof(*b.ti_of));
 	b.ad     = calloc(n, sizeof(*b.ad));
 	b.evrows = calloc(n, sizeof(*b.evrows));
+	b.miss   = calloc(n, sizeof(*b.miss));
+	b.mrows  = calloc(n, sizeof(*b.mrows));
 	if (b.a == NULL || b.ti == NULL || b.ti_of == NULL || b.ad == NULL ||
-	    b.evrows == NULL)
+	    b.evrows == NULL || b.miss == NULL || b.mrows == NULL)
 		goto out;
 	b.n = n;
 	for (size_t i = 0; i < n; i++) {
@@ -304,6 +325,8 @@ out:
 	free(b.ti_of);
 	free(b.ad);
 	free(b.evrows);
+	free(b.miss);
+	free(b.mrows);
 	if (rv == AX_ENOMEM && ax_err_detail()[0] == '\0')
 		ax_err_set(rv, "instance_generator: out of memory");
 	return rv;

@@ -54,7 +54,9 @@ ax_bench_usage(FILE *f)
 	    "  --json           print one JSON object: p50_ms, p99_ms, "
 	    "max_ms,\n"
 	    "                   decision_p99_ms, env_ready_p99_ms,\n"
-	    "                   throughput_per_s, rss_mb\n"
+	    "                   throughput_per_s, rss_mb,\n"
+	    "                   cpu_us_per_instance (CPU of the whole\n"
+	    "                   machine per instance in the throughput run)\n"
 	    "\n"
 	    "Exit status: 0 measured, 1 failure, 2 usage error.\n");
 }
@@ -276,6 +278,7 @@ ax_bench_result_init(ax_bench_result *r)
 	r->p50_ms = r->p99_ms = r->max_ms = -1;
 	r->decision_p99_ms = r->env_ready_p99_ms = -1;
 	r->throughput_per_s = r->rss_mb = -1;
+	r->cpu_us_per_instance          = -1;
 	r->samples                      = 0;
 }
 
@@ -299,5 +302,6 @@ ax_bench_json(FILE *f, const ax_bench_result *r)
 	num(f, "env_ready_p99_ms", r->env_ready_p99_ms, 0);
 	num(f, "throughput_per_s", r->throughput_per_s, 0);
 	num(f, "rss_mb", r->rss_mb, 0);
+	num(f, "cpu_us_per_instance", r->cpu_us_per_instance, 0);
 	fprintf(f, "\"samples\": %ld}\n", r->samples);
 }

@@ -84,15 +84,16 @@ typedef struct ax_bench_result {
 	double decision_p99_ms, env_ready_p99_ms;
 	double throughput_per_s;
 	double rss_mb;
-	long   samples; /* latency samples (attempts) */
+	double cpu_us_per_instance; /* whole machine, throughput run */
+	long   samples;             /* latency samples (attempts) */
 } ax_bench_result;
 
 /* Sets every measurement to "not measured". */
 void ax_bench_result_init(ax_bench_result *r);
 
 /* One JSON object with the keys p50_ms, p99_ms, max_ms, decision_p99_ms,
- * env_ready_p99_ms, throughput_per_s, rss_mb (numbers or null), plus
- * samples, and a newline. */
+ * env_ready_p99_ms, throughput_per_s, rss_mb, cpu_us_per_instance
+ * (numbers or null), plus samples, and a newline. */
 void ax_bench_json(FILE *f, const ax_bench_result *r);
 
 #endif /* AX_BENCH_UTIL_H */

@@ -120,6 +120,28 @@ rss_mb(pid_t pid, const char *key)
 	return kb < 0 ? -1 : (double) kb / 1024.0;
 }
 
+/* CPU time every process of the machine has used (/proc/stat: user, nice,
+ * system, irq, softirq, steal), in microseconds; -1 when unreadable. */
+static double
+machine_cpu_us(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE              *f    = fopen("/proc/stat", "r");
+	int                n;
+	long               hz = sysconf(_SC_CLK_TCK);
+
+	if (f == NULL)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+	           &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n != 8 || hz <= 0)
+		return -1;
+	/* v[3] idle and v[4] iowait are not work */
+	return (double) (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1e6 /
+	    (double) hz;
+}
+
 /* Loads the YAML files of dir with stdout (one line per DAG) silenced. */
 static int
 load_dir(bench *b, const char *dir)
@@ -338,7 +360,7 @@ run_throughput(bench *b)
 	char    dir[PATH_MAX + 32], path[PATH_MAX + 64], q[256];
 	FILE   *f;
 	int64_t deadline;
-	double  done = 0, secs;
+	double  done = 0, secs, cpu0, cpu1 = -1;
 
 	fprintf(stderr, "throughput: %d instances\n", b->o.instances);
 	snprintf(dir, sizeof(dir), "%s/bench-throughput", b->home);
@@ -358,6 +380,7 @@ run_throughput(bench *b)
 		stop_stack(b);
 		return 1;
 	}
+	cpu0 = machine_cpu_us();
 	if (sql(b,
 	        "SELECT pg_notify('ax_control', "
 	        "'{\"op\":\"trigger\",\"dag\":\"bench.tp\"}')")) {
@@ -387,6 +410,7 @@ run_throughput(bench *b)
 		            "SELECT count(*) FROM dag_runs WHERE state IN "
 		            "('SUCCESS', 'FAILED', 'CANCELED')") < 1)
 			continue;
+		cpu1 = machine_cpu_us();
 		done = sql_num(b,
 		               "SELECT count(*) FROM task_instances WHERE "
 		               "state = 'SUCCESS'");
@@ -406,6 +430,8 @@ run_throughput(bench *b)
 	secs = sql_num(b, q);
 	if (secs > 0)
 		b->r.throughput_per_s = b->o.instances / secs;
+	if (cpu0 >= 0 && cpu1 >= cpu0)
+		b->r.cpu_us_per_instance = (cpu1 - cpu0) / b->o.instances;
 	fprintf(stderr, "throughput: %d instances in %.2f s\n", b->o.instances,
 	        secs);
 	return 0;
@@ -647,6 +673,9 @@ print_human(const bench *b)
 		       "persisted SUCCESS\n",
 		       b->o.instances, b->o.process ? "process" : "noop",
 		       r->throughput_per_s);
+	if (r->cpu_us_per_instance >= 0)
+		printf("CPU per instance (whole machine): %.0f us\n",
+		       r->cpu_us_per_instance);
 	if (r->rss_mb >= 0)
 		printf("axd peak RSS: %.1f MB\n", r->rss_mb);
 }

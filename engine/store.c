@@ -1374,6 +1374,53 @@ ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
 	return rv;
 }
 
+#define SQL_FIND_TI                                                           \
+	"SELECT u.ord, ti.id FROM unnest($1::bigint[], $2::text[], "          \
+	"$3::bigint[], $4::int[]) WITH ORDINALITY AS u(d, t, lt, sh, ord) "   \
+	"JOIN task_instances ti ON ti.dag_id = u.d AND ti.task = u.t "        \
+	"AND ti.logical_time = ax_ts(u.lt) AND ti.shard = u.sh"
+
+ax_err
+ax_store_find_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
+                        size_t *found)
+{
+	ax_sqlarr   a[4] = { 0 };
+	const char *p[4];
+	PGresult   *r = NULL;
+	ax_err      rv;
+
+	if (found != NULL)
+		*found = 0;
+	if ((rv = batch_limit(n, "instances")) != AX_OK || n == 0)
+		return rv;
+	if ((rv = ax_store_prepare_once(s, "ax_store.find_ti", SQL_FIND_TI,
+	                                4)) != AX_OK)
+		return rv;
+	for (size_t i = 0; i < n; i++) {
+		const ax_store_ti_row *x = &rows[i];
+		rows[i].instance_id      = 0;
+		ax_sqlarr_int(&a[0], x->dag_id);
+		ax_sqlarr_text(&a[1], x->task);
+		ax_sqlarr_int(&a[2], x->logical_time_us);
+		ax_sqlarr_int(&a[3], x->shard);
+	}
+	if ((rv = ax_sqlarr_end_all(a, p, 4)) == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_store.find_ti", 4, p, &r);
+	ax_sqlarr_fini_all(a, 4);
+	if (rv != AX_OK)
+		return rv;
+	for (int i = 0; i < PQntuples(r); i++) {
+		int64_t ord = ax_store_cell_i64(r, i, 0);
+		if (ord < 1 || (size_t) ord > n)
+			continue;
+		rows[ord - 1].instance_id = ax_store_cell_i64(r, i, 1);
+		if (found != NULL)
+			(*found)++;
+	}
+	PQclear(r);
+	return AX_OK;
+}
+
 /* ---------------------------------------------------------------------- */
 /* batched state moves guarded by the state machine */
 

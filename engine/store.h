@@ -299,6 +299,16 @@ typedef struct ax_store_ti_row {
 ax_err ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
                                  size_t *inserted);
 
+/*
+ * Looks n instances up by their key (dag_id, task, logical_time_us, shard)
+ * in one statement: sets instance_id of the rows that exist, 0 of the
+ * others. Writes nothing, so a caller that only needs the ids of rows
+ * already planned skips the insert's conflict checks. *found (may be
+ * NULL) counts the rows found. AX_EINVAL when n is over 10000.
+ */
+ax_err ax_store_find_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
+                               size_t *found);
+
 /* One guarded move of a task instance for ax_store_move_instances. */
 typedef struct ax_store_ti_move {
 	int64_t     instance_id;

@@ -373,6 +373,41 @@ Test(store, batched_insert_is_idempotent)
 	             N);
 }
 
+Test(store, find_instances_fills_ids_of_stored_rows_only)
+{
+	enum { N = 6 };
+	ax_store_ti_row rows[N], look[N];
+	size_t          found = 99;
+
+	for (int i = 0; i < N; i++)
+		fill_row(&rows[i], i, NULL);
+	/* store the even rows only */
+	ax_store_ti_row even[N / 2];
+	for (int i = 0; i < N / 2; i++)
+		even[i] = rows[2 * i];
+	cr_assert_eq(ax_store_insert_instances(st, even, N / 2, NULL), AX_OK,
+	             "%s", ax_err_detail());
+	for (int i = 0; i < N; i++) {
+		look[i]             = rows[i];
+		look[i].instance_id = 12345; /* overwritten, found or not */
+	}
+	cr_assert_eq(ax_store_find_instances(st, look, N, &found), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(found, N / 2);
+	for (int i = 0; i < N; i++)
+		if (i % 2 == 0)
+			cr_assert_eq(look[i].instance_id,
+			             even[i / 2].instance_id, "row %d", i);
+		else
+			cr_assert_eq(look[i].instance_id, 0, "row %d", i);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), N / 2,
+	             "a lookup writes nothing");
+	cr_assert_eq(ax_store_find_instances(st, look, 0, &found), AX_OK);
+	cr_assert_eq(found, 0);
+	cr_assert_eq(ax_store_find_instances(st, look, 10001, &found),
+	             AX_EINVAL);
+}
+
 Test(store, batched_insert_rejects_bad_rows)
 {
 	ax_store_ti_row r[2];

@@ -244,5 +244,6 @@ Test(bench_util, json_has_the_issue_keys)
 	                 "{\"p50_ms\": 1.500, \"p99_ms\": 8.250, \"max_ms\": "
 	                 "20.000, \"decision_p99_ms\": null, "
 	                 "\"env_ready_p99_ms\": null, \"throughput_per_s\": "
-	                 "5123.400, \"rss_mb\": null, \"samples\": 99}\n");
+	                 "5123.400, \"rss_mb\": null, "
+	                 "\"cpu_us_per_instance\": null, \"samples\": 99}\n");
 }
