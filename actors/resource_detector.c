@@ -231,7 +231,12 @@ group_get(rd_state *st, const char *name)
  * queue should already hold the next attempt when a worker pulls, or the
  * worker idles for a round trip through the pipeline; too high a factor
  * only lengthens the queue (work admitted long before it can run ties up
- * nothing but memory and makes priorities apply later).
+ * nothing but memory and makes priorities apply later). The default, 4,
+ * is Celery's prefetch multiplier too. With short tasks the admitted
+ * window is also the pipeline's batch: `axctl bench --scenario
+ * throughput` (2 workers x 64 slots, noop) used about 380 us of CPU per
+ * instance at 2 and about 340 us at 4, as each actor and transaction
+ * handled twice the items per call.
  *
  * Cold start: the queue reports capacity only after workers register,
  * which may be after the first schedules fire. Admitting nothing until

@@ -947,7 +947,12 @@ static void *
 actor_main(void *arg)
 {
 	ax_actor *a = arg;
+	char      tname[16];
 
+	/* "top -H" and perf show the actor by name (15 bytes at most) */
+	memcpy(tname, a->name, sizeof(tname) - 1);
+	tname[sizeof(tname) - 1] = '\0';
+	(void) pthread_setname_np(pthread_self(), tname);
 	for (;;) {
 		uint32_t k     = 0;
 		int      rearm = 0;

@@ -99,7 +99,7 @@ static const cfg_key cfg_keys[] = {
 	  "job namespace of OpenLineage events" },
 	{ "openlineage.buffer", CFG_INT, "10000",
 	  "events buffered for OpenLineage before drops" },
-	{ "resources.overcommit", CFG_INT, "2",
+	{ "resources.overcommit", CFG_INT, "4",
 	  "admit up to worker-group slots x this, so pulls find work" },
 	{ "resources.default_group_slots", CFG_INT, "16",
 	  "slots assumed for a worker group before its first report" },

@@ -353,6 +353,7 @@ Test(flow, admission_cold_start_capacity_and_duplicates)
 	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
 	cr_assert_eq(ax_config_set(cfg, "resources.default_group_slots", "2"),
 	             AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "resources.overcommit", "2"), AX_OK);
 	rd_compose();
 	send_ready("a", 0, "");
 	send_ready("a", 1, "");
