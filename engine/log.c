@@ -72,6 +72,172 @@ utf8_len(const unsigned char *s)
 	return 0;
 }
 
+/* ---- JSON text check (ax_json_object_valid) ---- */
+
+#define JSON_DEPTH_MAX 64
+
+static const unsigned char *json_value(const unsigned char *p, int depth);
+
+static const unsigned char *
+json_ws(const unsigned char *p)
+{
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	return p;
+}
+
+static int
+hex4(const unsigned char *p, unsigned *out)
+{
+	unsigned v = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned c = p[i], d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return 0;
+		v = v * 16 + d;
+	}
+	*out = v;
+	return 1;
+}
+
+/* p at the opening quote; returns the byte after the closing one. */
+static const unsigned char *
+json_string(const unsigned char *p)
+{
+	p++;
+	for (;;) {
+		unsigned u, lo;
+		size_t   n;
+		if (*p == '"')
+			return p + 1;
+		if (*p < 0x20) /* control characters, and the end of s */
+			return NULL;
+		if (*p != '\\') {
+			if ((n = utf8_len(p)) == 0)
+				return NULL;
+			p += n;
+			continue;
+		}
+		p++;
+		if (strchr("\"\\/bfnrt", *p) != NULL && *p != '\0') {
+			p++;
+			continue;
+		}
+		if (*p != 'u' || !hex4(p + 1, &u) || u == 0)
+			return NULL; /* PostgreSQL's jsonb refuses \u0000 */
+		p += 5;
+		if (u >= 0xDC00 && u <= 0xDFFF)
+			return NULL; /* a low surrogate alone */
+		if (u >= 0xD800 && u <= 0xDBFF) {
+			if (p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo) ||
+			    lo < 0xDC00 || lo > 0xDFFF)
+				return NULL;
+			p += 6;
+		}
+	}
+}
+
+static const unsigned char *
+json_digits(const unsigned char *p)
+{
+	if (*p < '0' || *p > '9')
+		return NULL;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return p;
+}
+
+static const unsigned char *
+json_number(const unsigned char *p)
+{
+	if (*p == '-')
+		p++;
+	if (*p == '0')
+		p++;
+	else if ((p = json_digits(p)) == NULL)
+		return NULL;
+	if (*p == '.' && (p = json_digits(p + 1)) == NULL)
+		return NULL;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		p = json_digits(p);
+	}
+	return p;
+}
+
+/* An object or array; p at its opening bracket. */
+static const unsigned char *
+json_members(const unsigned char *p, int depth)
+{
+	int obj = *p == '{';
+	if (depth >= JSON_DEPTH_MAX)
+		return NULL;
+	p = json_ws(p + 1);
+	if (*p == (obj ? '}' : ']'))
+		return p + 1;
+	for (;;) {
+		if (obj) {
+			if (*p != '"' || (p = json_string(p)) == NULL)
+				return NULL;
+			p = json_ws(p);
+			if (*p != ':')
+				return NULL;
+			p = json_ws(p + 1);
+		}
+		if ((p = json_value(p, depth + 1)) == NULL)
+			return NULL;
+		p = json_ws(p);
+		if (*p == ',') {
+			p = json_ws(p + 1);
+			continue;
+		}
+		return *p == (obj ? '}' : ']') ? p + 1 : NULL;
+	}
+}
+
+static const unsigned char *
+json_value(const unsigned char *p, int depth)
+{
+	switch (*p) {
+	case '{':
+	case '[':
+		return json_members(p, depth);
+	case '"':
+		return json_string(p);
+	case 't':
+		return strncmp((const char *) p, "true", 4) == 0 ? p + 4
+		                                                 : NULL;
+	case 'f':
+		return strncmp((const char *) p, "false", 5) == 0 ? p + 5
+		                                                  : NULL;
+	case 'n':
+		return strncmp((const char *) p, "null", 4) == 0 ? p + 4
+		                                                 : NULL;
+	default:
+		return json_number(p);
+	}
+}
+
+int
+ax_json_object_valid(const char *s)
+{
+	const unsigned char *p;
+	if (s == NULL)
+		return 0;
+	p = json_ws((const unsigned char *) s);
+	if (*p != '{' || (p = json_members(p, 0)) == NULL)
+		return 0;
+	return *json_ws(p) == '\0';
+}
+
 size_t
 ax_json_escape(char *buf, size_t len, size_t cap, const char *s)
 {

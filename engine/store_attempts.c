@@ -429,14 +429,96 @@ nonempty(const char *s)
  * clash. Built here rather than in SQL: at thousands of events a second
  * the JSON work in PostgreSQL was a third of the insert's cost.
  */
+/* Appends s JSON-escaped (without quotes); buf has room (6 bytes/byte). */
+static size_t
+put_esc(char *buf, size_t len, const char *s)
+{
+	return ax_json_escape(buf, len, len + strlen(s) * 6 + 8, s);
+}
+
+/*
+ * payload_object without a JSON library, for the usual case of a payload
+ * that is already one valid JSON object (or none): the fixed keys, then
+ * the payload's members spliced in after them. jsonb keeps the last of
+ * duplicate keys, so the payload's keys still win. NULL when the payload
+ * needs the general path (not an object, not valid) or out of memory.
+ */
+static char *
+payload_spliced(const ax_store_event_row *e)
+{
+	const char *pl = nonempty(e->payload_json), *body = NULL;
+	const char *dag = nonempty(e->dag), *task = nonempty(e->task);
+	const char *src = nonempty(e->source);
+	size_t      len = 1, need = 256;
+	char       *out;
+
+	if (pl != NULL) {
+		if (!ax_json_object_valid(pl))
+			return NULL;
+		body = pl + strspn(pl, " \t\n\r") + 1; /* after the '{' */
+		body += strspn(body, " \t\n\r");
+		need += strlen(body);
+	}
+	need += (dag ? strlen(dag) : 0) * 6 + (task ? strlen(task) : 0) * 6 +
+	    (src ? strlen(src) : 0) * 6;
+	if ((out = malloc(need)) == NULL)
+		return NULL;
+	out[0] = '{';
+	out[1] = '\0';
+#define KEY(k)                                                                \
+	(len +=                                                               \
+	 (size_t) sprintf(out + len, "%s\"" k "\":", len > 1 ? "," : ""))
+	if (dag != NULL) {
+		KEY("dag");
+		out[len++] = '"';
+		len        = put_esc(out, len, dag);
+		out[len++] = '"';
+	}
+	if (task != NULL) {
+		KEY("task");
+		out[len++] = '"';
+		len        = put_esc(out, len, task);
+		out[len++] = '"';
+	}
+	if (src != NULL) {
+		KEY("source");
+		out[len++] = '"';
+		len        = put_esc(out, len, src);
+		out[len++] = '"';
+	}
+	if (e->logical_time_us != 0) {
+		KEY("logical_time_us");
+		len += (size_t) sprintf(out + len, "%lld",
+		                        (long long) e->logical_time_us);
+	}
+	if (e->shard_total > 1) {
+		KEY("shard_index");
+		len += (size_t) sprintf(out + len, "%d", e->shard_index);
+		KEY("shard_total");
+		len += (size_t) sprintf(out + len, "%d", e->shard_total);
+	}
+#undef KEY
+	if (body != NULL && body[0] != '}') {
+		if (len > 1)
+			out[len++] = ',';
+		memcpy(out + len, body, strlen(body) + 1); /* ends with '}' */
+	} else {
+		out[len++] = '}';
+		out[len]   = '\0';
+	}
+	return out;
+}
+
 static char *
 payload_object(const ax_store_event_row *e)
 {
 	json_error_t je;
-	json_t      *o = json_object(), *j = NULL;
-	char        *out;
+	json_t      *o, *j = NULL;
+	char        *out = payload_spliced(e);
 
-	if (o == NULL)
+	if (out != NULL)
+		return out;
+	if ((o = json_object()) == NULL)
 		return NULL;
 	if (nonempty(e->dag))
 		json_object_set_new(o, "dag", json_string(e->dag));

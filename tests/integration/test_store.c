@@ -1015,6 +1015,61 @@ Test(store, fence_the_fence_travels_in_the_dsn_to_the_server)
  * logical time, shards when sharded) with the event's own payload, which
  * wins on a clash; a non-object payload is kept as {"raw": text}; a
  * re-sent event_id is stored once; a bad event_id is skipped. */
+/* Payloads are spliced into the stored object without a JSON library
+ * when they are valid objects; what jsonb would refuse is kept raw and
+ * never fails the batch (the statement would abort the transaction). */
+Test(store, event_payloads_that_jsonb_refuses_are_kept_raw)
+{
+	static const char *const pl[] = {
+		"{\"a\":\"\\u0000\"}", /* jsonb refuses \u0000 */
+		"{\"a\":\"\\ud800\"}", /* unpaired surrogate */
+		"{\"a\":1,}",          /* not JSON */
+		" { \"x\" : [1, {\"y\": \"caf\xc3\xa9\"}] } ", /* fine */
+		"{}",
+	};
+	enum { N = sizeof(pl) / sizeof(pl[0]) };
+	ax_store_event_row r[N];
+	char               ids[N][37];
+	size_t             ins = 0;
+
+	memset(r, 0, sizeof(r));
+	for (int i = 0; i < N; i++) {
+		snprintf(ids[i], sizeof(ids[i]),
+		         "0190a6e0-0000-7000-8000-00000000010%d", i);
+		r[i].event_id     = ids[i];
+		r[i].type         = "instance.succeeded";
+		r[i].time_us      = LOGICAL_US;
+		r[i].dag          = "d1";
+		r[i].task         = "t\"q\\\n"; /* escaped in the payload */
+		r[i].payload_json = pl[i];
+	}
+	cr_assert_eq(ax_store_insert_events(st, r, N, &ins, NULL), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ins, N);
+	cr_assert_eq(
+	    q64("SELECT count(*) FROM event_log WHERE payload->>'task' "
+	        "= E't\"q\\\\\\n' AND payload->>'dag' = 'd1'"),
+	    N, "every payload names the task, escaped");
+	for (int i = 0; i < 3; i++) {
+		char q[512];
+		snprintf(
+		    q, sizeof(q),
+		    "SELECT count(*) FROM event_log WHERE event_id = '%s' "
+		    "AND payload ? 'raw' AND NOT payload ? 'a'",
+		    ids[i]);
+		cr_assert_eq(q64(q), 1, "payload %d kept raw", i);
+	}
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE "
+	                 "payload->'x'->1->>'y' = E'caf\\u00e9' AND NOT "
+	                 "payload ? 'raw'"),
+	             1, "a valid object's members are kept as they are");
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id = "
+	                 "'0190a6e0-0000-7000-8000-000000000104' AND "
+	                 "payload = '{\"dag\": \"d1\", \"task\": "
+	                 "\"t\\\"q\\\\\\n\"}'::jsonb"),
+	             1, "an empty object adds nothing");
+}
+
 Test(store, events_payload_idempotence_and_bad_rows)
 {
 	ax_store_event_row r[4];

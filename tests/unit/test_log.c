@@ -66,3 +66,66 @@ Test(log, level_parse)
 	cr_assert_eq(ax_log_level_parse("WARNING"), AX_LOG_WARN);
 	cr_assert_eq(ax_log_level_parse("loud"), -1);
 }
+
+/* What the event store splices into jsonb without a JSON library must be
+ * exactly what jsonb accepts: anything else takes the slow path. */
+Test(log, json_object_valid_accepts_only_what_jsonb_takes)
+{
+	static const char *const good[] = {
+		"{}",
+		" { } \n",
+		"{\"a\":1}",
+		"{\"from\":\"READY\",\"to\":\"SUCCESS\",\"report\":{"
+		"\"status\":"
+		"\"SUCCESS\",\"exit\":0,\"log\":\"/l\"}}",
+		"{\"n\":-0.5e+10,\"t\":true,\"f\":false,\"z\":null,\"a\":[1,[]"
+		",{}]}",
+		"{\"s\":\"caf\xc3\xa9 \\u00e9 \\ud83d\\ude00 \\\" \\\\ \\/ "
+		"\\n\"}",
+	};
+	static const char *const bad[] = {
+		"",
+		"[]",
+		"\"s\"",
+		"{",
+		"{\"a\":1,}",
+		"{\"a\":1}x",
+		"{\"a\":1}{}",
+		"{a:1}",
+		"{\"a\":01}",
+		"{\"a\":-}",
+		"{\"a\":1.}",
+		"{\"a\":1e}",
+		"{\"a\":tru}",
+		"{\"a\":\"\\u0000\"}",        /* jsonb refuses it */
+		"{\"a\":\"\\ud800\"}",        /* unpaired high surrogate */
+		"{\"a\":\"\\udc00\"}",        /* low surrogate alone */
+		"{\"a\":\"\\ud800\\u0041\"}", /* high, then not a low one */
+		"{\"a\":\"\\x\"}",
+		"{\"a\":\"\\u12g4\"}",
+		"{\"a\":\"tab\there\"}", /* raw control character */
+		"{\"a\":\"\xff\"}",      /* invalid UTF-8 */
+		"{\"a\":\"\xc0\xaf\"}",  /* overlong */
+		"{\"a\":\"unterminated}",
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert(ax_json_object_valid(good[i]), "good %zu: %s", i,
+		          good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert(!ax_json_object_valid(bad[i]), "bad %zu: %s", i,
+		          bad[i]);
+	cr_assert(!ax_json_object_valid(NULL));
+	/* 64 levels of objects are fine, 65 are not */
+	for (int levels = 64; levels <= 65; levels++) {
+		char   deep[512];
+		size_t n = 0;
+		for (int d = 1; d < levels; d++)
+			n += (size_t) sprintf(deep + n, "{\"k\":");
+		n += (size_t) sprintf(deep + n, "{}");
+		for (int d = 1; d < levels; d++)
+			deep[n++] = '}';
+		deep[n] = '\0';
+		cr_assert_eq(ax_json_object_valid(deep), levels == 64,
+		             "%d levels", levels);
+	}
+}
