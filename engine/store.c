@@ -13,6 +13,7 @@
  */
 #include "store.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -945,6 +946,64 @@ write_one_tx(ax_store *s, void *arg)
 	    : ax_store_query(s, w->sql, w->nparams, w->params, w->res);
 }
 
+typedef struct copy_in {
+	const char *sql, *data;
+	size_t      len;
+	int64_t    *rows;
+} copy_in;
+
+static ax_err
+copy_in_tx(ax_store *s, void *arg)
+{
+	copy_in  *c = arg;
+	PGresult *r;
+	ax_err    rv;
+
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	r = PQexec(s->conn, c->sql);
+	if (PQresultStatus(r) != PGRES_COPY_IN) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+		    PQresultStatus(r) != PGRES_TUPLES_OK)
+			return check_result(s, r, c->sql, NULL);
+		PQclear(r);
+		return ax_err_set(AX_EINVAL,
+		                  "store: %s: not a COPY FROM STDIN", c->sql);
+	}
+	PQclear(r);
+	/* A failed send still ends the COPY so the server reports why. */
+	int sent =
+	    c->len == 0 || PQputCopyData(s->conn, c->data, (int) c->len) == 1;
+	if (PQputCopyEnd(s->conn, sent ? NULL : "client: send failed") != 1)
+		return result_error(s, NULL, c->sql, 0);
+	r  = PQgetResult(s->conn);
+	rv = AX_OK;
+	if (PQresultStatus(r) == PGRES_COMMAND_OK && c->rows != NULL)
+		*c->rows = strtoll(PQcmdTuples(r), NULL, 10);
+	rv = check_result(s, r, c->sql, NULL);
+	while ((r = PQgetResult(s->conn)) != NULL)
+		PQclear(r);
+	return rv;
+}
+
+ax_err
+ax_store_copy_in(ax_store *s, const char *sql, const char *data, size_t len,
+                 int64_t *rows)
+{
+	copy_in c = { sql, data, len, rows };
+
+	if (rows != NULL)
+		*rows = 0;
+	if (len > INT_MAX)
+		return ax_err_set(AX_EINVAL,
+		                  "store: %zu bytes of COPY data is over the "
+		                  "limit of %d",
+		                  len, INT_MAX);
+	if (s->fence == 0 || s->in_tx)
+		return copy_in_tx(s, &c);
+	return ax_store_tx(s, copy_in_tx, &c);
+}
+
 ax_err
 ax_store_write(ax_store *s, const char *name, const char *sql, int nparams,
                const char *const *params, PGresult **res)
@@ -1014,6 +1073,12 @@ sqlarr_put(ax_sqlarr *a, const char *s, size_t n)
 	memcpy(a->buf + a->len, s, n);
 	a->len += n;
 	a->buf[a->len] = '\0';
+}
+
+void
+ax_sqlarr_raw(ax_sqlarr *a, const char *s, size_t n)
+{
+	sqlarr_put(a, s, n);
 }
 
 static void

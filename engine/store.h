@@ -127,6 +127,16 @@ ax_err ax_store_write(ax_store *s, const char *name, const char *sql,
                       int nparams, const char *const *params, PGresult **res);
 
 /*
+ * Runs sql, a COPY ... FROM STDIN in text format, with data (len bytes:
+ * lines of tab-separated fields, \\N for NULL) as its input, in one round
+ * trip. *rows (may be NULL) receives the number of rows copied. Writes
+ * like ax_store_write (on a fenced store outside a transaction it runs in
+ * one); errors as ax_store_query (a bad line fails the whole COPY).
+ */
+ax_err ax_store_copy_in(ax_store *s, const char *sql, const char *data,
+                        size_t len, int64_t *rows);
+
+/*
  * Runs sql and reads the first column of its first row as an integer
  * into *out. AX_ENOENT when there is no row or the value is NULL.
  */
@@ -377,6 +387,9 @@ typedef struct ax_sqlarr {
 } ax_sqlarr;
 
 void ax_sqlarr_int(ax_sqlarr *a, int64_t v);
+/* Appends n raw bytes (no separator, no quoting): the buffer alone, e.g.
+ * for COPY data. buf stays NUL-terminated. */
+void ax_sqlarr_raw(ax_sqlarr *a, const char *s, size_t n);
 /* Appends NULL when v == 0 (for columns where 0 means NULL). */
 void ax_sqlarr_int0(ax_sqlarr *a, int64_t v);
 /* Appends s quoted and escaped; NULL appends SQL NULL. */

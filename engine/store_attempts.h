@@ -155,8 +155,9 @@ typedef struct ax_store_event_row {
 } ax_store_event_row;
 
 /*
- * Inserts n events in one statement, ON CONFLICT (event_id) DO NOTHING,
- * so a re-sent event is stored once. Usable inside the transaction of a
+ * Inserts n events with one lookup and one COPY: an event whose id is
+ * already stored, or that appears earlier in rows, is left out, so a
+ * re-sent event is stored once. Usable inside the transaction of a
  * state change. *inserted (may be NULL) counts the new rows; *skipped
  * (may be NULL) the rows refused before SQL (bad event_id or no type).
  */
