@@ -1070,51 +1070,80 @@ Test(store, event_payloads_that_jsonb_refuses_are_kept_raw)
 	             1, "an empty object adds nothing");
 }
 
-/* Events go in through COPY: text with COPY's special bytes arrives as
- * written, an id twice in a batch (or in another case) is stored once,
- * and an unknown DAG name leaves dag_id NULL. */
-Test(store, events_copy_keeps_text_and_stores_each_id_once)
+/* A batch of 128 events or more goes in through COPY: text with COPY's
+ * special bytes arrives as written, an id twice in a batch (or in another
+ * case) is stored once, and an unknown DAG name leaves dag_id NULL. The
+ * same rows in a small batch take the INSERT path and must end the same.
+ */
+static void
+copy_batch(int big, const char *prefix)
 {
-	ax_store_event_row r[4];
-	size_t             ins = 0, skip = 0;
+	enum { N = 200 };
+	static ax_store_event_row r[N];
+	static char               ids[N][37];
+	size_t                    n = big ? N : 4, ins = 0, skip = 0;
+	char                      q[768];
 
 	memset(r, 0, sizeof(r));
-	for (int i = 0; i < 4; i++) {
-		r[i].type    = "instance.failed";
-		r[i].time_us = LOGICAL_US + 123456;
-		r[i].dag     = "d1";
+	for (size_t i = 0; i < n; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "%s-7000-8000-%012zu", prefix,
+		         i);
+		r[i].event_id = ids[i];
+		r[i].type     = "instance.failed";
+		r[i].time_us  = LOGICAL_US + 123456;
+		r[i].dag      = "d1";
 	}
-	r[0].event_id = "0190a6e0-0000-7000-8000-0000000002a1";
 	r[0].reason   = "tab\there\nnew\\N line\r";
 	r[0].trace_id = "\\N";
 	r[0].payload_json =
 	    "{\"error\":\"a\\tb\\\\c\", \"raw\\tjson\":\"\\n\"}";
-	r[1].event_id = "0190A6E0-0000-7000-8000-0000000002A1"; /* same id */
-	r[2].event_id = "0190a6e0-0000-7000-8000-0000000002a2";
-	r[2].dag      = "no-such-dag";
-	r[3].event_id = "0190a6e0-0000-7000-8000-0000000002a2"; /* again */
-	cr_assert_eq(ax_store_insert_events(st, r, 4, &ins, &skip), AX_OK,
+	/* row 1: row 0's id in upper case; row 3: row 2's id again */
+	snprintf(ids[1], sizeof(ids[1]), "%s", ids[0]);
+	for (char *c = ids[1]; *c; c++)
+		*c = (char) (*c >= 'a' && *c <= 'f' ? *c - 32 : *c);
+	r[2].dag = "no-such-dag";
+	snprintf(ids[3], sizeof(ids[3]), "%s", ids[2]);
+	cr_assert_eq(ax_store_insert_events(st, r, n, &ins, &skip), AX_OK,
 	             "%s", ax_err_detail());
-	cr_assert_eq(ins, 2);
+	cr_assert_eq(ins, n - 2);
 	cr_assert_eq(skip, 0);
-	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id = "
-	                 "'0190a6e0-0000-7000-8000-0000000002a1' AND reason = "
-	                 "E'tab\\there\\nnew\\\\N line\\r' AND trace_id = "
-	                 "E'\\\\N' AND payload->>'error' = E'a\\tb\\\\c' "
-	                 "AND payload->>E'raw\\tjson' = E'\\n' AND "
-	                 "ax_us(time) = 1774749600123456"),
-	             1, "text fields arrive byte for byte");
-	cr_assert_eq(
-	    q64("SELECT count(*) FROM event_log WHERE event_id = "
-	        "'0190a6e0-0000-7000-8000-0000000002a2' AND dag_id IS "
-	        "NULL AND payload->>'dag' = 'no-such-dag'"),
-	    1, "an unknown DAG: no dag_id, the name in the payload");
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM event_log WHERE event_id = '%s' AND "
+	         "reason = E'tab\\there\\nnew\\\\N line\\r' AND trace_id = "
+	         "E'\\\\N' AND payload->>'error' = E'a\\tb\\\\c' AND "
+	         "payload->>E'raw\\tjson' = E'\\n' AND "
+	         "ax_us(time) = 1774749600123456",
+	         ids[0]);
+	cr_assert_eq(q64(q), 1, "text fields arrive byte for byte");
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM event_log WHERE event_id = '%s' AND "
+	         "dag_id IS NULL AND payload->>'dag' = 'no-such-dag'",
+	         ids[2]);
+	cr_assert_eq(q64(q), 1,
+	             "an unknown DAG: no dag_id, the name in the payload");
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM event_log WHERE event_id = '%.36s' "
+	         "AND dag_id = %lld",
+	         ids[0], (long long) dag_id);
+	cr_assert_eq(q64(q), 1, "a known DAG's id is stored");
 	/* the same batch again: all stored already */
-	cr_assert_eq(ax_store_insert_events(st, r, 4, &ins, &skip), AX_OK);
+	cr_assert_eq(ax_store_insert_events(st, r, n, &ins, &skip), AX_OK);
 	cr_assert_eq(ins, 0);
-	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id::text "
-	                 "LIKE '0190a6e0-0000-7000-8000-0000000002a%'"),
-	             2);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM event_log WHERE event_id::text LIKE "
+	         "'%.20s-%%'",
+	         prefix);
+	cr_assert_eq(q64(q), (int64_t) n - 2);
+}
+
+Test(store, events_copy_keeps_text_and_stores_each_id_once)
+{
+	copy_batch(1, "0190a6e0-0001");
+}
+
+Test(store, events_small_batch_keeps_text_and_stores_each_id_once)
+{
+	copy_batch(0, "0190a6e0-0002");
 }
 
 Test(store, events_payload_idempotence_and_bad_rows)
