@@ -119,9 +119,12 @@ Test(log, json_object_valid_accepts_only_what_jsonb_takes)
 	for (int levels = 64; levels <= 65; levels++) {
 		char   deep[512];
 		size_t n = 0;
-		for (int d = 1; d < levels; d++)
-			n += (size_t) sprintf(deep + n, "{\"k\":");
-		n += (size_t) sprintf(deep + n, "{}");
+		for (int d = 1; d < levels; d++) {
+			memcpy(deep + n, "{\"k\":", 5);
+			n += 5;
+		}
+		deep[n++] = '{';
+		deep[n++] = '}';
 		for (int d = 1; d < levels; d++)
 			deep[n++] = '}';
 		deep[n] = '\0';
