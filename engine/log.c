@@ -143,16 +143,19 @@ json_string(const unsigned char *p)
 	}
 }
 
+/* 1 to max digits; NULL when there are none or more. */
 static const unsigned char *
-json_digits(const unsigned char *p)
+json_digits(const unsigned char *p, size_t max)
 {
-	if (*p < '0' || *p > '9')
-		return NULL;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	return p;
+	const unsigned char *q = p;
+	while (*q >= '0' && *q <= '9')
+		q++;
+	return q == p || (size_t) (q - p) > max ? NULL : q;
 }
 
+/* A number jsonb's numeric also takes: at most 1000 digits before and
+ * after the point and a 3-digit exponent (PostgreSQL refuses numbers
+ * past its numeric range, which would fail the whole batch). */
 static const unsigned char *
 json_number(const unsigned char *p)
 {
@@ -160,15 +163,15 @@ json_number(const unsigned char *p)
 		p++;
 	if (*p == '0')
 		p++;
-	else if ((p = json_digits(p)) == NULL)
+	else if ((p = json_digits(p, 1000)) == NULL)
 		return NULL;
-	if (*p == '.' && (p = json_digits(p + 1)) == NULL)
+	if (*p == '.' && (p = json_digits(p + 1, 1000)) == NULL)
 		return NULL;
 	if (*p == 'e' || *p == 'E') {
 		p++;
 		if (*p == '+' || *p == '-')
 			p++;
-		p = json_digits(p);
+		p = json_digits(p, 3);
 	}
 	return p;
 }

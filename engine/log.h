@@ -68,7 +68,9 @@ size_t ax_json_escape(char *buf, size_t len, size_t cap, const char *s);
 /*
  * 1 when s is exactly one JSON object (RFC 8259; surrounding white space
  * allowed) that PostgreSQL's jsonb also accepts: valid UTF-8, no \u0000,
- * no unpaired surrogate escape, at most 64 levels deep. Allocates nothing.
+ * no unpaired surrogate escape, numbers of at most 1000 digits before and
+ * after the point with at most a 3-digit exponent, at most 64 levels
+ * deep. Allocates nothing.
  */
 int ax_json_object_valid(const char *s);
 

@@ -1024,6 +1024,7 @@ Test(store, event_payloads_that_jsonb_refuses_are_kept_raw)
 		"{\"a\":\"\\u0000\"}", /* jsonb refuses \u0000 */
 		"{\"a\":\"\\ud800\"}", /* unpaired surrogate */
 		"{\"a\":1,}",          /* not JSON */
+		"{\"a\":1e200000}",    /* past jsonb's numeric range */
 		" { \"x\" : [1, {\"y\": \"caf\xc3\xa9\"}] } ", /* fine */
 		"{}",
 	};
@@ -1050,7 +1051,7 @@ Test(store, event_payloads_that_jsonb_refuses_are_kept_raw)
 	    q64("SELECT count(*) FROM event_log WHERE payload->>'task' "
 	        "= E't\"q\\\\\\n' AND payload->>'dag' = 'd1'"),
 	    N, "every payload names the task, escaped");
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		char q[512];
 		snprintf(
 		    q, sizeof(q),
@@ -1064,7 +1065,7 @@ Test(store, event_payloads_that_jsonb_refuses_are_kept_raw)
 	                 "payload ? 'raw'"),
 	             1, "a valid object's members are kept as they are");
 	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id = "
-	                 "'0190a6e0-0000-7000-8000-000000000104' AND "
+	                 "'0190a6e0-0000-7000-8000-000000000105' AND "
 	                 "payload = '{\"dag\": \"d1\", \"task\": "
 	                 "\"t\\\"q\\\\\\n\"}'::jsonb"),
 	             1, "an empty object adds nothing");

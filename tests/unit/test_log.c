@@ -80,6 +80,7 @@ Test(log, json_object_valid_accepts_only_what_jsonb_takes)
 		"\"SUCCESS\",\"exit\":0,\"log\":\"/l\"}}",
 		"{\"n\":-0.5e+10,\"t\":true,\"f\":false,\"z\":null,\"a\":[1,[]"
 		",{}]}",
+		"{\"big\":1e999,\"small\":-1.5E-999}",
 		"{\"s\":\"caf\xc3\xa9 \\u00e9 \\ud83d\\ude00 \\\" \\\\ \\/ "
 		"\\n\"}",
 	};
@@ -107,6 +108,8 @@ Test(log, json_object_valid_accepts_only_what_jsonb_takes)
 		"{\"a\":\"\xff\"}",      /* invalid UTF-8 */
 		"{\"a\":\"\xc0\xaf\"}",  /* overlong */
 		"{\"a\":\"unterminated}",
+		"{\"a\":1e1000}", /* past what the check lets through */
+		"{\"a\":1e-200000}",
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		cr_assert(ax_json_object_valid(good[i]), "good %zu: %s", i,
@@ -115,6 +118,15 @@ Test(log, json_object_valid_accepts_only_what_jsonb_takes)
 		cr_assert(!ax_json_object_valid(bad[i]), "bad %zu: %s", i,
 		          bad[i]);
 	cr_assert(!ax_json_object_valid(NULL));
+	/* 1000 digits before the point are fine, 1001 are not */
+	for (int digits = 1000; digits <= 1001; digits++) {
+		char num[1100];
+		memcpy(num, "{\"a\":", 5);
+		memset(num + 5, '7', (size_t) digits);
+		memcpy(num + 5 + digits, "}", 2);
+		cr_assert_eq(ax_json_object_valid(num), digits == 1000,
+		             "%d digits", digits);
+	}
 	/* 64 levels of objects are fine, 65 are not */
 	for (int levels = 64; levels <= 65; levels++) {
 		char   deep[512];
