@@ -976,8 +976,7 @@ copy_in_tx(ax_store *s, void *arg)
 	    c->len == 0 || PQputCopyData(s->conn, c->data, (int) c->len) == 1;
 	if (PQputCopyEnd(s->conn, sent ? NULL : "client: send failed") != 1)
 		return result_error(s, NULL, c->sql, 0);
-	r  = PQgetResult(s->conn);
-	rv = AX_OK;
+	r = PQgetResult(s->conn);
 	if (PQresultStatus(r) == PGRES_COMMAND_OK && c->rows != NULL)
 		*c->rows = strtoll(PQcmdTuples(r), NULL, 10);
 	rv = check_result(s, r, c->sql, NULL);

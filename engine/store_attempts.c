@@ -447,19 +447,28 @@ nonempty(const char *s)
 	return s != NULL && s[0] != '\0' ? s : NULL;
 }
 
-/*
- * The stored payload of e as JSON object text (malloc'd; NULL when out of
- * memory): dag, task, source, logical_time_us and, for sharded tasks,
- * shard_index / shard_total, then the keys of e's own payload (a JSON
- * object; anything else is kept as {"raw": text}), which win on a
- * clash. Built here rather than in SQL: at thousands of events a second
- * the JSON work in PostgreSQL was a third of the insert's cost.
- */
-/* Appends s JSON-escaped (without quotes); buf has room (6 bytes/byte). */
+/* Appends ,"key":"value" (no comma first) with value JSON-escaped; buf
+ * has room (6 bytes per byte of value). No-op when value is NULL. */
 static size_t
-put_esc(char *buf, size_t len, const char *s)
+put_str_key(char *buf, size_t len, const char *key, const char *value)
 {
-	return ax_json_escape(buf, len, len + strlen(s) * 6 + 8, s);
+	if (value == NULL)
+		return len;
+	len += (size_t) sprintf(buf + len, "%s\"%s\":\"", len > 1 ? "," : "",
+	                        key);
+	len = ax_json_escape(buf, len, len + strlen(value) * 6 + 8, value);
+	buf[len++] = '"';
+	buf[len]   = '\0';
+	return len;
+}
+
+/* Appends ,"key":v (no comma first). */
+static size_t
+put_int_key(char *buf, size_t len, const char *key, int64_t v)
+{
+	return len +
+	    (size_t) sprintf(buf + len, "%s\"%s\":%lld", len > 1 ? "," : "",
+	                     key, (long long) v);
 }
 
 /*
@@ -491,39 +500,16 @@ payload_spliced(const ax_store_event_row *e)
 		return NULL;
 	out[0] = '{';
 	out[1] = '\0';
-#define KEY(k)                                                                \
-	(len +=                                                               \
-	 (size_t) sprintf(out + len, "%s\"" k "\":", len > 1 ? "," : ""))
-	if (dag != NULL) {
-		KEY("dag");
-		out[len++] = '"';
-		len        = put_esc(out, len, dag);
-		out[len++] = '"';
-	}
-	if (task != NULL) {
-		KEY("task");
-		out[len++] = '"';
-		len        = put_esc(out, len, task);
-		out[len++] = '"';
-	}
-	if (src != NULL) {
-		KEY("source");
-		out[len++] = '"';
-		len        = put_esc(out, len, src);
-		out[len++] = '"';
-	}
-	if (e->logical_time_us != 0) {
-		KEY("logical_time_us");
-		len += (size_t) sprintf(out + len, "%lld",
-		                        (long long) e->logical_time_us);
-	}
+	len    = put_str_key(out, len, "dag", dag);
+	len    = put_str_key(out, len, "task", task);
+	len    = put_str_key(out, len, "source", src);
+	if (e->logical_time_us != 0)
+		len = put_int_key(out, len, "logical_time_us",
+		                  e->logical_time_us);
 	if (e->shard_total > 1) {
-		KEY("shard_index");
-		len += (size_t) sprintf(out + len, "%d", e->shard_index);
-		KEY("shard_total");
-		len += (size_t) sprintf(out + len, "%d", e->shard_total);
+		len = put_int_key(out, len, "shard_index", e->shard_index);
+		len = put_int_key(out, len, "shard_total", e->shard_total);
 	}
-#undef KEY
 	if (body != NULL && body[0] != '}') {
 		if (len > 1)
 			out[len++] = ',';
@@ -535,6 +521,14 @@ payload_spliced(const ax_store_event_row *e)
 	return out;
 }
 
+/*
+ * The stored payload of e as JSON object text (malloc'd; NULL when out of
+ * memory): dag, task, source, logical_time_us and, for sharded tasks,
+ * shard_index / shard_total, then the keys of e's own payload (a JSON
+ * object; anything else is kept as {"raw": text}), which win on a
+ * clash. Built here rather than in SQL: at thousands of events a second
+ * the JSON work in PostgreSQL was a third of the insert's cost.
+ */
 static char *
 payload_object(const ax_store_event_row *e)
 {
@@ -892,6 +886,22 @@ ax_store_insert_events(ax_store *s, const ax_store_event_row *rows, size_t n,
 		                  n, AX_STORE_BATCH_MAX);
 	if (n == 0)
 		return AX_OK;
-	return n < EV_COPY_MIN ? events_insert(s, rows, n, inserted, skipped)
-	                       : events_copy(s, rows, n, inserted, skipped);
+	if (n < EV_COPY_MIN)
+		return events_insert(s, rows, n, inserted, skipped);
+	/* An id the lookup did not see (its writer had not committed yet)
+	 * makes the COPY fail on the unique key, where the INSERT's ON
+	 * CONFLICT would wait and skip it. Run again: the lookup now sees
+	 * it. In a transaction that failure aborted everything before it, so
+	 * the whole transaction runs again (AX_ERETRY); alone, this call. */
+	for (int tries = 1;; tries++) {
+		ax_err rv = events_copy(s, rows, n, inserted, skipped);
+		if (rv != AX_EEXIST)
+			return rv;
+		if (ax_store_in_tx(s) || tries == 3)
+			return ax_err_set(
+			    AX_ERETRY,
+			    "store: an event id of this batch was "
+			    "stored while it was written; run it "
+			    "again (it will be left out)");
+	}
 }

@@ -1147,6 +1147,68 @@ Test(store, events_small_batch_keeps_text_and_stores_each_id_once)
 	copy_batch(0, "0190a6e0-0002");
 }
 
+/* Another writer holds an uncommitted row with one of the batch's ids:
+ * the lookup does not see it, the COPY waits on the unique key and fails
+ * once it commits. The transaction runs again and leaves the id out:
+ * nothing lost, nothing twice (the INSERT path waits and skips it). */
+static void *
+commit_later(void *arg)
+{
+	ax_clock_sleep_us(300000);
+	PQclear(PQexec(arg, "COMMIT"));
+	return NULL;
+}
+
+typedef struct ev_batch {
+	ax_store_event_row *rows;
+	size_t              n;
+} ev_batch;
+
+static ax_err
+ev_batch_tx(ax_store *s, void *arg)
+{
+	ev_batch *b = arg;
+	return ax_store_insert_events(s, b->rows, b->n, NULL, NULL);
+}
+
+Test(store, events_copy_runs_again_past_a_concurrent_writer)
+{
+	enum { N = 200 };
+	static ax_store_event_row r[N];
+	static char               ids[N][37];
+	pthread_t                 t;
+	PGconn                   *other = PQconnectdb(ax_test_pg_dsn(pg));
+
+	cr_assert_eq(PQstatus(other), CONNECTION_OK);
+	for (int i = 0; i < N; i++) {
+		snprintf(ids[i], sizeof(ids[i]),
+		         "0190a6e0-0003-7000-8000-%012d", i);
+		r[i] = (ax_store_event_row) { .event_id = ids[i],
+			                      .type     = "instance.running",
+			                      .time_us  = LOGICAL_US };
+	}
+	PQclear(PQexec(other, "BEGIN"));
+	PGresult *res = PQexec(other,
+	                       "INSERT INTO event_log (event_id, type) "
+	                       "VALUES ('0190a6e0-0003-7000-8000-"
+	                       "000000000007', 'other.writer')");
+	cr_assert_eq(PQresultStatus(res), PGRES_COMMAND_OK, "%s",
+	             PQerrorMessage(other));
+	PQclear(res);
+	cr_assert_eq(pthread_create(&t, NULL, commit_later, other), 0);
+	ev_batch b = { r, N };
+	cr_assert_eq(ax_store_tx(st, ev_batch_tx, &b), AX_OK, "%s",
+	             ax_err_detail());
+	pthread_join(t, NULL);
+	PQfinish(other);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE event_id::text "
+	                 "LIKE '0190a6e0-0003-%'"),
+	             N, "every id once");
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'other.writer'"),
+	             1, "the other writer's row is the one kept");
+}
+
 Test(store, events_payload_idempotence_and_bad_rows)
 {
 	ax_store_event_row r[4];
