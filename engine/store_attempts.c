@@ -430,8 +430,9 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
  * SELECT FROM unnest(...) ON CONFLICT (array parsing, a dag lookup per
  * row, speculative insertion). COPY has no ON CONFLICT, so the ids that
  * already exist are looked up first (with the DAG ids, one statement),
- * and a batch never carries an id twice. Only the writer of an event
- * ever stores it, one batch at a time, so nothing can slip in between.
+ * and a batch never carries an id twice. An id committed by another
+ * writer after the lookup fails the COPY on the unique key; the batch
+ * then runs again (see ax_store_insert_events) and leaves it out.
  */
 #define SQL_EV_KNOWN                                                          \
 	"SELECT 'd', name, id FROM dags WHERE name = ANY($1::text[]) "        \
