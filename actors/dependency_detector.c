@@ -41,6 +41,8 @@
 
 #define COMP "dependency_detector"
 
+#define DD_TRACE_LEN 33 /* a trace id (32 hex digits) and its NUL */
+
 enum { I_WAIT = 0, I_SENT, I_OK, I_FAIL };
 enum { R_NEW = 0, R_HELD_DEP, R_HELD_CONC, R_ACTIVE };
 enum { M_RESTART = 0, M_RELOAD, M_BACKFILL_SERIAL, M_BACKFILL_PARALLEL };
@@ -68,7 +70,7 @@ struct drun {
 	dver    *v;
 	dq      *q;
 	int64_t  logical_us, due_us;
-	char     trace[33];
+	char     trace[DD_TRACE_LEN];
 	int      phase;     /* R_* */
 	int      backfill;  /* 0, 1 serial, 2 parallel */
 	int      due_gated; /* its TIMER_GATE fired: judge it now */
@@ -97,13 +99,16 @@ typedef struct rvec {
 	size_t n, cap;
 } rvec;
 
-/* An event written in the batch's transaction (owns its strings). */
+/* An event written in the batch's transaction. It owns every string it
+ * carries (see "the batch" in dd): e.ev points only into this struct
+ * and at string literals. */
 typedef struct pev {
 	ax_flow_event   e;
 	Ax__InstanceRef ref;
 	char            dag[256];
 	char            task[256];
 	char            payload[192];
+	char            trace[DD_TRACE_LEN];
 } pev;
 
 typedef struct done {
@@ -124,11 +129,18 @@ typedef struct dd {
 	ax_flow_map                  *vers, *runs, *dqs, *waiters;
 	int                           started;
 	ax_dependency_detector_stats *stats, own;
-	/* the batch */
-	ax_store_run_change *chg;
+	/*
+	 * The batch: what one handler call writes in flush(). The batch owns
+	 * everything it holds (copies, ids, string literals), never a pointer
+	 * into a drun, its dver or the DAG: the call that queues an item may
+	 * drop the run before flush() (finish, supersede, discard), and the
+	 * last run of a version frees the version's graph and releases its
+	 * DAG entry.
+	 */
+	ax_store_run_change *chg; /* state and reason: string literals */
 	size_t               nchg, capchg;
 	int64_t             *wr_run;
-	const char         **wr_task;
+	char               **wr_task; /* owned copies */
 	size_t               nwr, capwr, capwr2;
 	int64_t             *sup;
 	size_t               nsup, capsup;
@@ -181,6 +193,7 @@ emit(dd *d, const drun *r, const char *type, const char *reason,
 	snprintf(p->task, sizeof(p->task), "%s", task ? task : "");
 	snprintf(p->payload, sizeof(p->payload), "%s",
 	         payload ? payload : "{}");
+	snprintf(p->trace, sizeof(p->trace), "%s", r->trace);
 	p->ref                 = (Ax__InstanceRef) AX__INSTANCE_REF__INIT;
 	p->ref.dag             = p->dag;
 	p->ref.dag_version_id  = r->v->e->version_id;
@@ -190,7 +203,7 @@ emit(dd *d, const drun *r, const char *type, const char *reason,
 	p->ref.logical_time_us = r->logical_us;
 	p->ref.shard_index     = shard;
 	ax_flow_event_init(&p->e, COMP, type, reason, &p->ref, NULL, 0,
-	                   r->trace[0] ? r->trace : NULL, p->payload);
+	                   p->trace[0] ? p->trace : NULL, p->payload);
 	d->evs[d->nev++] = p;
 }
 
@@ -1068,14 +1081,20 @@ mark_waiting(dd *d, drun *r, size_t t)
 				continue;
 			seen[dn]    = 1;
 			que[tail++] = dn;
-			if (ax_flow_grow((void **) &d->wr_run, &d->capwr,
+			char *name  = strdup(r->v->e->dag->tasks[dn].name);
+			if (name == NULL ||
+			    ax_flow_grow((void **) &d->wr_run, &d->capwr,
 			                 d->nwr + 1,
 			                 sizeof(*d->wr_run)) != 0 ||
 			    ax_flow_grow((void **) &d->wr_task, &d->capwr2,
-			                 d->nwr + 1, sizeof(*d->wr_task)) != 0)
+			                 d->nwr + 1,
+			                 sizeof(*d->wr_task)) != 0) {
+				free(name);
+				oom("wait reason");
 				continue;
+			}
 			d->wr_run[d->nwr]  = r->id;
-			d->wr_task[d->nwr] = r->v->e->dag->tasks[dn].name;
+			d->wr_task[d->nwr] = name;
 			d->nwr++;
 		}
 	}
@@ -1542,8 +1561,9 @@ batch_fn(ax_store *s, void *arg)
 	PQclear(d->live);
 	d->live = NULL;
 	if ((rv = ax_store_deps_runs_update(s, d->chg, d->nchg)) != AX_OK ||
-	    (rv = ax_store_deps_wait_reason(s, d->wr_run, d->wr_task, d->nwr,
-	                                    "WAIT_DEPENDENCY", NULL)) != AX_OK)
+	    (rv = ax_store_deps_wait_reason(
+	         s, d->wr_run, (const char *const *) d->wr_task, d->nwr,
+	         "WAIT_DEPENDENCY", NULL)) != AX_OK)
 		return rv;
 	if (d->nsup > 0 &&
 	    (rv = ax_store_deps_supersede(s, d->sup, d->nsup, &d->live)) !=
@@ -1580,6 +1600,15 @@ send_cancels(dd *d)
 	d->live = NULL;
 }
 
+/* Frees the batch's wait-reason list. */
+static void
+wr_clear(dd *d)
+{
+	for (size_t i = 0; i < d->nwr; i++)
+		free(d->wr_task[i]);
+	d->nwr = 0;
+}
+
 /* Writes what the handler collected, then sends what depends on it. */
 static void
 flush(dd *d)
@@ -1613,7 +1642,8 @@ flush(dd *d)
 	}
 	PQclear(d->live);
 	d->live = NULL;
-	d->nchg = d->nwr = d->nsup = d->nev = d->ndn = 0;
+	wr_clear(d);
+	d->nchg = d->nsup = d->nev = d->ndn = 0;
 }
 
 /* --- actor --------------------------------------------------------------
@@ -1724,6 +1754,7 @@ dd_fini(void *state)
 	ax_flow_map_free(d->vers, dver_free);
 	for (size_t i = 0; i < d->nev; i++)
 		free(d->evs[i]);
+	wr_clear(d);
 	PQclear(d->live);
 	free(d->evs);
 	free(d->chg);

@@ -10,7 +10,8 @@
  * WAIT_DEPENDENCY and fails the run, clear with downstream (try budget
  * reset), mark SUCCESS releases the downstream, same_period cross-DAG
  * dependency, serial / discard / replace, restart rebuild (counters
- * rebuilt, nothing released twice).
+ * rebuilt, nothing released twice), the events of runs dropped from
+ * memory before their batch is written (their own trace id).
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -260,8 +261,10 @@ make_run(int64_t dag_id, int64_t sec)
 
 #define client_send(dest, cmd) ax_test_send(sys, dest, cmd)
 
+/* Sends the Due of run (trace: its trace id, or NULL). */
 static void
-send_due_at(const char *dag, int64_t run, int64_t due_us)
+send_due_traced(const char *dag, int64_t run, int64_t due_us,
+                const char *trace)
 {
 	Ax__Command cmd = AX__COMMAND__INIT;
 	Ax__Due     due = AX__DUE__INIT;
@@ -276,7 +279,14 @@ send_due_at(const char *dag, int64_t run, int64_t due_us)
 	due.due_at_us = due_us;
 	cmd.body_case = AX__COMMAND__BODY_DUE;
 	cmd.due       = &due;
+	cmd.trace_id  = (char *) trace;
 	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+}
+
+static void
+send_due_at(const char *dag, int64_t run, int64_t due_us)
+{
+	send_due_traced(dag, run, due_us, NULL);
 }
 
 static void
@@ -647,6 +657,96 @@ Test(dependency_detector, serial_discard_replace)
 	             1);
 	WAIT_FOR(cancels(&hook_cap, p1) == 1);
 	cr_assert(run_state_is(p2, "RUNNING"));
+}
+
+/* Rows of event_log of type for run with trace_id trace. */
+static int64_t
+events_traced(const char *type, int64_t run, const char *trace)
+{
+	return q_int("SELECT count(*) FROM event_log WHERE type = '%s' AND "
+	             "dag_run_id = %lld AND trace_id = '%s'",
+	             type, (long long) run, trace);
+}
+
+/*
+ * A run that finishes (or is discarded, or superseded) is dropped from
+ * memory in the handler call that queues its event, before flush()
+ * writes the batch, and a held run may start in its place in the same
+ * call. The event must not read the dropped run: each run ends in its
+ * terminal state, and its event is in event_log with the run's own trace
+ * id. (When the event read the freed run, AddressSanitizer stopped the
+ * test at the first finish; without it, the garbage trace failed the
+ * batch, so the run stayed RUNNING and the event was not written.)
+ */
+Test(dependency_detector, events_of_dropped_runs_keep_their_trace)
+{
+	char        y[512];
+	const char *t1 = "0af7651916cd43dd8448eb211c80319c",
+	           *t2 = "1bf7651916cd43dd8448eb211c80319d",
+	           *t3 = "2cf7651916cd43dd8448eb211c80319e",
+	           *t4 = "3df7651916cd43dd8448eb211c80319f",
+	           *t5 = "4ef7651916cd43dd8448eb211c8031a0",
+	           *t6 = "5ff7651916cd43dd8448eb211c8031a1";
+	int64_t ser    = store_dag(policy_dag(y, sizeof(y), "tser", "serial"));
+	int64_t dis  = store_dag(policy_dag(y, sizeof(y), "tdis", "discard"));
+	int64_t rep  = store_dag(policy_dag(y, sizeof(y), "trep", "replace"));
+	int64_t warm = store_dag(policy_dag(y, sizeof(y), "twarm", "serial"));
+	int64_t s1, s2, d1, d2, p1, p2, now = ax_clock_utc_us();
+
+	/* the runs found at start are recovered without a trace: the traced
+	 * rows are made once the start-up rebuild (which plans this one) is
+	 * over */
+	make_run(warm, 10);
+	start_system();
+	WAIT_FOR(dstats.planned == 1);
+	s1 = make_run(ser, 10);
+	s2 = make_run(ser, 20);
+	d1 = make_run(dis, 10);
+	d2 = make_run(dis, 20);
+	p1 = make_run(rep, 10);
+	p2 = make_run(rep, 20);
+
+	/* serial: s1 ends and s2 starts in the same handler call */
+	send_due_traced("tser", s1, now, t1);
+	send_due_traced("tser", s2, now, t2);
+	WAIT_FOR(readies(&ready_cap, s1, "a") == 1);
+	WAIT_FOR(run_state_is(s2, "QUEUED"));
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) s1) == 1);
+	finish_task("tser", s1, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, s2, "a") == 1);
+	WAIT_FOR(run_state_is(s1, "SUCCESS"));
+	WAIT_FOR(events_traced("run.succeeded", s1, t1) == 1);
+	cr_assert(run_state_is(s2, "RUNNING"));
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) s2) == 1);
+	finish_task("tser", s2, "a", "FAILED");
+	WAIT_FOR(run_state_is(s2, "FAILED"));
+	WAIT_FOR(events_traced("run.failed", s2, t2) == 1);
+
+	/* discard: d2 is dropped as it arrives */
+	send_due_traced("tdis", d1, now, t3);
+	WAIT_FOR(readies(&ready_cap, d1, "a") == 1);
+	send_due_traced("tdis", d2, now, t4);
+	WAIT_FOR(run_state_is(d2, "CANCELED"));
+	WAIT_FOR(events_traced("run.discarded", d2, t4) == 1);
+
+	/* replace: p1 is dropped when p2 takes its place */
+	send_due_traced("trep", p1, now, t5);
+	WAIT_FOR(readies(&ready_cap, p1, "a") == 1);
+	send_due_traced("trep", p2, now, t6);
+	WAIT_FOR(readies(&ready_cap, p2, "a") == 1);
+	WAIT_FOR(run_state_is(p1, "CANCELED"));
+	WAIT_FOR(events_traced("run.superseded", p1, t5) == 1);
+	cr_assert(run_state_is(p2, "RUNNING"));
+	cr_assert_eq(q_int("SELECT count(*) FROM event_log WHERE dag_run_id "
+	                   "IN (%lld, %lld, %lld, %lld, %lld, %lld) AND "
+	                   "trace_id !~ '^[0-9a-f]{32}$'",
+	                   (long long) s1, (long long) s2, (long long) d1,
+	                   (long long) d2, (long long) p1, (long long) p2),
+	             0, "an event with a trace id that is not its run's");
 }
 
 /*
