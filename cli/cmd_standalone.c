@@ -6,9 +6,15 @@
  * migrates it, loads a DAG folder (the code of `axctl dag load`), starts
  * axd, N workers and ax-api through cli/stack.h, prints where everything
  * is, then shows progress until SIGINT or SIGTERM, when it stops the API,
- * the workers, axd and PostgreSQL, in that order, and exits 0. A child
- * that dies on its own is reported with the end of its log; everything
- * is stopped and the exit status is 1.
+ * the workers, axd and PostgreSQL, in that order, and exits 0.
+ *
+ * Supervision: a child that dies on its own (axd, a worker, ax-api) is
+ * reported with its exit status or signal and the end of its log, and
+ * started again after a backoff (stack.h: 100 ms doubling to 10 s, reset
+ * after 60 s up); the others keep running. The embedded PostgreSQL is
+ * probed once a second and started again the same way when it is gone;
+ * the daemons reconnect on their own. Only a failure during start-up
+ * ends standalone with exit status 1.
  *
  * Invariants: the children run in their own process groups, so a Ctrl-C
  * on the terminal reaches only axctl, which keeps the stop order. The
@@ -71,9 +77,12 @@ usage(FILE *f)
 	    "  --workers N  local workers, 1-64 (default: 2)\n"
 	    "  --port P     port of the HTTP API (default: 8080)\n"
 	    "\n"
+	    "A daemon that dies is logged and started again (backoff 100 ms\n"
+	    "doubling to 10 s); so is the embedded PostgreSQL.\n"
+	    "\n"
 	    "Logs: HOME/logs/axd.log, worker-N.log, ax-api.log, tasks/.\n"
-	    "Exit status: 0 after a clean stop, 1 on a failure (a daemon "
-	    "died:\nthe end of its log is shown), 2 usage error.\n");
+	    "Exit status: 0 after a clean stop, 1 on a failure during "
+	    "start-up,\n2 usage error.\n");
 }
 
 typedef struct sa_opts {
@@ -495,63 +504,106 @@ start_stack(standalone *sa)
 	return 0;
 }
 
-/* Reports a child that died on its own. */
+/*
+ * One supervision pass over the daemons; what it says goes to stderr, on
+ * a line of its own (the tty status line is cleared first).
+ */
 static void
-report_death(const ax_proc *p)
+supervise_children(standalone *sa, progress *p)
 {
-	char how[96], tail[4096];
+	char  *buf = NULL;
+	size_t len = 0;
+	FILE  *m   = open_memstream(&buf, &len);
 
-	fprintf(stderr,
-	        "\naxctl standalone: %s %s unexpectedly; end of %s:\n%s\n"
-	        "stopping everything.\n",
-	        p->name, ax_proc_describe(p, how, sizeof(how)), p->log_path,
-	        ax_proc_log_tail(p->log_path, 20, tail, sizeof(tail)));
+	ax_stack_supervise(&sa->st, m != NULL ? m : stderr,
+	                   "axctl standalone: ");
+	if (m != NULL)
+		fclose(m);
+	if (len > 0) {
+		clear_line(p);
+		fputs(buf, stderr);
+		fflush(stderr);
+	}
+	free(buf);
 }
 
-/* Runs until a signal (0) or a death (1). */
+/*
+ * Probes the embedded PostgreSQL once a second; when it is gone, reports
+ * it with the end of its log and starts it again after the backoff of
+ * stack.h (a start that fails doubles the delay).
+ */
+static void
+supervise_pg(standalone *sa, progress *p, ax_stack_sup *sup, int64_t *next)
+{
+	int64_t now     = ax_clock_mono_us();
+	int     running = 1;
+	char    tail[4096];
+
+	if (sa->w.embed == NULL || now < *next)
+		return;
+	*next = now + AX_USEC_PER_SEC;
+	if (sup->restart_at == 0) {
+		ax_pg_embed_status(sa->w.embed, &running);
+		if (running)
+			return;
+		sup->backoff_us = ax_stack_next_backoff(sup, now);
+		sup->restart_at = now + sup->backoff_us;
+		clear_line(p);
+		fprintf(stderr,
+		        "axctl standalone: PostgreSQL is not running; "
+		        "starting it again in %lld ms; end of %s:\n%s\n",
+		        (long long) (sup->backoff_us / AX_USEC_PER_MSEC),
+		        ax_pg_embed_logpath(sa->w.embed),
+		        ax_proc_log_tail(ax_pg_embed_logpath(sa->w.embed), 10,
+		                         tail, sizeof(tail)));
+		*next = sup->restart_at;
+		return;
+	}
+	if (now < sup->restart_at)
+		return;
+	sup->restart_at = 0;
+	sup->restarts++;
+	clear_line(p);
+	if (ax_pg_embed_up(sa->w.embed) != AX_OK) {
+		now             = ax_clock_mono_us();
+		sup->backoff_us = ax_stack_next_backoff(sup, now);
+		sup->restart_at = now + sup->backoff_us;
+		fprintf(stderr,
+		        "axctl standalone: cannot start PostgreSQL: %s; "
+		        "trying again in %lld ms\n",
+		        ax_err_detail(),
+		        (long long) (sup->backoff_us / AX_USEC_PER_MSEC));
+		*next = sup->restart_at;
+		return;
+	}
+	sup->up_us = ax_clock_mono_us();
+	fprintf(stderr, "axctl standalone: PostgreSQL started again\n");
+}
+
+/* Runs until SIGINT or SIGTERM (0); 1 when the status connection cannot
+ * be opened at all. */
 static int
 watch(standalone *sa)
 {
-	progress p;
-	int64_t  next = 0;
-	ax_proc *dead;
-	ax_err   rv;
+	progress     p;
+	int64_t      next = 0, next_pg = 0;
+	ax_stack_sup pg_sup;
+	ax_err       rv;
 
 	memset(&p, 0, sizeof(p));
-	p.tty      = isatty(1);
+	memset(&pg_sup, 0, sizeof(pg_sup));
+	pg_sup.up_us = ax_clock_mono_us();
+	p.tty        = isatty(1);
 	p.start_us = p.since_us = ax_clock_utc_us();
 	if ((rv = ax_store_open(sa->w.dsn, &p.s)) != AX_OK)
 		return fail("status connection", rv);
 	ax_store_set_reconnect_timeout(p.s, 500 * AX_USEC_PER_MSEC);
 	while (!g_stop) {
-		if ((dead = ax_stack_check(&sa->st)) != NULL) {
-			clear_line(&p);
-			report_death(dead);
-			ax_store_close(p.s);
-			return 1;
-		}
+		supervise_children(sa, &p);
+		supervise_pg(sa, &p, &pg_sup, &next_pg);
 		if (ax_clock_mono_us() >= next) {
 			refresh(&p);
 			next = ax_clock_mono_us() + AX_USEC_PER_SEC;
-		}
-		if (p.db_down && sa->w.embed != NULL) {
-			int running = 1;
-			ax_pg_embed_status(sa->w.embed, &running);
-			if (!running) {
-				char tail[4096];
-				clear_line(&p);
-				fprintf(
-				    stderr,
-				    "\naxctl standalone: PostgreSQL is not "
-				    "running; end of %s:\n%s\nstopping "
-				    "everything.\n",
-				    ax_pg_embed_logpath(sa->w.embed),
-				    ax_proc_log_tail(
-				        ax_pg_embed_logpath(sa->w.embed), 20,
-				        tail, sizeof(tail)));
-				ax_store_close(p.s);
-				return 1;
-			}
 		}
 		ax_clock_sleep_us(100 * AX_USEC_PER_MSEC);
 	}

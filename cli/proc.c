@@ -210,9 +210,9 @@ ax_proc_signal(ax_proc *p, int sig)
 ax_err
 ax_proc_stop(ax_proc *p, int64_t grace_us)
 {
+	p->stopping = 1; /* even when it already exited: not a crash */
 	if (!ax_proc_poll(p))
 		return AX_OK;
-	p->stopping = 1;
 	ax_proc_signal(p, SIGTERM);
 	if (ax_proc_wait(p, grace_us) == AX_OK) {
 		/* Anything left in its group (a stray grandchild) goes too. */

@@ -91,7 +91,9 @@ void ax_proc_signal(ax_proc *p, int sig);
  * Stops the child: SIGTERM to its process group, waits up to grace_us,
  * then SIGKILL to the group and waits for the exit. Returns AX_OK when it
  * exited within the grace period (or was not running), AX_ETIMEDOUT when
- * it had to be killed. The child is reaped in both cases.
+ * it had to be killed. The child is reaped in both cases. Sets
+ * p->stopping in every case, so a supervisor does not take the exit for
+ * a crash.
  */
 ax_err ax_proc_stop(ax_proc *p, int64_t grace_us);
 

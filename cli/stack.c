@@ -23,6 +23,14 @@
 /* Unix socket paths are limited to 108 bytes including the NUL. */
 #define IPC_PATH_MAX 100
 
+/* Restart backoff: 100 ms doubling to 10 s, back to 100 ms after 60 s up.
+ * A child that dies at once (bad config, database gone) must not spin the
+ * CPU, and one that crashed after a long healthy run should come back at
+ * once: a longer floor delays recovery, a shorter cap floods the log. */
+#define BACKOFF_MIN_US (100 * AX_USEC_PER_MSEC)
+#define BACKOFF_MAX_US (10 * AX_USEC_PER_SEC)
+#define HEALTHY_US     (60 * AX_USEC_PER_SEC)
+
 static ax_err
 mkdir_p(const char *path)
 {
@@ -257,6 +265,12 @@ ax_stack_start_axd(ax_stack *st, int64_t timeout_us)
 }
 
 ax_err
+ax_stack_start_standby(ax_stack *st)
+{
+	return start_child(&st->standby, "axd-standby", "axd", st, NULL);
+}
+
+ax_err
 ax_stack_start_worker(ax_stack *st, int i)
 {
 	char        name[32], id[48], group[96];
@@ -351,6 +365,116 @@ ax_stack_check(ax_stack *st)
 	return NULL;
 }
 
+ax_proc *
+ax_stack_child(ax_stack *st, int k)
+{
+	if (k == AX_STACK_AXD)
+		return &st->axd;
+	if (k == AX_STACK_STANDBY)
+		return &st->standby;
+	if (k == AX_STACK_API)
+		return &st->api;
+	if (k >= AX_STACK_WORKER0 && k < AX_STACK_WORKER0 + st->n_workers)
+		return &st->workers[k - AX_STACK_WORKER0];
+	return NULL;
+}
+
+/* Starts child k again, the way it was started first. */
+static ax_err
+restart(ax_stack *st, int k)
+{
+	if (k == AX_STACK_AXD)
+		return start_child(&st->axd, "axd", "axd", st, NULL);
+	if (k == AX_STACK_STANDBY)
+		return ax_stack_start_standby(st);
+	if (k == AX_STACK_API)
+		return start_child(&st->api, "ax-api", "ax-api", st, NULL);
+	return ax_stack_start_worker(st, k - AX_STACK_WORKER0);
+}
+
+int64_t
+ax_stack_next_backoff(const ax_stack_sup *sup, int64_t now)
+{
+	if (sup->backoff_us == 0 || now - sup->up_us >= HEALTHY_US)
+		return BACKOFF_MIN_US;
+	return sup->backoff_us * 2 > BACKOFF_MAX_US ? BACKOFF_MAX_US
+	                                            : sup->backoff_us * 2;
+}
+
+static void
+report(FILE *log, const char *prefix, const ax_proc *p,
+       const ax_stack_sup *sup)
+{
+	char how[96], tail[2048];
+
+	if (log == NULL)
+		return;
+	fprintf(log,
+	        "%s%s (pid %d) %s unexpectedly; restarting it in %lld ms "
+	        "(restart %d); end of %s:\n%s",
+	        prefix, p->name, (int) p->pid,
+	        ax_proc_describe(p, how, sizeof(how)),
+	        (long long) (sup->backoff_us / AX_USEC_PER_MSEC),
+	        sup->restarts + 1, p->log_path,
+	        ax_proc_log_tail(p->log_path, 5, tail, sizeof(tail)));
+	if (tail[0] != '\0' && tail[strlen(tail) - 1] != '\n')
+		fputc('\n', log);
+	fflush(log);
+}
+
+int
+ax_stack_supervise(ax_stack *st, FILE *log, const char *prefix)
+{
+	int64_t now = ax_clock_mono_us();
+	int     n   = 0;
+
+	for (int k = 0; k < AX_STACK_WORKER0 + st->n_workers; k++) {
+		ax_proc      *p   = ax_stack_child(st, k);
+		ax_stack_sup *sup = &st->sup[k];
+
+		if (p->pid == 0 || (k == AX_STACK_API && !st->api_up))
+			continue;
+		if (sup->restart_at == 0) {
+			if (p->pid != sup->pid) { /* started by the caller */
+				sup->pid   = p->pid;
+				sup->up_us = now;
+			}
+			if (p->stopping || ax_proc_poll(p))
+				continue;
+			sup->backoff_us = ax_stack_next_backoff(sup, now);
+			sup->restart_at = now + sup->backoff_us;
+			report(log, prefix, p, sup);
+			continue;
+		}
+		if (now < sup->restart_at)
+			continue;
+		sup->restart_at = 0;
+		sup->restarts++;
+		if (restart(st, k) != AX_OK) {
+			sup->backoff_us = ax_stack_next_backoff(sup, now);
+			sup->restart_at = now + sup->backoff_us;
+			if (log != NULL)
+				fprintf(
+				    log,
+				    "%scannot restart %s: %s; trying again "
+				    "in %lld ms\n",
+				    prefix, p->name, ax_err_detail(),
+				    (long long) (sup->backoff_us /
+				                 AX_USEC_PER_MSEC));
+			continue;
+		}
+		sup->pid   = p->pid;
+		sup->up_us = now;
+		n++;
+		if (log != NULL)
+			fprintf(log, "%s%s restarted (pid %d)\n", prefix,
+			        p->name, (int) p->pid);
+	}
+	if (log != NULL)
+		fflush(log);
+	return n;
+}
+
 void
 ax_stack_stop(ax_stack *st, int64_t grace_us)
 {
@@ -369,7 +493,11 @@ ax_stack_stop(ax_stack *st, int64_t grace_us)
 		ax_proc_wait(&st->workers[i], left > 0 ? left : 0);
 		ax_proc_stop(&st->workers[i], 0);
 	}
+	ax_proc_stop(&st->standby, grace_us);
 	ax_proc_stop(&st->axd, grace_us);
+	/* Nothing stopped here is restarted by a later supervision pass. */
+	for (int k = 0; k < AX_STACK_CHILDREN; k++)
+		st->sup[k].restart_at = 0;
 }
 
 void

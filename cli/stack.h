@@ -11,20 +11,33 @@
  * events.pub under $home/run; worker.log_dir $home/logs/tasks; api.port),
  * then starts the children with cli/proc.h, logs in $home/logs/NAME.log.
  *
+ * Supervision (ax_stack_supervise): a child that exits without being
+ * stopped is logged (which child, exit status or signal, the end of its
+ * log) and started again after a backoff of 100 ms doubling to 10 s; the
+ * backoff goes back to 100 ms once a child stayed up 60 s. One child's
+ * death never stops the others: axd, workers and ax-api only meet through
+ * PostgreSQL and the queue socket, and each reconnects on its own.
+ *
  * Invariants: axd counts as ready once it holds the scheduler lease with
  * an epoch above the one before it started (scheduler_lease row), so a
  * restarted axd is ready only after it took over. Stop order: ax-api,
- * workers (they drain), axd. Children get SIGTERM as their parent-death
- * signal: a crashed axctl leaves no daemon behind.
+ * workers (they drain), the standby axd, axd. Children get SIGTERM as
+ * their parent-death signal: a crashed axctl leaves no daemon behind. A
+ * child stopped on purpose (ax_proc_stop, or `stopping` set) is never
+ * restarted until the caller starts it again.
  *
  * Workload: a few calls per process; waiting polls PostgreSQL every
  * 50 ms, which is fine for start-up (this is not the scheduling path).
+ * Supervision polls every child with waitpid(WNOHANG): call it every
+ * 100 ms or so.
  */
 #ifndef AX_STACK_H
 #define AX_STACK_H
 
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #include "ax_err.h"
 #include "proc.h"
@@ -42,6 +55,27 @@ typedef struct ax_stack_opts {
 	                             keys); may be NULL */
 } ax_stack_opts;
 
+/* Restart state of one supervised child (see ax_stack_supervise). */
+typedef struct ax_stack_sup {
+	pid_t pid;          /* the pid this state is about (a new pid: a
+	                       fresh start, the up-time clock restarts) */
+	int64_t up_us;      /* monotonic time that pid was first seen */
+	int64_t backoff_us; /* delay before the next restart; 0: initial */
+	int64_t restart_at; /* monotonic time of the pending restart; 0:
+	                       none pending */
+	int restarts;       /* restarts so far */
+} ax_stack_sup;
+
+/* Children in supervision order: axd, the standby axd, ax-api, then the
+ * workers (AX_STACK_WORKER0 + i). */
+enum {
+	AX_STACK_AXD      = 0,
+	AX_STACK_STANDBY  = 1,
+	AX_STACK_API      = 2,
+	AX_STACK_WORKER0  = 3,
+	AX_STACK_CHILDREN = AX_STACK_WORKER0 + AX_STACK_MAX_WORKERS,
+};
+
 typedef struct ax_stack {
 	char    home[PATH_MAX];
 	char    config[PATH_MAX + 16];     /* $home/ax.yaml */
@@ -50,11 +84,14 @@ typedef struct ax_stack {
 	char   *dsn;                       /* owned copy */
 	int     n_workers;
 	ax_proc axd;
+	ax_proc standby; /* a second axd (ax_stack_start_standby), or
+	                    never started */
 	ax_proc api;
 	ax_proc workers[AX_STACK_MAX_WORKERS];
 	char    groups[AX_STACK_MAX_WORKERS][64]; /* worker.group; "": the
 	                                             default group */
-	int api_up; /* ax-api was started and survived its start-up */
+	int          api_up; /* ax-api was started and survived its start-up */
+	ax_stack_sup sup[AX_STACK_CHILDREN]; /* by AX_STACK_* index */
 } ax_stack;
 
 /*
@@ -71,6 +108,13 @@ ax_err ax_stack_init(ax_stack *st, const ax_stack_opts *o);
  * AX_ETIMEDOUT when it never took the lease (it is stopped then).
  */
 ax_err ax_stack_start_axd(ax_stack *st, int64_t timeout_us);
+
+/*
+ * Starts a second axd (log axd-standby.log) without waiting: it stands by
+ * while axd holds the scheduler lease and takes over when that lease
+ * goes. AX_ENOENT when the binary is missing.
+ */
+ax_err ax_stack_start_standby(ax_stack *st);
 
 /* Starts worker i (0-based; log worker-<i+1>.log, id
  * standalone-<i+1>). Restarting a dead worker reuses its id. */
@@ -99,8 +143,31 @@ ax_err ax_stack_start_api(ax_stack *st, int *up, char *why, size_t whylen);
  */
 ax_proc *ax_stack_check(ax_stack *st);
 
+/*
+ * One supervision pass, never blocking for long: every child that was
+ * started, is not being stopped and has exited is reported on log (when
+ * not NULL; each line starts with prefix) with its exit status or signal
+ * and the end of its log, and a restart is scheduled after its backoff;
+ * every restart that is due is done (axd without waiting for the lease:
+ * it takes it when it can). A restart that fails is reported and
+ * scheduled again with a doubled backoff. Returns the number of children
+ * restarted in this pass.
+ */
+int ax_stack_supervise(ax_stack *st, FILE *log, const char *prefix);
+
+/*
+ * The restart delay after a death: BACKOFF_MIN (100 ms) for a first death
+ * or after sup stayed up 60 s, else the previous delay doubled up to 10 s.
+ * now is monotonic. Pure; also used for the embedded PostgreSQL.
+ */
+int64_t ax_stack_next_backoff(const ax_stack_sup *sup, int64_t now);
+
+/* The child at supervision index k (AX_STACK_*), or NULL past the
+ * workers. */
+ax_proc *ax_stack_child(ax_stack *st, int k);
+
 /* Stops ax-api, the workers (in parallel: SIGTERM to all, then wait),
- * then axd, each with grace_us before SIGKILL. */
+ * then the standby axd and axd, each with grace_us before SIGKILL. */
 void ax_stack_stop(ax_stack *st, int64_t grace_us);
 
 /* Frees what init allocated. Safe on zeroed memory; stops nothing. */
