@@ -254,6 +254,8 @@ out_ack(ax_worker *w, const char *run_id)
 /* Drops the first n entries of an outbox array. */
 #define OUT_SHIFT(arr, cnt, n, freeone)                                       \
 	do {                                                                  \
+		if ((n) == 0)                                                 \
+			break; /* arr may be NULL: memmove needs a pointer */ \
 		for (size_t i_ = 0; i_ < (n); i_++)                           \
 			freeone(&(arr)[i_]);                                  \
 		memmove((arr), (arr) + (n), ((cnt) - (n)) * sizeof(*(arr)));  \
