@@ -6,7 +6,8 @@
  * and catches syntax errors; then each document is loaded with libyaml's
  * tree API and walked by schema: every mapping is checked against the
  * keys it may hold, every value against its type.
- * Invariants: positions are 1-based; every string stored is an arena copy;
+ * Invariants: positions are 1-based; every string stored is an arena copy
+ * of a whole scalar (a scalar that decodes to a NUL refuses the file);
  * the walker only follows the schema, so it never recurses deeper than
  * the format itself (a few levels), whatever the document holds.
  * Workload: a folder of DAG files at start-up or one submission; files up
@@ -128,6 +129,8 @@ is_null(const yaml_node_t *n)
 	    strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
 }
 
+/* An arena copy of scalar n, whole: prescan() refused every scalar that
+ * holds a NUL, so its length is its C string length. */
 static char *
 adup(const ld *l, const yaml_node_t *n)
 {
@@ -1118,8 +1121,28 @@ syntax_error(ld *l, yaml_parser_t *p)
 }
 
 /*
+ * A scalar (key or value) whose escapes decode to a NUL ("\0", "\x00",
+ * "\u0000" in double quotes). C strings would cut the value there, so the
+ * parsed DAG would differ from the YAML that is stored, and PostgreSQL text
+ * cannot hold a NUL at all: the file is refused, naming the scalar.
+ */
+static void
+scalar_nul(ld *l, const yaml_event_t *ev)
+{
+	ax_pos pos = mark_pos(l, ev->start_mark);
+	if (ev->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ||
+	    ev->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE)
+		pos.col++; /* after the quote, as node_pos() */
+	ERR(l, pos,
+	    "NUL (\\0) is not allowed in DAG YAML values; remove the "
+	    "escape");
+}
+
+/*
  * Streams the events of the whole file once. Returns AX_OK when the file
- * is within limits and well-formed, else the recorded error's code.
+ * is within limits and well-formed, else the recorded error's code. Every
+ * scalar that holds a NUL is reported (AX_EPARSE), so no document of the
+ * file is loaded: every scalar the loader copies (adup) is NUL-free.
  */
 static ax_err
 prescan(ld *l)
@@ -1131,6 +1154,7 @@ prescan(ld *l)
 	size_t               docs = 0, cap = lim->max_alias_nodes + 1;
 	ax_err               rv   = AX_OK;
 	int                  done = 0;
+	size_t               nul  = 0; /* scalars holding a NUL */
 
 	s.count = calloc(lim->max_depth + 1, sizeof(size_t));
 	s.aname = calloc(lim->max_depth + 1, sizeof(char *));
@@ -1163,6 +1187,11 @@ prescan(ld *l)
 			}
 			break;
 		case YAML_SCALAR_EVENT:
+			if (memchr(ev.data.scalar.value, '\0',
+			           ev.data.scalar.length) != NULL) {
+				scalar_nul(l, &ev);
+				nul++;
+			}
 			an = (const char *) ev.data.scalar.anchor;
 			if (an != NULL && scan_define(&s, an, 1) != 0)
 				rv = AX_ENOMEM;
@@ -1240,7 +1269,7 @@ prescan(ld *l)
 	free(s.count);
 	free(s.aname);
 	yaml_parser_delete(&p);
-	return rv;
+	return rv == AX_OK && nul > 0 ? AX_EPARSE : rv;
 }
 
 /* --- entry points ----------------------------------------------------------

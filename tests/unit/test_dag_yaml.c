@@ -1,6 +1,7 @@
 /*
  * The YAML loader and the model: the issue's diamond, every example file,
- * template / defaults merging, merge keys, JSON form and content hashes.
+ * template / defaults merging, merge keys, JSON form and content hashes,
+ * scalars that decode to a NUL (refused with their place).
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -282,5 +283,75 @@ Test(dag_yaml, unreadable_file_is_an_error_not_a_crash)
 	cr_assert_eq(set->n_diags, 1);
 	cr_assert_str_eq(set->diags[0].msg,
 	                 "cannot read: No such file or directory");
+	ax_dagset_free(set);
+}
+
+/*
+ * A double-quoted "\0" (or "\x00", "\u0000") decodes to a NUL byte. The
+ * loader copied scalars as C strings, so the value was cut at the NUL and
+ * the parsed DAG differed from the YAML kept in dag_versions (and
+ * PostgreSQL text cannot hold the NUL anyway): the file is refused with the
+ * position of the scalar, whether the NUL is in a value or a key.
+ */
+typedef struct nul_case {
+	const char *yaml;
+	uint32_t    line, col;
+} nul_case;
+
+Test(dag_yaml, nul_escape_in_a_scalar_is_refused_with_its_place)
+{
+	static const nul_case cases[] = {
+		/* a command */
+		{ "kind: DAG\nname: n\ntasks:\n"
+		  "  - {name: a, command: \"echo a\\0; rm -rf /tmp/x\"}\n",
+		  4, 25 },
+		/* a key */
+		{ "kind: DAG\nname: n\n\"na\\0me\": x\ntasks:\n"
+		  "  - {name: a, command: echo}\n",
+		  3, 2 },
+		/* a param, as \x00 */
+		{ "kind: DAG\nname: n\nparams:\n  region: \"eu\\x00west\"\n"
+		  "tasks:\n  - {name: a, command: echo}\n",
+		  4, 12 },
+		/* an env value, as \u0000, in a block mapping */
+		{ "kind: DAG\nname: n\ntasks:\n  - name: a\n    command: "
+		  "echo\n"
+		  "    env:\n      K: \"v\\u0000w\"\n",
+		  7, 11 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const nul_case *c = &cases[i];
+		ax_dagset      *set;
+		cr_assert_eq(ax_dagset_new(NULL, &set), AX_OK);
+		cr_assert_eq(ax_dag_yaml_load_buf(set, "n.yaml", c->yaml,
+		                                  strlen(c->yaml)),
+		             AX_EPARSE, "case %zu", i);
+		cr_assert_eq(set->n_dags, 0, "case %zu: a DAG was loaded", i);
+		cr_assert_eq(set->n_diags, 1, "case %zu", i);
+		cr_assert_str_eq(
+		    set->diags[0].msg,
+		    "NUL (\\0) is not allowed in DAG YAML values; "
+		    "remove the escape",
+		    "case %zu", i);
+		cr_assert_str_eq(set->diags[0].pos.file, "n.yaml");
+		cr_assert_eq(set->diags[0].pos.line, c->line, "case %zu: %u",
+		             i, set->diags[0].pos.line);
+		cr_assert_eq(set->diags[0].pos.col, c->col, "case %zu: %u", i,
+		             set->diags[0].pos.col);
+		ax_dagset_free(set);
+	}
+}
+
+Test(dag_yaml, every_nul_scalar_is_reported)
+{
+	const char *y = "kind: DAG\nname: \"n\\0\"\ntasks:\n"
+	                "  - {name: a, command: \"x\\0\"}\n";
+	ax_dagset  *set;
+	cr_assert_eq(ax_dagset_new(NULL, &set), AX_OK);
+	cr_assert_eq(ax_dag_yaml_load_buf(set, "n.yaml", y, strlen(y)),
+	             AX_EPARSE);
+	cr_assert_eq(set->n_diags, 2);
+	cr_assert_eq(set->diags[0].pos.line, 2);
+	cr_assert_eq(set->diags[1].pos.line, 4);
 	ax_dagset_free(set);
 }
