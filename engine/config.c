@@ -84,6 +84,9 @@ static const cfg_key cfg_keys[] = {
 	  "attempt logs; empty = <home>/logs" },
 	{ "worker.kill_grace", CFG_DURATION, "10s",
 	  "SIGTERM to SIGKILL delay on timeout or kill" },
+	{ "worker.state_dir", CFG_STRING, "",
+	  "records of running tasks, killed by the next start with the "
+	  "same worker.id; empty = <home>/state/worker" },
 	{ "api.listen", CFG_STRING, "127.0.0.1", "API listen address" },
 	{ "api.port", CFG_INT, "8080", "API port" },
 	{ "api.tls_cert", CFG_STRING, "", "PEM certificate; enables TLS" },

@@ -85,7 +85,7 @@ main(int argc, char **argv)
 	ax_config  *cfg;
 	ax_worker  *w;
 	ax_err      rv;
-	char        logs[1024];
+	char        logs[1024], state[1024];
 	int         c, lvl;
 
 	while ((c = getopt_long(argc, argv, "c:s:g:n:i:l:hV", opts, NULL)) !=
@@ -149,6 +149,12 @@ main(int argc, char **argv)
 	else
 		snprintf(logs, sizeof(logs), "%s/logs",
 		         ax_config_str(cfg, "home"));
+	if (*ax_config_str(cfg, "worker.state_dir"))
+		snprintf(state, sizeof(state), "%s",
+		         ax_config_str(cfg, "worker.state_dir"));
+	else
+		snprintf(state, sizeof(state), "%s/state/worker",
+		         ax_config_str(cfg, "home"));
 
 	ax_worker_opts o = {
 		.server       = ax_config_str(cfg, "worker.server"),
@@ -159,6 +165,7 @@ main(int argc, char **argv)
 		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),
+		.state_dir = state,
 	};
 	if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
 		fprintf(stderr, "ax-worker: pipe: %s\n", strerror(errno));

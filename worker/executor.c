@@ -111,6 +111,33 @@ ax_exec_running(const ax_exec *ex)
 }
 
 void
+ax_exec_set_lease(ax_exec *ex, int64_t deadline_mono_us)
+{
+	if (ex != NULL && ex->ops->set_lease != NULL)
+		ex->ops->set_lease(ex->self, deadline_mono_us);
+}
+
+void
+ax_exec_fence(ax_exec *ex, int64_t lapsed_at_mono_us)
+{
+	if (ex != NULL && ex->ops->fence != NULL)
+		ex->ops->fence(ex->self, lapsed_at_mono_us);
+}
+
+ax_err
+ax_exec_set_state_dir(ax_exec *ex, const char *dir)
+{
+	if (ex == NULL || dir == NULL)
+		return ax_err_set(AX_EINVAL,
+		                  "ax_exec_set_state_dir: NULL argument");
+	if (ex->ops->set_state_dir == NULL)
+		return ax_err_set(AX_EINVAL,
+		                  "executor %s keeps no state records",
+		                  ex->ops->name);
+	return ex->ops->set_state_dir(ex->self, dir);
+}
+
+void
 ax_exec_limits_from_resources(double cpu, int64_t memory_bytes,
                               int64_t timeout_us, ax_exec_limits *out)
 {
@@ -135,6 +162,8 @@ ax_exec_status_name(ax_exec_status s)
 		return "TIMEOUT";
 	case AX_EXEC_KILLED:
 		return "KILLED";
+	case AX_EXEC_FENCED:
+		return "FENCED";
 	}
 	return "UNKNOWN";
 }

@@ -20,6 +20,18 @@
  *    group; stdin is /dev/null; stdout and stderr are appended to the
  *    per-attempt log file (its directories are created); every other fd is
  *    closed on exec, so no worker fd leaks into user code.
+ *  - supervisor: each task runs under a small supervisor process (the
+ *    "shim", a fork of the worker that never execs) that is the task's
+ *    parent, outside the task's group. It holds one end of a socket pair
+ *    whose other end only the worker holds: when the worker dies (even of
+ *    kill -9) the shim sees EOF and SIGKILLs the task's process group at
+ *    once, so no task outlives its worker. It also knows the worker's
+ *    lease deadline (ax_exec_set_lease) and SIGKILLs the group when it
+ *    passes, even while the worker itself is stopped (SIGSTOP).
+ *  - state records (ax_exec_set_state_dir): one file per running attempt
+ *    naming its process group and the start time of its leader (against
+ *    pid reuse); ax_task_records_kill_leftovers() (task_records.h)
+ *    kills what a previous life of the worker left.
  *  - environment: the worker's, then the task env, then AX_RUN_ID, AX_DAG,
  *    AX_TASK, AX_LOGICAL_DATE, AX_ATTEMPT, AX_SHARD_INDEX, AX_SHARD_TOTAL
  *    (AX_* win over a task env entry of the same name).
@@ -41,8 +53,9 @@
  *    child it did not start. So: in a process that uses the local
  *    executor (ax-worker), every child process belongs to it; do not set
  *    SIGCHLD to SIG_IGN, and do not wait for children elsewhere.
- *  - cgroups are not used (this host has cgroup v1 only, and the worker
- *    may run unprivileged): limits are rlimits + process groups.
+ *  - cgroups are not used (the worker may run unprivileged, and not every
+ *    host has a writable cgroup v2 tree): limits are rlimits, kills go to
+ *    process groups.
  *
  * Noop executor (executor_noop.c): an attempt succeeds at once, inside
  * the worker, with no process; for measuring the scheduler without
@@ -106,6 +119,7 @@ typedef enum ax_exec_status {
 	AX_EXEC_FAILED,      /* exited non-zero, or died of a signal */
 	AX_EXEC_TIMEOUT,     /* killed because timeout_us passed */
 	AX_EXEC_KILLED,      /* killed on request (ax_exec_kill) */
+	AX_EXEC_FENCED,      /* killed because the lease lapsed */
 } ax_exec_status;
 
 /* How one attempt ended; filled by ax_exec_poll(). */
@@ -117,11 +131,12 @@ typedef struct ax_exec_result {
 	int            term_signal; /* signal that ended it, or 0 */
 	int64_t        started_at;  /* UTC us, right after exec succeeded */
 	int64_t        ended_at;    /* UTC us, when its end was observed */
-	int            pid;         /* also the process group id; 0: noop */
-	int64_t        cpu_user_us; /* rusage of the main process and of */
-	int64_t        cpu_sys_us;  /* the descendants it waited for */
-	int64_t        max_rss_kb;  /* peak RSS among those, KiB */
-	int64_t        log_bytes;   /* log file size at the end; 0: none */
+	int            pid;         /* main process, also the process group
+	                             * id; 0: noop */
+	int64_t cpu_user_us;        /* rusage of the main process and of */
+	int64_t cpu_sys_us;         /* the descendants it waited for */
+	int64_t max_rss_kb;         /* peak RSS among those, KiB */
+	int64_t log_bytes;          /* log file size at the end; 0: none */
 } ax_exec_result;
 
 /*
@@ -139,6 +154,10 @@ typedef struct ax_exec_ops {
 	ax_err (*poll)(void *self, int64_t now_us, ax_exec_result *out,
 	               size_t cap, size_t *n);
 	size_t (*running)(void *self);
+	/* optional (NULL: nothing to do) */
+	void (*set_lease)(void *self, int64_t deadline_mono_us);
+	void (*fence)(void *self, int64_t lapsed_at_mono_us);
+	ax_err (*set_state_dir)(void *self, const char *dir);
 } ax_exec_ops;
 
 extern const ax_exec_ops ax_exec_local_ops; /* "bash" */
@@ -213,6 +232,31 @@ ax_err ax_exec_poll(ax_exec *ex, int64_t now_us, ax_exec_result *out,
 size_t ax_exec_running(const ax_exec *ex);
 
 /*
+ * The worker's lease deadline (monotonic us; INT64_MAX: none, the
+ * default): the local executor's supervisors SIGKILL their task's group
+ * once it passes without a newer deadline, whatever the worker is doing.
+ * Attempts started later get the latest deadline at start.
+ */
+void ax_exec_set_lease(ax_exec *ex, int64_t deadline_mono_us);
+
+/*
+ * The lease lapsed at lapsed_at (monotonic us): every attempt whose main
+ * process had not ended before that instant gets SIGKILL to its process
+ * group now and ends with AX_EXEC_FENCED; leftovers of attempts that had
+ * ended are killed too (those keep their status). Results still come
+ * from ax_exec_poll().
+ */
+void ax_exec_fence(ax_exec *ex, int64_t lapsed_at_mono_us);
+
+/*
+ * Keeps one record per running attempt in dir (created if missing) until
+ * ax_exec_poll() returns the attempt, for ax_task_records_kill_leftovers()
+ * in a later life of the process (task_records.h). Errors: AX_EIO (dir cannot
+ * be created), AX_EINVAL (an executor without processes).
+ */
+ax_err ax_exec_set_state_dir(ax_exec *ex, const char *dir);
+
+/*
  * Maps a task's `resources` (DAG format) and timeout to rlimits:
  * memory -> RLIMIT_AS (bytes of address space per process); cpu (cores,
  * may be fractional) -> RLIMIT_CPU = ceil(cpu * timeout) seconds, a budget
@@ -224,7 +268,7 @@ size_t ax_exec_running(const ax_exec *ex);
 void ax_exec_limits_from_resources(double cpu, int64_t memory_bytes,
                                    int64_t timeout_us, ax_exec_limits *out);
 
-/* "SUCCESS", "FAILED", "TIMEOUT", "KILLED". */
+/* "SUCCESS", "FAILED", "TIMEOUT", "KILLED", "FENCED". */
 const char *ax_exec_status_name(ax_exec_status s);
 
 #endif /* AX_EXECUTOR_H */

@@ -1,32 +1,57 @@
 /*
  * executor_local.c - the local executor: runs `bash` tasks as processes of
- * the worker's machine (fork/exec, own process group, rlimits, log file).
+ * the worker's machine (fork/exec, own process group, rlimits, log file),
+ * each under a supervisor process that kills it when the worker dies.
  *
  * Role: the "bash" ops table of executor.h, driven by ax-worker's loop.
+ * Processes of one attempt:
+ *   worker --fork--> shim --fork--> task main (group leader, execs)
+ *                                      +-- its children (same group)
+ *   The shim is a fork of the worker that never execs (so it only calls
+ *   async-signal-safe functions, like any child of a threaded process).
+ *   It sits in a group of its own, outside the task's, and ignores the
+ *   stop signals meant for the worker. It waits for the task main
+ *   (wait4: exit status and rusage), reports to the worker over a pipe,
+ *   and SIGKILLs the task's group when (a) its control socket reaches EOF
+ *   (the worker died: kill -9 included, since only the worker holds the
+ *   other end) or (b) the lease deadline it was last sent passes. It
+ *   lives until the worker SIGKILLs it once the task's group is empty.
  * Life of an attempt:
- *   start: spec checked, argv/envp/log fd prepared in the parent (the child
- *          of a multi-threaded process may only call async-signal-safe
- *          functions), fork, child sets up and execs; a CLOEXEC pipe tells
- *          the parent "exec'd" (EOF) or "failed at step S with errno E".
- *   run:   the child's pidfd sits in the epoll set; a timeout or a kill
- *          request sends SIGTERM to the group and arms kill_at.
- *   end:   pidfd readable -> the main process is reaped; then the group
- *          must empty: leftovers get TERM (if not sent yet), KILL at
- *          kill_at, and the group is probed every AX_LOCAL_TICK until
+ *   start: spec checked, argv/envp/log fd prepared in the parent, fork of
+ *          the shim, which forks the task; the shim sends the task's pid,
+ *          and a CLOEXEC pipe tells the worker "exec'd" (EOF) or "failed
+ *          at step S with errno E".
+ *   run:   the shim's pidfd and its report pipe sit in the epoll set; a
+ *          timeout or a kill request sends SIGTERM to the group and arms
+ *          kill_at.
+ *   end:   the shim reports the main process's end; then the group must
+ *          empty: leftovers get TERM (if not sent yet), KILL at kill_at,
+ *          and the group is probed every AX_LOCAL_TICK until
  *          kill(-pgid, 0) says ESRCH (or AX_EXEC_REAP_AFTER_KILL after the
- *          SIGKILL, when it is reported anyway with a warning).
+ *          SIGKILL, when it is reported anyway with a warning); then the
+ *          shim is killed and reaped.
+ *   fence: the lease lapsed (the shim's own deadline or ax_exec_fence):
+ *          SIGKILL to the group; the attempt ends FENCED unless its main
+ *          process had ended before the lapse.
  * Invariants: an attempt is in `v` from a successful start until poll()
- * returns it; pidfd >= 0 exactly while its main process is not reaped; the
+ * returns it; pidfd >= 0 exactly while the shim is not reaped; main_done
+ * once the shim reported the main's end (or died without doing so); the
  * group id equals the main pid and stays reserved while any member lives,
- * so group signals cannot hit a stranger (the only window is between
- * reaping the main process of an already empty group and the probe right
- * after it, which would need a pid wrap-around within microseconds).
+ * so group signals cannot hit a stranger (the only window is between the
+ * group emptying and the probe right after it, which would need a pid
+ * wrap-around within milliseconds).
+ * State records: with a state dir, each attempt has a record (group id,
+ * leader start time; task_records.h) from its start until poll() returns
+ * it; a worker killed together with its shims leaves them behind for
+ * its next life (ax_task_records_kill_leftovers).
+ * Child code (the shim, the task before exec) lives in exec_child.c.
  * Workload: tens to hundreds of concurrent attempts, tens of starts per
- * second per worker; fork+exec costs about a millisecond here.
+ * second per worker; the two forks cost about a millisecond each here.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +59,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -42,74 +68,56 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "exec_child.h"
 #include "executor.h"
 #include "log.h"
+#include "task_records.h"
 
 extern char **environ;
 
 #define AX_LOCAL_TICK (10 * AX_USEC_PER_MSEC) /* group-empty probe period */
 #define AX_LOCAL_BASH "/bin/bash"
 
-/* The child's setup steps, reported through the status pipe on failure. */
-enum child_step {
-	STEP_SETPGID = 1,
-	STEP_DUP,
-	STEP_CHDIR,
-	STEP_RLIMIT_CPU,
-	STEP_RLIMIT_AS,
-	STEP_RLIMIT_NOFILE,
-	STEP_RLIMIT_NPROC,
-	STEP_RLIMIT_FSIZE,
-	STEP_EXEC,
-};
-
-struct child_report {
-	int step;
-	int err;
-};
-
-/* Everything the child needs, prepared by the parent before fork. */
-struct child_args {
-	const char    *path;      /* file to execve */
-	char *const   *argv;      /* NULL-terminated */
-	char *const   *envp;      /* NULL-terminated */
-	const char    *workdir;   /* or NULL */
-	int            in_fd;     /* /dev/null */
-	int            out_fd;    /* log file or /dev/null */
-	int            status_fd; /* write end of the CLOEXEC pipe */
-	ax_exec_limits limits;
-};
-
 typedef struct attempt {
 	char           run_id[AX_EXEC_RUN_ID_MAX];
 	char          *log_path; /* owned copy, or NULL */
+	char          *record;   /* state record path, or NULL */
 	void          *user;
-	pid_t          pid;   /* main process, also the group id */
-	int            pidfd; /* -1 once the main process is reaped */
+	pid_t          pid;        /* main process, also the group id */
+	pid_t          shim;       /* supervisor, our child */
+	int            pidfd;      /* the shim's; -1 once it is reaped */
+	int            rfd;        /* report pipe from the shim, or -1 */
+	int            cfd;        /* control socket to the shim, or -1 */
+	int            main_done;  /* the main's end is known */
+	int64_t        main_end;   /* mono us of that end */
+	int64_t        lease_sent; /* last deadline sent to the shim */
 	int            exit_code;
 	int            term_signal;
-	ax_exec_status stop;        /* TIMEOUT/KILLED once we stopped it */
-	int            stopping;    /* SIGTERM sent to the group */
-	int            killed;      /* SIGKILL sent to the group */
-	int            done;        /* ready to be returned by poll() */
-	int64_t        started_at;  /* UTC us */
-	int64_t        ended_at;    /* UTC us */
-	int64_t        deadline;    /* mono us of the timeout, or INT64_MAX */
-	int64_t        grace;       /* us between TERM and KILL */
-	int64_t        kill_at;     /* mono us of the SIGKILL, or INT64_MAX */
-	int64_t        probe_at;    /* mono us of the next group probe */
-	int64_t        give_up_at;  /* mono us: report even if not empty */
+	ax_exec_status stop;       /* TIMEOUT/KILLED/FENCED once stopped */
+	int            stopping;   /* SIGTERM (or SIGKILL) sent to the group */
+	int            killed;     /* SIGKILL sent to the group */
+	int            releasing;  /* group gone: the shim was killed */
+	int            done;       /* ready to be returned by poll() */
+	int64_t        started_at; /* UTC us */
+	int64_t        ended_at;   /* UTC us */
+	int64_t        deadline;   /* mono us of the timeout, or INT64_MAX */
+	int64_t        grace;      /* us between TERM and KILL */
+	int64_t        kill_at;    /* mono us of the SIGKILL, or INT64_MAX */
+	int64_t        probe_at;   /* mono us of the next group probe */
+	int64_t        give_up_at; /* mono us: report even if not empty */
 	int64_t        cpu_user_us; /* rusage of the main process and the */
 	int64_t        cpu_sys_us;  /* descendants it waited for */
 	int64_t        max_rss_kb;
 } attempt;
 
 typedef struct local {
-	int       epfd;    /* epoll set of the pidfds: ax_exec_fd() */
+	int       epfd;    /* epoll set of the shims' fds: ax_exec_fd() */
 	int       devnull; /* O_RDWR, CLOEXEC: stdin of every task */
 	attempt **v;       /* attempts not yet returned, start order */
 	size_t    n;
 	size_t    cap;
+	int64_t   lease;     /* lease deadline, mono us; INT64_MAX: none */
+	char     *state_dir; /* records of running attempts, or NULL */
 } local;
 
 /* ------------------------------------------------------------------ */
@@ -136,24 +144,26 @@ static const char *
 step_name(int step)
 {
 	switch (step) {
-	case STEP_SETPGID:
+	case AX_STEP_SETPGID:
 		return "setpgid";
-	case STEP_DUP:
+	case AX_STEP_DUP:
 		return "redirect stdio";
-	case STEP_CHDIR:
+	case AX_STEP_CHDIR:
 		return "chdir to the working directory";
-	case STEP_RLIMIT_CPU:
+	case AX_STEP_RLIMIT_CPU:
 		return "setrlimit RLIMIT_CPU";
-	case STEP_RLIMIT_AS:
+	case AX_STEP_RLIMIT_AS:
 		return "setrlimit RLIMIT_AS";
-	case STEP_RLIMIT_NOFILE:
+	case AX_STEP_RLIMIT_NOFILE:
 		return "setrlimit RLIMIT_NOFILE";
-	case STEP_RLIMIT_NPROC:
+	case AX_STEP_RLIMIT_NPROC:
 		return "setrlimit RLIMIT_NPROC";
-	case STEP_RLIMIT_FSIZE:
+	case AX_STEP_RLIMIT_FSIZE:
 		return "setrlimit RLIMIT_FSIZE";
-	case STEP_EXEC:
+	case AX_STEP_EXEC:
 		return "exec";
+	case AX_STEP_FORK:
+		return "fork";
 	}
 	return "setup";
 }
@@ -464,82 +474,14 @@ check_spec(const local *lx, const ax_exec_spec *spec)
 }
 
 /* ------------------------------------------------------------------ */
-/* the child, between fork and exec: async-signal-safe calls only       */
-
-static void __attribute__((noreturn))
-child_fail(const struct child_args *a, int step)
-{
-	struct child_report r = { .step = step, .err = errno };
-	if (write(a->status_fd, &r, sizeof(r)) < 0) {
-		/* the parent then sees EOF plus exit status 127 */
-	}
-	_exit(127);
-}
-
-static int
-child_dup(int fd, int target)
-{
-	if (fd == target) /* dup2 would keep FD_CLOEXEC set */
-		return fcntl(fd, F_SETFD, 0);
-	return dup2(fd, target) < 0 ? -1 : 0;
-}
-
-static int
-child_limit(int resource, int64_t v, int64_t hard_extra)
-{
-	struct rlimit rl;
-	if (v <= 0)
-		return 0;
-	rl.rlim_cur = (rlim_t) v;
-	rl.rlim_max = (rlim_t) (v + hard_extra);
-	return setrlimit(resource, &rl);
-}
-
-static void __attribute__((noreturn)) child_exec(const struct child_args *a)
-{
-	struct sigaction dfl;
-	sigset_t         none;
-
-	/* Ignored signals survive exec: hand the task the defaults. */
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			sigaction(s, &dfl, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-
-	if (setpgid(0, 0) < 0)
-		child_fail(a, STEP_SETPGID);
-	if (child_dup(a->in_fd, 0) < 0 || child_dup(a->out_fd, 1) < 0 ||
-	    child_dup(a->out_fd, 2) < 0)
-		child_fail(a, STEP_DUP);
-	/* Belt and braces for fds some library opened without CLOEXEC. */
-	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	if (a->workdir != NULL && chdir(a->workdir) < 0)
-		child_fail(a, STEP_CHDIR);
-	/* CPU: SIGXCPU at the soft limit, SIGKILL one second later. */
-	if (child_limit(RLIMIT_CPU, a->limits.cpu_seconds, 1) < 0)
-		child_fail(a, STEP_RLIMIT_CPU);
-	if (child_limit(RLIMIT_AS, a->limits.address_space, 0) < 0)
-		child_fail(a, STEP_RLIMIT_AS);
-	if (child_limit(RLIMIT_NOFILE, a->limits.open_files, 0) < 0)
-		child_fail(a, STEP_RLIMIT_NOFILE);
-	if (child_limit(RLIMIT_NPROC, a->limits.processes, 0) < 0)
-		child_fail(a, STEP_RLIMIT_NPROC);
-	if (child_limit(RLIMIT_FSIZE, a->limits.file_size, 0) < 0)
-		child_fail(a, STEP_RLIMIT_FSIZE);
-	execve(a->path, a->argv, a->envp);
-	child_fail(a, STEP_EXEC);
-}
-
-/* ------------------------------------------------------------------ */
 /* the parent                                                           */
 
 /* Sends sig to the attempt's process group; ESRCH (empty) is fine. */
 static void
 signal_group(const attempt *at, int sig)
 {
+	if (at->pid <= 0)
+		return;
 	if (kill(-at->pid, sig) < 0 && errno != ESRCH)
 		ax_logf(AX_LOG_WARN, "executor", NULL,
 		        &(ax_log_ids) { .run_id = at->run_id },
@@ -560,58 +502,120 @@ group_empty(const attempt *at)
 	return kill(-at->pid, 0) < 0 && errno == ESRCH;
 }
 
+/* Reads exactly len bytes from a blocking fd: 1, 0 on EOF, -1 error. */
+static int
+read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, (char *) buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0 && got == 0 ? 0 : -1;
+		got += (size_t) n;
+	}
+	return 1;
+}
+
+/* Closes both ends of the pipes and the socket pair made for a shim. */
+static void
+close_fds(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+/* Kills and reaps the shim and task of a start that failed. */
+static void
+discard_shim(attempt *at)
+{
+	if (at->pid > 0)
+		kill(-at->pid, SIGKILL);
+	kill(at->shim, SIGKILL);
+	while (waitpid(at->shim, NULL, 0) < 0 && errno == EINTR)
+		;
+	/* the task, if the shim had not reaped it, is ours now */
+	if (at->pid > 0)
+		while (waitpid(at->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	close_fds(&at->rfd, 1);
+	close_fds(&at->cfd, 1);
+}
+
 /*
- * Forks and execs; on AX_OK *pid is the running child (exec succeeded).
- * On an error the child has been reaped and nothing runs.
+ * Forks the shim, which forks and execs the task. On AX_OK at->shim,
+ * at->pid, at->rfd and at->cfd are set and the task has exec'd. On an
+ * error the shim and the task have been reaped and nothing runs.
  */
 static ax_err
-spawn(const ax_exec_spec *spec, const struct child_args *tmpl, pid_t *pid)
+spawn(local *lx, const ax_exec_spec *spec, const ax_child_args *tmpl,
+      attempt *at)
 {
-	struct child_args   a = *tmpl;
-	struct child_report r;
-	int                 sp[2];
-	ssize_t             got;
+	ax_child_args   a      = *tmpl;
+	ax_child_report r      = { 0 };
+	ax_shim_msg     m      = { 0 };
+	int             fds[6] = { -1, -1, -1, -1, -1, -1 };
+	ssize_t         got;
+	pid_t           shim;
 
-	if (pipe2(sp, O_CLOEXEC) < 0)
-		return ax_err_set(AX_EIO, "attempt %s: pipe: %s", spec->run_id,
-		                  strerror(errno));
-	a.status_fd = sp[1];
-	pid_t child = fork();
-	if (child < 0) {
+	if (pipe2(&fds[0], O_CLOEXEC) < 0 || pipe2(&fds[2], O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, &fds[4]) <
+	        0) {
 		int e = errno;
-		close(sp[0]);
-		close(sp[1]);
+		close_fds(fds, 6);
+		return ax_err_set(AX_EIO, "attempt %s: pipe: %s", spec->run_id,
+		                  strerror(e));
+	}
+	a.status_fd = fds[1];
+	a.report_fd = fds[3];
+	a.ctrl_fd   = fds[5];
+	a.lease     = lx->lease;
+	shim        = fork();
+	if (shim < 0) {
+		int e = errno;
+		close_fds(fds, 6);
 		return ax_err_set(e == EAGAIN ? AX_EAGAIN : errno_to_ax(e),
 		                  "attempt %s: fork: %s", spec->run_id,
 		                  strerror(e));
 	}
-	if (child == 0)
-		child_exec(&a);
-
-	/* Also from here: no window in which a group kill could miss it */
-	setpgid(child, child);
-	close(sp[1]);
+	if (shim == 0)
+		ax_child_shim_main(&a);
+	setpgid(shim, shim);
+	close(fds[1]);
+	close(fds[3]);
+	close(fds[5]);
+	at->shim       = shim;
+	at->rfd        = fds[2];
+	at->cfd        = fds[4];
+	at->lease_sent = lx->lease;
+	/* the shim sends the task's pid first (EOF: it could not fork) */
+	if (read_full(at->rfd, &m, sizeof(m)) == 1 && m.kind == AX_SHIM_PID)
+		at->pid = (pid_t) m.pid;
 	do
-		got = read(sp[0], &r, sizeof(r));
+		got = read(fds[0], &r, sizeof(r));
 	while (got < 0 && errno == EINTR);
-	close(sp[0]);
-	if (got == 0) {
-		*pid = child;
+	close(fds[0]);
+	if (got == 0 && at->pid > 0) {
+		fcntl(at->rfd, F_SETFL, O_NONBLOCK);
+		fcntl(at->cfd, F_SETFL, O_NONBLOCK);
 		return AX_OK;
 	}
-	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
-		;
+	discard_shim(at);
 	if (got != (ssize_t) sizeof(r))
 		return ax_err_set(AX_EIO,
 		                  "attempt %s: the child died before exec",
 		                  spec->run_id);
 	log_note(spec->log_path, "cannot start attempt %s: %s %s: %s",
 	         spec->run_id, step_name(r.step),
-	         r.step == STEP_CHDIR ? spec->workdir : a.path,
+	         r.step == AX_STEP_CHDIR ? spec->workdir : a.path,
 	         strerror(r.err));
 	return ax_err_set(errno_to_ax(r.err), "attempt %s: %s %s: %s",
 	                  spec->run_id, step_name(r.step),
-	                  r.step == STEP_CHDIR ? spec->workdir : a.path,
+	                  r.step == AX_STEP_CHDIR ? spec->workdir : a.path,
 	                  strerror(r.err));
 }
 
@@ -629,12 +633,13 @@ local_track(local *lx, attempt *at)
 		lx->v   = nv;
 		lx->cap = ncap;
 	}
-	if ((at->pidfd = pidfd_open(at->pid, 0)) < 0)
+	if ((at->pidfd = pidfd_open(at->shim, 0)) < 0)
 		return ax_err_set(AX_EIO, "attempt %s: pidfd_open: %s",
 		                  at->run_id, strerror(errno));
-	if (epoll_ctl(lx->epfd, EPOLL_CTL_ADD, at->pidfd, &ev) < 0) {
+	if (epoll_ctl(lx->epfd, EPOLL_CTL_ADD, at->pidfd, &ev) < 0 ||
+	    epoll_ctl(lx->epfd, EPOLL_CTL_ADD, at->rfd, &ev) < 0) {
 		int e = errno;
-		close(at->pidfd);
+		close(at->pidfd); /* leaves the epoll set with it */
 		at->pidfd = -1;
 		return ax_err_set(AX_EIO, "attempt %s: epoll_ctl: %s",
 		                  at->run_id, strerror(e));
@@ -643,27 +648,29 @@ local_track(local *lx, attempt *at)
 	return AX_OK;
 }
 
-/* Kills and reaps a child that could not be tracked. */
 static void
-discard_child(pid_t pid)
+attempt_free(attempt *at)
 {
-	kill(-pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	if (at == NULL)
+		return;
+	if (at->record != NULL)
+		ax_task_record_remove(at->record, at->run_id);
+	free(at->record);
+	free(at->log_path);
+	free(at);
 }
 
 static ax_err
 local_start(void *self, const ax_exec_spec *spec)
 {
-	local            *lx = self;
-	struct child_args a;
-	char             *resolved = NULL;
-	char             *bash_argv[4];
-	char            **envp  = NULL;
-	attempt          *at    = NULL;
-	int               logfd = -1;
-	pid_t             pid   = -1;
-	ax_err            rv;
+	local        *lx = self;
+	ax_child_args a;
+	char         *resolved = NULL;
+	char         *bash_argv[4];
+	char        **envp  = NULL;
+	attempt      *at    = NULL;
+	int           logfd = -1;
+	ax_err        rv;
 
 	if ((rv = check_spec(lx, spec)) != AX_OK)
 		return rv;
@@ -697,18 +704,17 @@ local_start(void *self, const ax_exec_spec *spec)
 		rv = ax_err_set(AX_ENOMEM, "executor: out of memory");
 		goto out;
 	}
-	a.envp    = envp;
-	a.workdir = spec->workdir;
-	a.in_fd   = lx->devnull;
-	a.out_fd  = logfd >= 0 ? logfd : lx->devnull;
-	a.limits  = spec->limits;
-	if ((rv = spawn(spec, &a, &pid)) != AX_OK)
+	at->pidfd = at->rfd = at->cfd = -1;
+	a.envp                        = envp;
+	a.workdir                     = spec->workdir;
+	a.in_fd                       = lx->devnull;
+	a.out_fd                      = logfd >= 0 ? logfd : lx->devnull;
+	a.limits                      = spec->limits;
+	if ((rv = spawn(lx, spec, &a, at)) != AX_OK)
 		goto out;
 
 	strcpy(at->run_id, spec->run_id); /* length checked */
 	at->user       = spec->user;
-	at->pid        = pid;
-	at->pidfd      = -1;
 	at->started_at = ax_clock_utc_us();
 	int64_t now    = ax_clock_mono_us();
 	at->deadline =
@@ -719,13 +725,19 @@ local_start(void *self, const ax_exec_spec *spec)
 	at->probe_at   = INT64_MAX;
 	at->give_up_at = INT64_MAX;
 	if ((rv = local_track(lx, at)) != AX_OK) {
-		discard_child(pid);
+		discard_shim(at);
 		goto out;
 	}
+	if (lx->state_dir != NULL)
+		at->record =
+		    ax_task_record_write(lx->state_dir, at->run_id, at->pid);
 	at = NULL; /* owned by lx now */
 out:
-	if (at != NULL)
+	if (at != NULL) {
 		free(at->log_path);
+		close_fds(&at->rfd, 1);
+		close_fds(&at->cfd, 1);
+	}
 	free(at);
 	free(envp);
 	free(resolved);
@@ -744,7 +756,7 @@ stop_attempt(attempt *at, ax_exec_status reason, int64_t now)
 {
 	if (at->stopping)
 		return;
-	if (at->pidfd >= 0)
+	if (!at->main_done)
 		at->stop = reason;
 	at->stopping = 1;
 	at->kill_at  = now + at->grace;
@@ -760,7 +772,7 @@ local_kill(void *self, const char *run_id)
 		attempt *at = lx->v[i];
 		if (strcmp(at->run_id, run_id) != 0 || at->done)
 			continue;
-		if (at->pidfd >= 0 && !at->stopping)
+		if (!at->main_done && !at->stopping)
 			log_note(
 			    at->log_path,
 			    "kill requested: SIGTERM to the process group");
@@ -770,113 +782,194 @@ local_kill(void *self, const char *run_id)
 	return ax_err_set(AX_ENOENT, "attempt %s is not running", run_id);
 }
 
-/* The main process ended: reap it and start waiting for its group. */
+/* SIGKILL to the group now, no grace: the sequence ends here. */
 static void
-reap_main(local *lx, attempt *at, int64_t now)
+kill_group_now(attempt *at, int64_t now)
 {
-	struct rusage ru;
-	int           st = 0;
-	pid_t         got;
+	signal_group(at, SIGKILL);
+	at->stopping = 1;
+	if (!at->killed) {
+		at->killed     = 1;
+		at->give_up_at = now + AX_EXEC_REAP_AFTER_KILL;
+	}
+}
 
-	memset(&ru, 0, sizeof(ru));
-	/* wait4, not waitid: it also gives the CPU and memory used */
-	got = wait4(at->pid, &st, WNOHANG, &ru);
+/* SIGKILL to the group now (lease lapsed); the result says FENCED. */
+static void
+fence_attempt(attempt *at, int64_t now)
+{
+	if (at->stop != AX_EXEC_FENCED)
+		log_note(at->log_path,
+		         "the worker's lease lapsed: SIGKILL to the process "
+		         "group");
+	if (!at->stopping ||
+	    (at->stop != AX_EXEC_TIMEOUT && at->stop != AX_EXEC_KILLED))
+		at->stop = AX_EXEC_FENCED;
+	kill_group_now(at, now);
+}
+
+/* Reads what the shim reported (non-blocking). */
+static void
+read_reports(local *lx, attempt *at, int64_t now)
+{
+	ax_shim_msg m;
+	ssize_t     got = -1;
+
+	while (at->rfd >= 0 &&
+	       (got = read(at->rfd, &m, sizeof(m))) == (ssize_t) sizeof(m)) {
+		if (m.kind == AX_SHIM_FENCED && !at->main_done) {
+			fence_attempt(at, now);
+		} else if (m.kind == AX_SHIM_ENDED && !at->main_done) {
+			if (WIFEXITED(m.wstatus)) {
+				at->exit_code   = WEXITSTATUS(m.wstatus);
+				at->term_signal = 0;
+			} else {
+				at->exit_code   = -1;
+				at->term_signal = WTERMSIG(m.wstatus);
+			}
+			at->cpu_user_us = m.utime_us;
+			at->cpu_sys_us  = m.stime_us;
+			at->max_rss_kb  = m.maxrss_kb;
+			at->main_done   = 1;
+			at->main_end    = m.mono;
+			at->probe_at    = now;
+		}
+	}
+	if (got == 0 && at->rfd >= 0) { /* the shim is gone */
+		epoll_ctl(lx->epfd, EPOLL_CTL_DEL, at->rfd, NULL);
+		close_fds(&at->rfd, 1);
+	}
+}
+
+/* The shim ended (we killed it, or something else did): reap it. */
+static void
+reap_shim(local *lx, attempt *at, int64_t now)
+{
+	int   st = 0;
+	pid_t got;
+
+	if (at->pidfd < 0)
+		return;
+	got = waitpid(at->shim, &st, WNOHANG);
 	if (got == 0 || (got < 0 && errno == EINTR))
 		return; /* spurious wake-up; still readable if not */
-	if (got < 0) {
-		/* ECHILD: someone else reaped it (a wait elsewhere) */
-		ax_logf(AX_LOG_ERROR, "executor", NULL,
-		        &(ax_log_ids) { .run_id = at->run_id },
-		        "wait4(%d): %s; exit status lost", (int) at->pid,
-		        strerror(errno));
-		st = SIGKILL; /* as if killed: W_TERMSIG(st) == SIGKILL */
-	}
-	if (WIFEXITED(st)) {
-		at->exit_code   = WEXITSTATUS(st);
-		at->term_signal = 0;
-	} else {
-		at->exit_code   = -1;
-		at->term_signal = WTERMSIG(st);
-	}
-	at->cpu_user_us = (int64_t) ru.ru_utime.tv_sec * AX_USEC_PER_SEC +
-	    ru.ru_utime.tv_usec;
-	at->cpu_sys_us = (int64_t) ru.ru_stime.tv_sec * AX_USEC_PER_SEC +
-	    ru.ru_stime.tv_usec;
-	at->max_rss_kb = ru.ru_maxrss;
+	read_reports(lx, at, now); /* its last words, if any */
 	epoll_ctl(lx->epfd, EPOLL_CTL_DEL, at->pidfd, NULL);
-	close(at->pidfd);
-	at->pidfd    = -1;
-	at->probe_at = now;
+	close_fds(&at->pidfd, 1);
+	if (at->rfd >= 0)
+		epoll_ctl(lx->epfd, EPOLL_CTL_DEL, at->rfd, NULL);
+	close_fds(&at->rfd, 1);
+	close_fds(&at->cfd, 1);
+	if (at->main_done)
+		return;
+	/* The shim died before its task: nobody guards the group. */
+	ax_logf(AX_LOG_ERROR, "executor", NULL,
+	        &(ax_log_ids) { .run_id = at->run_id },
+	        "supervisor %d of process group %d died (%s %d); killing "
+	        "the group",
+	        (int) at->shim, (int) at->pid,
+	        got < 0               ? "lost, errno"
+	            : WIFSIGNALED(st) ? "signal"
+	                              : "exit",
+	        got < 0               ? errno
+	            : WIFSIGNALED(st) ? WTERMSIG(st)
+	                              : WEXITSTATUS(st));
+	log_note(at->log_path,
+	         "the attempt's supervisor process died: SIGKILL to the "
+	         "process group");
+	at->exit_code   = -1;
+	at->term_signal = SIGKILL;
+	at->main_done   = 1;
+	at->main_end    = now;
+	at->probe_at    = now;
+	kill_group_now(at, now);
+}
+
+/* The group is gone (or given up on): kill the shim; done once reaped. */
+static void
+release(local *lx, attempt *at, int64_t now)
+{
+	if (!at->releasing && at->pidfd >= 0)
+		kill(at->shim, SIGKILL);
+	at->releasing = 1;
+	reap_shim(lx, at, now);
 }
 
 /*
  * Advances one attempt against now: timeout, SIGKILL after the grace,
- * group probes once the main process is gone.
+ * group probes once the main process is gone, the shim's release.
  */
 static void
-advance(attempt *at, int64_t now)
+advance(local *lx, attempt *at, int64_t now)
 {
 	if (at->done)
 		return;
-	if (at->pidfd >= 0 && !at->stopping && now >= at->deadline) {
-		log_note(at->log_path,
-		         "timeout: SIGTERM to the process group, SIGKILL in "
-		         "%lld ms",
-		         (long long) (at->grace / AX_USEC_PER_MSEC));
-		ax_logf(AX_LOG_INFO, "executor", "TIMEOUT_EXEC",
-		        &(ax_log_ids) { .run_id = at->run_id },
-		        "attempt timed out: SIGTERM to process group %d",
-		        (int) at->pid);
-		stop_attempt(at, AX_EXEC_TIMEOUT, now);
+	if (!at->releasing) {
+		if (!at->main_done && !at->stopping && now >= at->deadline) {
+			log_note(at->log_path,
+			         "timeout: SIGTERM to the process group, "
+			         "SIGKILL in %lld ms",
+			         (long long) (at->grace / AX_USEC_PER_MSEC));
+			ax_logf(AX_LOG_INFO, "executor", "TIMEOUT_EXEC",
+			        &(ax_log_ids) { .run_id = at->run_id },
+			        "attempt timed out: SIGTERM to process group "
+			        "%d",
+			        (int) at->pid);
+			stop_attempt(at, AX_EXEC_TIMEOUT, now);
+		}
+		if (at->stopping && !at->killed && now >= at->kill_at) {
+			if (!at->main_done || !group_empty(at))
+				signal_group(at, SIGKILL);
+			at->killed     = 1;
+			at->give_up_at = now + AX_EXEC_REAP_AFTER_KILL;
+		}
+		if (!at->main_done || now < at->probe_at)
+			return;
+		if (group_empty(at)) {
+			release(lx, at, now);
+		} else if (!at->stopping) {
+			/* leftovers of a finished task: same TERM -> KILL */
+			log_note(at->log_path,
+			         "the task exited but left processes in its "
+			         "group: SIGTERM to the group");
+			stop_attempt(at, AX_EXEC_FAILED, now);
+		} else if (now >= at->give_up_at) {
+			ax_logf(AX_LOG_WARN, "executor", NULL,
+			        &(ax_log_ids) { .run_id = at->run_id },
+			        "process group %d still not empty %lld ms "
+			        "after SIGKILL; reporting the attempt anyway",
+			        (int) at->pid,
+			        (long long) (AX_EXEC_REAP_AFTER_KILL /
+			                     AX_USEC_PER_MSEC));
+			release(lx, at, now);
+		}
+	} else {
+		reap_shim(lx, at, now);
 	}
-	if (at->stopping && !at->killed && now >= at->kill_at) {
-		if (at->pidfd >= 0 || !group_empty(at))
-			signal_group(at, SIGKILL);
-		at->killed     = 1;
-		at->give_up_at = now + AX_EXEC_REAP_AFTER_KILL;
-	}
-	if (at->pidfd >= 0 || now < at->probe_at)
-		return;
-	if (group_empty(at)) {
-		at->done = 1;
-	} else if (!at->stopping) {
-		/* leftovers of a finished task: same TERM -> KILL */
-		log_note(at->log_path,
-		         "the task exited but left processes in its group: "
-		         "SIGTERM to the group");
-		stop_attempt(at, AX_EXEC_FAILED, now);
-	} else if (now >= at->give_up_at) {
-		ax_logf(
-		    AX_LOG_WARN, "executor", NULL,
-		    &(ax_log_ids) { .run_id = at->run_id },
-		    "process group %d still not empty %lld ms after "
-		    "SIGKILL; reporting the attempt anyway",
-		    (int) at->pid,
-		    (long long) (AX_EXEC_REAP_AFTER_KILL / AX_USEC_PER_MSEC));
-		at->done = 1;
-	}
-	if (!at->done)
-		at->probe_at = now + AX_LOCAL_TICK;
-	else
+	if (at->releasing && at->pidfd < 0) {
+		at->done     = 1;
 		at->ended_at = ax_clock_utc_us();
+	} else {
+		at->probe_at = now + AX_LOCAL_TICK;
+	}
 }
 
-/* The attempt whose main process is pid and not yet reaped, or NULL. */
+/* The attempt whose shim is pid and not yet reaped, or NULL. */
 static attempt *
-find_main(const local *lx, pid_t pid)
+find_shim(const local *lx, pid_t pid)
 {
 	for (size_t i = 0; i < lx->n; i++)
-		if (lx->v[i]->pid == pid && lx->v[i]->pidfd >= 0)
+		if (lx->v[i]->shim == pid && lx->v[i]->pidfd >= 0)
 			return lx->v[i];
 	return NULL;
 }
 
 /*
- * Reaps dead children that are not main processes of attempts: task
- * processes that left their group (setsid daemons) and were reparented to
- * us as the subreaper. Without this they would stay zombies for the
- * worker's lifetime. Peeks with WNOWAIT first so a main process is reaped
- * by reap_main (which records its status), never here.
+ * Reaps dead children that are not shims of attempts: task processes
+ * reparented to us as the subreaper (orphans, setsid daemons, a task
+ * whose shim died). Without this they would stay zombies for the
+ * worker's lifetime. Peeks with WNOWAIT first so a shim is reaped by
+ * reap_shim (which reads its last report), never here.
  */
 static void
 reap_strays(local *lx, int64_t now)
@@ -888,9 +981,9 @@ reap_strays(local *lx, int64_t now)
 		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
 		    si.si_pid == 0)
 			return;
-		attempt *at = find_main(lx, si.si_pid);
+		attempt *at = find_shim(lx, si.si_pid);
 		if (at != NULL)
-			reap_main(lx, at, now);
+			reap_shim(lx, at, now);
 		else
 			while (waitpid(si.si_pid, NULL, 0) < 0 &&
 			       errno == EINTR)
@@ -916,21 +1009,13 @@ fill_result(const attempt *at, ax_exec_result *r)
 	r->max_rss_kb  = at->max_rss_kb;
 	if (at->log_path != NULL && stat(at->log_path, &st) == 0)
 		r->log_bytes = (int64_t) st.st_size;
-	if (at->stop == AX_EXEC_TIMEOUT || at->stop == AX_EXEC_KILLED)
+	if (at->stop == AX_EXEC_TIMEOUT || at->stop == AX_EXEC_KILLED ||
+	    at->stop == AX_EXEC_FENCED)
 		r->status = at->stop;
 	else if (at->term_signal == 0 && at->exit_code == 0)
 		r->status = AX_EXEC_SUCCESS;
 	else
 		r->status = AX_EXEC_FAILED;
-}
-
-static void
-attempt_free(attempt *at)
-{
-	if (at == NULL)
-		return;
-	free(at->log_path);
-	free(at);
 }
 
 static ax_err
@@ -942,15 +1027,18 @@ local_poll(void *self, int64_t now, ax_exec_result *out, size_t cap, size_t *n)
 
 	do {
 		k = epoll_wait(lx->epfd, evs, 64, 0);
-		for (int i = 0; i < k; i++)
-			reap_main(lx, evs[i].data.ptr, now);
+		for (int i = 0; i < k; i++) {
+			attempt *at = evs[i].data.ptr;
+			read_reports(lx, at, now);
+			reap_shim(lx, at, now);
+		}
 	} while (k == 64);
 	reap_strays(lx, now);
 
 	size_t got = 0, keep = 0;
 	for (size_t i = 0; i < lx->n; i++) {
 		attempt *at = lx->v[i];
-		advance(at, now);
+		advance(lx, at, now);
 		if (at->done && got < cap) {
 			fill_result(at, &out[got++]);
 			attempt_free(at);
@@ -974,11 +1062,11 @@ local_next_deadline(void *self)
 		int64_t        d  = INT64_MAX;
 		if (at->done)
 			return 0; /* left over by a short poll */
-		if (at->pidfd >= 0 && !at->stopping)
+		if (!at->main_done && !at->stopping)
 			d = at->deadline;
 		if (at->stopping && !at->killed && at->kill_at < d)
 			d = at->kill_at;
-		if (at->pidfd < 0 && at->probe_at < d)
+		if (at->main_done && at->probe_at < d)
 			d = at->probe_at;
 		if (d < t)
 			t = d;
@@ -998,6 +1086,67 @@ local_fd(void *self)
 	return ((const local *) self)->epfd;
 }
 
+static void
+local_set_lease(void *self, int64_t deadline)
+{
+	local *lx = self;
+
+	lx->lease = deadline;
+	for (size_t i = 0; i < lx->n; i++) {
+		attempt *at = lx->v[i];
+		if (at->cfd < 0 || at->lease_sent == deadline)
+			continue;
+		/* a full socket (a stuck shim) keeps the older deadline,
+		 * which only fences earlier */
+		if (send(at->cfd, &deadline, sizeof(deadline),
+		         MSG_NOSIGNAL | MSG_DONTWAIT) ==
+		    (ssize_t) sizeof(deadline))
+			at->lease_sent = deadline;
+	}
+}
+
+static void
+local_fence(void *self, int64_t lapsed_at)
+{
+	local  *lx  = self;
+	int64_t now = ax_clock_mono_us();
+
+	for (size_t i = 0; i < lx->n; i++) {
+		attempt *at = lx->v[i];
+		if (at->done || at->releasing)
+			continue;
+		read_reports(lx, at, now);
+		if (at->main_done && at->main_end < lapsed_at) {
+			/* ended in time: its status stands; leftovers die */
+			if (!group_empty(at))
+				kill_group_now(at, now);
+			continue;
+		}
+		fence_attempt(at, now);
+	}
+}
+
+static ax_err
+local_set_state_dir(void *self, const char *dir)
+{
+	local *lx = self;
+	char  *probe, *copy;
+	ax_err rv;
+
+	if (asprintf(&probe, "%s/x", dir) < 0)
+		return ax_err_set(AX_ENOMEM, "state dir: out of memory");
+	rv = make_parent_dirs(probe);
+	free(probe);
+	if (rv != AX_OK)
+		return ax_err_set(rv, "worker state directory: %s",
+		                  ax_err_detail());
+	if ((copy = strdup(dir)) == NULL)
+		return ax_err_set(AX_ENOMEM, "state dir: out of memory");
+	free(lx->state_dir);
+	lx->state_dir = copy;
+	return AX_OK;
+}
+
 static ax_err
 local_init(void **self)
 {
@@ -1011,6 +1160,7 @@ local_init(void **self)
 		            "PR_SET_CHILD_SUBREAPER: %s; orphans of tasks are "
 		            "left to init",
 		            strerror(errno));
+	lx->lease   = INT64_MAX;
 	lx->epfd    = epoll_create1(EPOLL_CLOEXEC);
 	lx->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (lx->epfd < 0 || lx->devnull < 0) {
@@ -1037,16 +1187,21 @@ local_fini(void *self)
 		if (!at->done)
 			kill(-at->pid, SIGKILL);
 		if (at->pidfd >= 0) {
-			while (waitpid(at->pid, NULL, 0) < 0 && errno == EINTR)
+			kill(at->shim, SIGKILL);
+			while (waitpid(at->shim, NULL, 0) < 0 &&
+			       errno == EINTR)
 				;
 			close(at->pidfd);
 		}
-		/* the group's orphans are our children (subreaper) */
+		close_fds(&at->rfd, 1);
+		close_fds(&at->cfd, 1);
+		/* the task and its orphans are our children (subreaper) */
 		while (waitpid(-at->pid, NULL, 0) > 0 || errno == EINTR)
 			;
 		attempt_free(at);
 	}
 	free(lx->v);
+	free(lx->state_dir);
 	close(lx->epfd);
 	close(lx->devnull);
 	free(lx);
@@ -1062,4 +1217,7 @@ const ax_exec_ops ax_exec_local_ops = {
 	.next_deadline = local_next_deadline,
 	.poll          = local_poll,
 	.running       = local_running,
+	.set_lease     = local_set_lease,
+	.fence         = local_fence,
+	.set_state_dir = local_set_state_dir,
 };

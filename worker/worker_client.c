@@ -17,6 +17,7 @@
 #include "ax_config.h"
 #include "clock.h"
 #include "executor.h"
+#include "task_records.h"
 #include "log.h"
 #include "worker.pb-c.h"
 
@@ -43,6 +44,8 @@ typedef struct wreq {
 	int               kind;
 	int               rv;       /* nng result when PH_DONE */
 	int64_t           timeout;  /* receive timeout, ms */
+	int64_t           sent_at;  /* mono us of the send */
+	uint64_t          session;  /* session it was sent in */
 	size_t            nstarted; /* Report: entries carried */
 	size_t            nresults;
 	size_t            nacks;
@@ -76,6 +79,12 @@ struct ax_worker {
 	uint64_t session, seq;
 	int      registered;
 	int64_t  retry_us, next_register, next_hb, report_at;
+	/* Lease: the queue renews it on Register and Heartbeat and lets it
+	 * lapse lease_ttl after the last one it received; measuring from
+	 * the send time of the last one it answered keeps us ahead. */
+	int     leased; /* a lease is held (0 before Register, fenced) */
+	int64_t lease_ttl_us, lease_base; /* base: mono us of that send */
+	int64_t fences;                   /* times the lease lapsed */
 
 	wrun  *run;
 	size_t nrun;
@@ -147,6 +156,8 @@ rq_send(ax_worker *w, int k, int kind, Ax__WorkerMessage *m,
 	ax__worker_message__pack(m, nng_msg_body(msg));
 	r->kind    = kind;
 	r->timeout = timeout_us / 1000;
+	r->sent_at = ax_clock_mono_us();
+	r->session = w->session;
 	atomic_store(&r->phase, PH_SEND);
 	nng_aio_set_msg(r->aio, msg);
 	nng_aio_set_timeout(r->aio, (nng_duration) r->timeout);
@@ -448,6 +459,7 @@ reap(ax_worker *w)
 				      : r[i].status == AX_EXEC_TIMEOUT    ? 3
 				      : r[i].status == AX_EXEC_KILLED     ? 4
 				                                          : 2;
+				int   fenced = r[i].status == AX_EXEC_FENCED;
 				if (x != NULL)
 					*x = w->run[--w->nrun];
 				done_add(w, r[i].run_id);
@@ -459,13 +471,16 @@ reap(ax_worker *w)
 						    strdup(r[i].run_id);
 					continue;
 				}
-				out_result(w, r[i].run_id, st, r[i].exit_code,
-				           r[i].term_signal, r[i].started_at,
-				           r[i].ended_at,
-				           st == 3       ? "execution timeout"
-				               : st == 4 ? "killed on request"
-				                         : "",
-				           NULL, &r[i]);
+				out_result(
+				    w, r[i].run_id, st, r[i].exit_code,
+				    r[i].term_signal, r[i].started_at,
+				    r[i].ended_at,
+				    fenced ? "worker fenced: lease lapsed, "
+				             "the task was killed"
+				        : st == 3 ? "execution timeout"
+				        : st == 4 ? "killed on request"
+				                  : "",
+				    NULL, &r[i]);
 			}
 		} while (n == 64);
 	}
@@ -479,12 +494,17 @@ send_register(ax_worker *w)
 	Ax__WorkerMessage m       = AX__WORKER_MESSAGE__INIT;
 	Ax__Register      reg     = AX__REGISTER__INIT;
 	char             *types[] = { "bash", "noop" };
-	char            **running = calloc(w->nrun + 1, sizeof(char *));
+	char **running  = calloc(w->nrun + w->nores + 1, sizeof(char *));
+	size_t nrunning = 0;
 
 	if (running == NULL)
 		return;
+	/* every run_id still held here: running, or ended with a result
+	 * the queue has not acknowledged yet */
 	for (size_t i = 0; i < w->nrun; i++)
-		running[i] = w->run[i].run_id;
+		running[nrunning++] = w->run[i].run_id;
+	for (size_t i = 0; i < w->nores; i++)
+		running[nrunning++] = w->ores[i].run_id;
 	m.body_case           = AX__WORKER_MESSAGE__BODY_REGISTER;
 	m.register_           = &reg;
 	reg.worker_id         = w->id;
@@ -495,7 +515,7 @@ send_register(ax_worker *w)
 	reg.version           = AX_VERSION;
 	reg.n_task_types      = 2;
 	reg.task_types        = types;
-	reg.n_running_run_ids = w->nrun;
+	reg.n_running_run_ids = nrunning;
 	reg.running_run_ids   = running;
 	w->session            = 0;
 	rq_send(w, RQ_CTL, K_REGISTER, &m, w->retry_us);
@@ -648,12 +668,28 @@ session_error(ax_worker *w, const Ax__QueueMessage *m)
 	return 1;
 }
 
+/* A Register or Heartbeat sent at sent_at was answered: the queue
+ * renewed the lease when it received it, so it lasts at least until
+ * sent_at + lease_ttl on our clock. The shims learn the deadline. */
+static void
+lease_renewed(ax_worker *w, int64_t sent_at)
+{
+	if (w->lease_ttl_us <= 0 || (w->leased && sent_at <= w->lease_base))
+		return;
+	w->leased     = 1;
+	w->lease_base = sent_at;
+	for (size_t e = 0; e < NEXEC; e++)
+		ax_exec_set_lease(w->ex[e], sent_at + w->lease_ttl_us);
+}
+
 static void
 done_ctl(ax_worker *w)
 {
-	int               kind = w->rq[RQ_CTL].kind;
-	Ax__QueueMessage *m    = rq_reply(w, RQ_CTL);
-	int64_t           now  = ax_clock_mono_us();
+	int               kind    = w->rq[RQ_CTL].kind;
+	int64_t           sent_at = w->rq[RQ_CTL].sent_at;
+	int               current = w->rq[RQ_CTL].session == w->session;
+	Ax__QueueMessage *m       = rq_reply(w, RQ_CTL);
+	int64_t           now     = ax_clock_mono_us();
 
 	if (m == NULL || session_error(w, m)) {
 		if (kind == K_REGISTER)
@@ -671,6 +707,8 @@ done_ctl(ax_worker *w)
 		Ax__RegisterReply *r = m->register_reply;
 		w->session           = r->session;
 		w->registered        = 1;
+		w->lease_ttl_us      = r->lease_ttl_ms * AX_USEC_PER_MSEC;
+		lease_renewed(w, sent_at);
 		if (r->retry_interval_ms > 0)
 			w->retry_us = r->retry_interval_ms * AX_USEC_PER_MSEC;
 		if (w->retry_us < RETRY_MIN)
@@ -681,9 +719,10 @@ done_ctl(ax_worker *w)
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 		        "registered as %s in group %s with %d slots", w->id,
 		        w->o.group, (int) w->o.slots);
-	} else if (kind == K_HEARTBEAT &&
+	} else if (kind == K_HEARTBEAT && current && w->registered &&
 	           m->body_case == AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY) {
 		Ax__HeartbeatReply *r = m->heartbeat_reply;
+		lease_renewed(w, sent_at);
 		for (size_t i = 0; i < r->n_cancel_run_ids; i++)
 			kill_run(w, r->cancel_run_ids[i]);
 		if (w->draining && r->hand_back && !w->hand_back) {
@@ -723,16 +762,50 @@ done_report(ax_worker *w)
 static void
 done_pull(ax_worker *w)
 {
-	Ax__QueueMessage *m = rq_reply(w, RQ_PULL);
+	int               current = w->rq[RQ_PULL].session == w->session;
+	Ax__QueueMessage *m       = rq_reply(w, RQ_PULL);
 	if (m == NULL)
 		return;
-	if (!session_error(w, m) &&
+	/* dispatches of a session that ended (fenced) are not ours to run:
+	 * not acknowledged, the queue takes them back */
+	if (!session_error(w, m) && current && w->registered &&
 	    m->body_case == AX__QUEUE_MESSAGE__BODY_DISPATCH)
 		on_dispatches(w, m->dispatch);
 	ax__queue_message__free_unpacked(m, NULL);
 }
 
 /* -------------------------------------------------------------- loop */
+
+/*
+ * The lease may have lapsed at the queue (no Register or Heartbeat sent
+ * in the last lease_ttl was answered): the scheduler may hand our
+ * attempts to another worker, so they die now (SIGKILL to their groups;
+ * their shims did it already if the deadline passed while this process
+ * was stopped), their results say FENCED, and we register again. The
+ * requests in flight belong to the old session: their answers are
+ * dropped (see done_pull).
+ */
+static void
+fence(ax_worker *w, int64_t now)
+{
+	int64_t lapsed = w->lease_base + w->lease_ttl_us;
+
+	ax_logf(AX_LOG_WARN, COMP, "WORKER_FENCED", NULL,
+	        "lease lapsed: no heartbeat answered for %lld ms (lease "
+	        "%lld ms); killing %zu attempts and registering again",
+	        (long long) ((now - w->lease_base) / AX_USEC_PER_MSEC),
+	        (long long) (w->lease_ttl_us / AX_USEC_PER_MSEC), w->nrun);
+	for (size_t e = 0; e < NEXEC; e++)
+		ax_exec_fence(w->ex[e], lapsed);
+	w->fences++;
+	w->leased        = 0;
+	w->registered    = 0;
+	w->session       = 0;
+	w->next_register = now;
+	for (int k = 0; k < NRQ; k++)
+		if (!rq_idle(w, k))
+			nng_aio_cancel(w->rq[k].aio);
+}
 
 /* Starts what may start now; returns the next instant to look again. */
 static int64_t
@@ -780,6 +853,10 @@ ax_worker_run(ax_worker *w, int stop_fd)
 		int64_t now = ax_clock_mono_us(), next, dl;
 		int     to;
 
+		/* The clock first: after a stop (SIGSTOP, a stalled host)
+		 * nothing is started or reported before this check. */
+		if (w->leased && now >= w->lease_base + w->lease_ttl_us)
+			fence(w, now);
 		if (atomic_load(&w->rq[RQ_CTL].phase) == PH_DONE)
 			done_ctl(w);
 		if (atomic_load(&w->rq[RQ_REPORT].phase) == PH_DONE)
@@ -811,6 +888,8 @@ ax_worker_run(ax_worker *w, int stop_fd)
 			return AX_OK;
 		}
 		next = step(w, now);
+		if (w->leased && w->lease_base + w->lease_ttl_us < next)
+			next = w->lease_base + w->lease_ttl_us;
 		for (size_t e = 0; e < NEXEC; e++)
 			if ((dl = ax_exec_next_deadline(w->ex[e])) < next)
 				next = dl;
@@ -859,6 +938,40 @@ ax_worker_run(ax_worker *w, int stop_fd)
 
 /* ------------------------------------------------------------ set up */
 
+/*
+ * <dir>/<worker id> keeps the records of our running tasks; what an
+ * earlier life with this id left there still running is killed now,
+ * before we register (its attempts may be handed to others).
+ */
+static ax_err
+state_dir_open(ax_worker *w, const char *dir)
+{
+	char   path[1536];
+	int    killed = 0;
+	ax_err e;
+	size_t n = (size_t) snprintf(path, sizeof(path), "%s/", dir);
+
+	if (n + strlen(w->id) >= sizeof(path))
+		return ax_err_set(AX_EINVAL,
+		                  "worker: state directory %s is too long; "
+		                  "set a shorter worker.state_dir",
+		                  dir);
+	for (const char *c = w->id; *c; c++)
+		path[n++] = *c == '/' ? '_' : *c;
+	path[n] = '\0';
+	if ((e = ax_task_records_kill_leftovers(path, &killed)) != AX_OK)
+		return e;
+	if (killed > 0)
+		ax_logf(AX_LOG_WARN, COMP, "LEFTOVERS_KILLED", NULL,
+		        "killed %d tasks an earlier life of worker %s left "
+		        "running (records in %s)",
+		        killed, w->id, path);
+	if ((e = ax_exec_set_state_dir(w->ex[0], path)) != AX_OK)
+		return ax_err_set(e, "worker: %s; fix worker.state_dir",
+		                  ax_err_detail());
+	return AX_OK;
+}
+
 ax_err
 ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 {
@@ -902,6 +1015,9 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	}
 	if ((e = ax_exec_new(&ax_exec_local_ops, &w->ex[0])) != AX_OK ||
 	    (e = ax_exec_new(&ax_exec_noop_ops, &w->ex[1])) != AX_OK)
+		goto fail;
+	if (o->state_dir != NULL && *o->state_dir &&
+	    (e = state_dir_open(w, o->state_dir)) != AX_OK)
 		goto fail;
 	if ((rv = nng_req0_open(&w->sock)) != 0) {
 		e = ax_err_set(AX_ENNG, "worker: REQ socket: %s",

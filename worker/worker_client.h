@@ -25,6 +25,21 @@
  * acknowledged, never run twice. The executors make this process a child
  * subreaper and reap every child: nothing else here waits for children.
  *
+ * Lease and fencing: the queue renews the worker's lease on Register
+ * and Heartbeat. When no such request sent in the last lease_ttl
+ * (RegisterReply) was answered, the lease may have lapsed: the worker
+ * kills its running attempts (SIGKILL to their process groups), reports
+ * them FAILED "worker fenced", and registers again. It checks this first
+ * on every turn of its loop, so a worker woken from SIGSTOP kills before
+ * it does anything else; the shims (executor.h) enforce the same
+ * deadline while the worker cannot. A task never outlives its worker.
+ *
+ * Restart: with a state dir, the local executor records each running
+ * task under <state_dir>/<worker id>; a worker started with the same id
+ * kills what its previous life left before it registers.
+ * Register.running_run_ids lists every run_id still held: running, or
+ * ended with a result not yet acknowledged.
+ *
  * Drain: the first stop request stops pulling, tells the queue
  * (Heartbeat.draining), finishes the running attempts (or, when the
  * HeartbeatReply says hand_back, kills them and hands them back in
@@ -50,6 +65,8 @@ typedef struct ax_worker_opts {
 	int64_t     heartbeat_us; /* heartbeat period */
 	int64_t     kill_grace_us; /* TERM -> KILL when a dispatch says 0 */
 	int64_t     poll_us;       /* long-poll length; 0: 10 s */
+	const char *state_dir;     /* records of running tasks (per worker id
+	                            * under it); NULL or "": none */
 } ax_worker_opts;
 
 typedef struct ax_worker ax_worker;

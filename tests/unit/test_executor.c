@@ -21,6 +21,8 @@
 
 #include "clock.h"
 #include "executor.h"
+#include "proc_watch.h"
+#include "task_records.h"
 
 static char     tmpdir[64];
 static ax_exec *ex;
@@ -517,6 +519,250 @@ Test(executor, ops_lookup_and_resource_mapping)
 	ax_exec_limits_from_resources(0.001, 0, AX_USEC_PER_SEC, &l);
 	cr_assert_eq(l.cpu_seconds, 1);
 	cr_assert_str_eq(ax_exec_status_name(AX_EXEC_TIMEOUT), "TIMEOUT");
+}
+
+/* ---- supervision: worker death, lease, leftovers ---- */
+
+/* Reads up to n pids (one a line) from path once it exists. */
+static int
+read_pids(const char *path, pid_t *pids, int n, int limit_ms)
+{
+	int64_t end = ax_clock_mono_us() + limit_ms * AX_USEC_PER_MSEC;
+	FILE   *f;
+	int     got = 0;
+
+	while ((f = fopen(path, "r")) == NULL) {
+		cr_assert_lt(ax_clock_mono_us(), end, "%s never appeared",
+		             path);
+		ax_clock_sleep_us(10 * AX_USEC_PER_MSEC);
+	}
+	while (got < n && fscanf(f, "%d", &pids[got]) == 1)
+		got++;
+	fclose(f);
+	return got;
+}
+
+/* A task that writes "main child grandchild" pids to pids_path (the
+ * grandchild is double-forked out of bash's job control) and sleeps. */
+#define SPAWNER                                                               \
+	"(sleep 100 & echo $! > \"$PIDS.gc\"); sleep 100 & "                  \
+	"sleep 0.05; echo $$ $! $(cat \"$PIDS.gc\") > \"$PIDS.tmp\"; "        \
+	"mv \"$PIDS.tmp\" \"$PIDS\"; wait"
+
+/*
+ * Forks a stand-in worker: a process that runs one attempt with the
+ * local executor (records in state_dir unless NULL) and loops as
+ * ax-worker does, forever. Returns its pid.
+ */
+static pid_t
+fork_worker(const char *run_id, const char *pids_path, const char *state_dir)
+{
+	pid_t w = fork();
+	cr_assert_geq(w, 0);
+	if (w == 0) {
+		ax_exec       *e;
+		ax_exec_result r;
+		char           log[256], env[300];
+		char          *envv[] = { env, NULL };
+		size_t         n;
+
+		ax_exec_free(ex); /* the test's, inherited: not ours */
+		ex = NULL;
+		if (ax_exec_new(&ax_exec_local_ops, &e) != AX_OK)
+			_exit(3);
+		if (state_dir != NULL &&
+		    ax_exec_set_state_dir(e, state_dir) != AX_OK)
+			_exit(4);
+		snprintf(env, sizeof(env), "PIDS=%s", pids_path);
+		ax_exec_spec s = spec_for(run_id, SPAWNER, log, sizeof(log));
+		s.env          = envv;
+		if (ax_exec_start(e, &s) != AX_OK)
+			_exit(5);
+		for (;;) {
+			struct pollfd pfd = { .fd     = ax_exec_fd(e),
+				              .events = POLLIN };
+			poll(&pfd, 1, 100);
+			ax_exec_poll(e, ax_clock_mono_us(), &r, 1, &n);
+		}
+	}
+	return w;
+}
+
+Test(executor, task_and_grandchildren_die_with_a_killed_worker)
+{
+	char    pids_path[128];
+	pid_t   p[3];
+	int64_t took;
+
+	snprintf(pids_path, sizeof(pids_path), "%s/pids", tmpdir);
+	pid_t w = fork_worker("run-orphan", pids_path, NULL);
+	cr_assert_eq(read_pids(pids_path, p, 3, 5000), 3);
+	for (int i = 0; i < 3; i++)
+		cr_assert(ax_test_alive(p[i]), "pid %d is not running", p[i]);
+	kill(w, SIGKILL);
+	cr_assert_eq(waitpid(w, NULL, 0), w);
+	took = ax_test_wait_gone(p, 3, 1000);
+	ax_test_kill_all(p, 3);
+	cr_assert_geq(took, 0,
+	              "task processes %d %d %d outlived their worker by "
+	              "more than 1 s",
+	              p[0], p[1], p[2]);
+	cr_log_info("task gone %lld us after kill -9 of its worker",
+	            (long long) took);
+}
+
+Test(executor, lapsed_lease_kills_the_group_while_the_worker_sleeps)
+{
+	char           pids_path[128], log[256], env[160];
+	char          *envv[] = { env, NULL };
+	pid_t          p[3];
+	ax_exec_result r;
+	int64_t        lease, took;
+
+	snprintf(pids_path, sizeof(pids_path), "%s/pids", tmpdir);
+	snprintf(env, sizeof(env), "PIDS=%s", pids_path);
+	ax_exec_spec s = spec_for("run-lease", SPAWNER, log, sizeof(log));
+	s.env          = envv;
+	ax_exec_set_lease(ex, ax_clock_mono_us() + 60 * AX_USEC_PER_SEC);
+	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(read_pids(pids_path, p, 3, 5000), 3);
+	/* a renewal reaches the running shim, then no more: the worker
+	 * is "stopped" (this thread never polls the executor meanwhile) */
+	lease = ax_clock_mono_us() + 400 * AX_USEC_PER_MSEC;
+	ax_exec_set_lease(ex, lease);
+	ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	for (int i = 0; i < 3; i++)
+		cr_assert(ax_test_alive(p[i]),
+		          "pid %d died before the lease lapsed", p[i]);
+	took = ax_test_wait_gone(p, 3, 2000);
+	cr_assert_geq(took, 0, "the group outlived the lease by 2 s");
+	cr_assert_geq(ax_clock_mono_us(), lease);
+	/* the worker wakes up: the result says it was fenced */
+	ax_exec_fence(ex, lease);
+	cr_assert_eq(drain(ex, &r, 1, 5000), 1);
+	cr_assert_eq(r.status, AX_EXEC_FENCED, "status %s",
+	             ax_exec_status_name(r.status));
+	cr_assert_eq(r.term_signal, SIGKILL);
+	cr_assert_not_null(
+	    strstr(slurp(log), "ax: the worker's lease lapsed"));
+}
+
+Test(executor, fence_kills_running_attempts_and_keeps_finished_ones)
+{
+	char           la[256], lb[256];
+	ax_exec_result r[2];
+	ax_exec_spec   a = spec_for("run-fa", "sleep 100", la, sizeof(la));
+	ax_exec_spec   b = spec_for("run-fb", "exit 3", lb, sizeof(lb));
+
+	cr_assert_eq(ax_exec_start(ex, &a), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_exec_start(ex, &b), AX_OK, "%s", ax_err_detail());
+	ax_clock_sleep_us(300 * AX_USEC_PER_MSEC); /* b ends, unpolled */
+	int64_t t0 = ax_clock_mono_us();
+	ax_exec_fence(ex, t0);
+	cr_assert_eq(drain(ex, r, 2, 5000), 2);
+	cr_assert_lt(ax_clock_mono_us() - t0, 2 * AX_USEC_PER_SEC,
+	             "a fence does not wait for a grace period");
+	for (int i = 0; i < 2; i++) {
+		if (strcmp(r[i].run_id, "run-fa") == 0) {
+			cr_assert_eq(r[i].status, AX_EXEC_FENCED);
+			cr_assert_eq(r[i].term_signal, SIGKILL);
+		} else {
+			cr_assert_eq(r[i].status, AX_EXEC_FAILED);
+			cr_assert_eq(r[i].exit_code, 3);
+		}
+	}
+	cr_assert_str_eq(ax_exec_status_name(AX_EXEC_FENCED), "FENCED");
+}
+
+Test(executor, leftovers_of_an_earlier_life_are_killed_from_records)
+{
+	char    pa[128], pb[128], state[128], cmd[300];
+	pid_t   a[3], b[3], all[5];
+	int     killed = -1;
+	int64_t took;
+
+	snprintf(pa, sizeof(pa), "%s/pa", tmpdir);
+	snprintf(pb, sizeof(pb), "%s/pb", tmpdir);
+	snprintf(state, sizeof(state), "%s/state", tmpdir);
+	pid_t wa = fork_worker("run-left-a", pa, state);
+	pid_t wb = fork_worker("run-left-b", pb, state);
+	cr_assert_eq(read_pids(pa, a, 3, 5000), 3);
+	cr_assert_eq(read_pids(pb, b, 3, 5000), 3);
+	/* The worker dies with its shims (as when a whole service cgroup
+	 * is killed): stop the worker so it cannot see its shim die, kill
+	 * the shim, then the worker. */
+	pid_t sa = ax_test_ppid(a[0]), sb = ax_test_ppid(b[0]);
+	kill(wa, SIGSTOP);
+	kill(wb, SIGSTOP);
+	kill(sa, SIGKILL);
+	kill(sb, SIGKILL);
+	kill(wa, SIGKILL);
+	kill(wb, SIGKILL);
+	waitpid(wa, NULL, 0);
+	waitpid(wb, NULL, 0);
+	/* b's leader dies too: only its members remain */
+	kill(b[0], SIGKILL);
+	ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	for (int i = 0; i < 3; i++)
+		cr_assert(ax_test_alive(a[i]), "%d died with its worker",
+		          a[i]);
+	cr_assert(ax_test_alive(b[1]) && ax_test_alive(b[2]));
+	snprintf(cmd, sizeof(cmd), "test $(ls %s/*.task | wc -l) = 2", state);
+	cr_assert_eq(system(cmd), 0, "two records expected in %s", state);
+
+	cr_assert_eq(ax_task_records_kill_leftovers(state, &killed), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(killed, 2);
+	all[0] = a[0];
+	all[1] = a[1];
+	all[2] = a[2];
+	all[3] = b[1];
+	all[4] = b[2];
+	took   = ax_test_wait_gone(all, 5, 1000);
+	cr_assert_geq(took, 0, "leftovers survived");
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls %s)\"", state);
+	cr_assert_eq(system(cmd), 0, "records are removed");
+	cr_assert_eq(ax_task_records_kill_leftovers(state, &killed), AX_OK);
+	cr_assert_eq(killed, 0);
+}
+
+Test(executor, leftover_record_of_a_reused_pid_kills_nothing)
+{
+	char  state[128], path[200];
+	pid_t stranger = fork();
+	int   killed   = -1;
+	FILE *f;
+
+	cr_assert_geq(stranger, 0);
+	if (stranger == 0) {
+		setpgid(0, 0);
+		execl("/bin/sleep", "sleep", "100", (char *) NULL);
+		_exit(127);
+	}
+	setpgid(stranger, stranger);
+	snprintf(state, sizeof(state), "%s/state", tmpdir);
+	mkdir(state, 0755);
+	snprintf(path, sizeof(path), "%s/run-old.task", state);
+	cr_assert_not_null(f = fopen(path, "w"));
+	/* this boot, the stranger's group, but another start time */
+	char  boot[64] = "";
+	FILE *b        = fopen("/proc/sys/kernel/random/boot_id", "r");
+	cr_assert_not_null(b);
+	cr_assert_eq(fscanf(b, "%63s", boot), 1);
+	fclose(b);
+	fprintf(f, "ax-task 1\nboot %s\npgid %d\nstart 1\nrun_id run-old\n",
+	        boot, (int) stranger);
+	fclose(f);
+	ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
+	cr_assert_eq(ax_task_records_kill_leftovers(state, &killed), AX_OK);
+	cr_assert_eq(killed, 0);
+	cr_assert(ax_test_alive(stranger),
+	          "an unrelated process group was killed");
+	kill(stranger, SIGKILL);
+	waitpid(stranger, NULL, 0);
+	cr_assert_eq(access(path, F_OK), -1, "the record is removed");
 }
 
 /* ---- noop ---- */
