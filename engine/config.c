@@ -45,7 +45,11 @@ static const cfg_key cfg_keys[] = {
 	  "directory of initdb, pg_ctl, postgres (embedded cluster)" },
 	{ "database.pool", CFG_INT, "4", "connections per process" },
 	{ "scheduler.lease_ttl", CFG_DURATION, "10s",
-	  "scheduler lease lifetime; a standby takes over after it" },
+	  "scheduler lease lifetime: a standby takes over at once when the "
+	  "active axd's session ends (kill -9, crash), and after this when "
+	  "the active axd hangs" },
+	{ "scheduler.standby_poll", CFG_DURATION, "100ms",
+	  "how often a standby axd tries to take the scheduler lease" },
 	{ "scheduler.drain_timeout", CFG_DURATION, "10s",
 	  "axd stop: time to finish the work in flight between actors" },
 	{ "scheduler.batch_max", CFG_INT, "1000",

@@ -217,11 +217,12 @@ uint64_t ax_store_retries(const ax_store *s);
  * of the epoch read, prepared once per connection), so it costs no extra
  * round trip (about 15 us of server time); the ROW SHARE lock (a
  * fast-path lock, no shared state) is held to the end of the transaction
- * and conflicts with the EXCLUSIVE lock ax_store_sched_lease_take holds
- * while it bumps the epoch: a takeover waits for the deposed holder's
- * transactions in flight, and every later one sees the new epoch. A
- * takeover that updates the row without that lock (by hand) fences every
- * transaction that begins after it commits.
+ * and conflicts with the EXCLUSIVE lock ax_store_sched_leader_take (and
+ * ax_store_sched_lease_take) holds while it bumps the epoch: a takeover
+ * waits for the deposed holder's transactions in flight (or ends them,
+ * when they outlast a short wait: a hung holder), and every later one
+ * sees the new epoch. A takeover that updates the row without that lock
+ * (by hand) fences every transaction that begins after it commits.
  *
  * Once fenced, a store stays fenced: every later transaction fails with
  * AX_EFENCED at once, without a round trip. Statements run outside a
