@@ -18,6 +18,7 @@
 #include "cmd_worker.h"
 #include "cmd_cron.h"
 #include "cmd_db.h"
+#include "cmd_drill.h"
 #include "cmd_token.h"
 #include "cmd_bench.h"
 #include "cmd_standalone.h"
@@ -33,6 +34,8 @@ static const ax_cmd commands[] = {
 	{ "worker", ax_cmd_worker, "workers: list" },
 	{ "events", ax_cmd_events, "the event log: query, --follow" },
 	{ "db", ax_cmd_db, "database: up, down, status, migrate, psql" },
+	{ "drill", ax_cmd_drill,
+	  "fault drills: kill, stop and restart parts of AX mid-run" },
 	{ "token", ax_cmd_token, "API tokens: create" },
 	{ "standalone", ax_cmd_standalone,
 	  "run PostgreSQL, axd, workers and the API on this machine" },

@@ -54,14 +54,11 @@
 #include "cmd_dag.h"
 #include "cmd_db.h"
 #include "log.h"
-#include "migrate.h"
 #include "stack.h"
 
 typedef struct bench {
 	ax_bench_opts   o;
-	ax_db_where     w;
-	char            home[PATH_MAX];
-	int             temp_home;
+	ax_stack_home   h; /* h.home, h.w.dsn */
 	PGconn         *db;
 	ax_stack        st;
 	ax_bench_result r;
@@ -142,26 +139,6 @@ machine_cpu_us(void)
 	    (double) hz;
 }
 
-/* Loads the YAML files of dir with stdout (one line per DAG) silenced. */
-static int
-load_dir(bench *b, const char *dir)
-{
-	int saved = dup(1), devnull = open("/dev/null", O_WRONLY), rc;
-
-	fflush(stdout);
-	if (saved >= 0 && devnull >= 0)
-		dup2(devnull, 1);
-	rc = ax_dag_load_dir(dir, NULL, b->w.dsn);
-	fflush(stdout);
-	if (saved >= 0) {
-		dup2(saved, 1);
-		close(saved);
-	}
-	if (devnull >= 0)
-		close(devnull);
-	return rc;
-}
-
 static int
 fresh_tables(bench *b)
 {
@@ -173,8 +150,8 @@ static int
 start_stack(bench *b, int workers)
 {
 	ax_stack_opts so = {
-		.home         = b->home,
-		.dsn          = b->w.dsn,
+		.home         = b->h.home,
+		.dsn          = b->h.w.dsn,
 		.workers      = workers,
 		.worker_slots = b->o.slots,
 		.log_level    = b->log_level ? b->log_level : "warn",
@@ -312,11 +289,11 @@ run_latency(bench *b)
 
 	fprintf(stderr, "latency: generating and loading %d schedules...\n",
 	        b->o.schedules);
-	snprintf(dir, sizeof(dir), "%s/bench-latency", b->home);
+	snprintf(dir, sizeof(dir), "%s/bench-latency", b->h.home);
 	if (fresh_tables(b) || write_latency_dags(b, dir))
 		return 1;
 	t0 = ax_clock_mono_us();
-	if (load_dir(b, dir) != 0) {
+	if (ax_stack_load_dags(dir, b->h.w.dsn) != 0) {
 		fprintf(stderr, "axctl bench: loading %s failed\n", dir);
 		return 1;
 	}
@@ -363,7 +340,7 @@ run_throughput(bench *b)
 	double  done = 0, secs, cpu0, cpu1 = -1;
 
 	fprintf(stderr, "throughput: %d instances\n", b->o.instances);
-	snprintf(dir, sizeof(dir), "%s/bench-throughput", b->home);
+	snprintf(dir, sizeof(dir), "%s/bench-throughput", b->h.home);
 	snprintf(path, sizeof(path), "%s/tp.yaml", dir);
 	if (fresh_tables(b))
 		return 1;
@@ -374,7 +351,7 @@ run_throughput(bench *b)
 		    ax_err_set(AX_EIO, "%s: %s", path, strerror(errno)));
 	ax_bench_yaml_throughput(f, b->o.instances, b->o.process);
 	fclose(f);
-	if (load_dir(b, dir) != 0)
+	if (ax_stack_load_dags(dir, b->h.w.dsn) != 0)
 		return 1;
 	if (start_stack(b, b->o.workers)) {
 		stop_stack(b);
@@ -487,7 +464,7 @@ timers_start(bench *b, const char *what)
 	long    off;
 	int64_t t0;
 
-	snprintf(log, sizeof(log), "%s/logs/axd.log", b->home);
+	snprintf(log, sizeof(log), "%s/logs/axd.log", b->h.home);
 	off = file_size(log);
 	t0  = ax_clock_mono_us();
 	if (start_stack(b, 0)) {
@@ -540,7 +517,7 @@ run_timers(bench *b)
 		        "timers: arming %d schedules, each monthly at its own "
 		        "instant\n",
 		        b->o.timers);
-	snprintf(dir, sizeof(dir), "%s/bench-timers", b->home);
+	snprintf(dir, sizeof(dir), "%s/bench-timers", b->h.home);
 	snprintf(path, sizeof(path), "%s/timer.yaml", dir);
 	if (fresh_tables(b))
 		return 1;
@@ -554,7 +531,7 @@ run_timers(bench *b)
 	      "tasks:\n  - {name: t, type: noop, command: \"/bin/true\"}\n",
 	      f);
 	fclose(f);
-	if (load_dir(b, dir) != 0)
+	if (ax_stack_load_dags(dir, b->h.w.dsn) != 0)
 		return 1;
 	t0 = ax_clock_mono_us();
 	/* clone g: cron "S M H D * ?" from k = g mod --timer-specs (g when
@@ -613,27 +590,13 @@ run_timers(bench *b)
 static int
 setup(bench *b)
 {
-	int    applied;
 	ax_err rv;
 
-	if (b->o.home != NULL) {
-		snprintf(b->home, sizeof(b->home), "%s", b->o.home);
-		mkdir(b->home, 0755);
-	} else {
-		snprintf(b->home, sizeof(b->home), "/tmp/ax-bench-XXXXXX");
-		if (mkdtemp(b->home) == NULL)
-			return fail("temp home",
-			            ax_err_set(AX_EIO, "%s", strerror(errno)));
-		chmod(b->home, 0755); /* PostgreSQL may run as another user */
-		b->temp_home = 1;
-	}
-	fprintf(stderr, "bench: home %s; starting PostgreSQL\n", b->home);
-	if ((rv = ax_db_where_init(&b->w, b->home, NULL)) != AX_OK ||
-	    (rv = ax_db_where_up(&b->w)) != AX_OK)
+	fprintf(stderr, "bench: starting PostgreSQL\n");
+	if ((rv = ax_stack_home_open(&b->h, b->o.home, "bench")) != AX_OK)
 		return fail("database", rv);
-	if ((rv = ax_migrate_run(b->w.dsn, &applied)) != AX_OK)
-		return fail("migrate", rv);
-	b->db = PQconnectdb(b->w.dsn);
+	fprintf(stderr, "bench: home %s\n", b->h.home);
+	b->db = PQconnectdb(b->h.w.dsn);
 	if (PQstatus(b->db) != CONNECTION_OK) {
 		fprintf(stderr, "axctl bench: %s", PQerrorMessage(b->db));
 		return 1;
@@ -645,16 +608,7 @@ static void
 teardown(bench *b)
 {
 	PQfinish(b->db);
-	if (b->w.embed != NULL)
-		ax_pg_embed_down(b->w.embed);
-	ax_db_where_fini(&b->w);
-	if (b->temp_home) {
-		char cmd[PATH_MAX + 16];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", b->home);
-		if (system(cmd) != 0)
-			fprintf(stderr, "axctl bench: cannot remove %s\n",
-			        b->home);
-	}
+	ax_stack_home_close(&b->h);
 }
 
 static void

@@ -36,7 +36,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api_token.h"
 #include "clock.h"
 #include "cmd_dag.h"
 #include "cmd_db.h"
@@ -386,31 +385,16 @@ load_dags(standalone *sa)
 	return 0;
 }
 
-/*
- * Makes sure $home/admin.token holds an admin API token: created once
- * (stored hashed in PostgreSQL, the file is 0600) and reused on later
- * starts. A failure is reported but does not stop AX: the scheduler runs
- * without the API token.
- */
+/* A failure to write the admin token is reported but does not stop AX:
+ * the scheduler runs without the API token. */
 static void
 ensure_admin_token(standalone *sa)
 {
-	char      path[PATH_MAX + 16];
-	ax_store *s;
+	char path[PATH_MAX + 16];
 
-	snprintf(path, sizeof(path), "%s/admin.token", sa->st.home);
-	if (access(path, R_OK) == 0)
-		return;
-	if (ax_store_open(sa->w.dsn, &s) != AX_OK) {
+	if (ax_stack_admin_token(&sa->st, path, sizeof(path)) != AX_OK)
 		fprintf(stderr, "axctl standalone: no admin token: %s\n",
 		        ax_err_detail());
-		return;
-	}
-	if (ax_api_token_write_admin(s, sa->st.home, path, sizeof(path)) !=
-	    AX_OK)
-		fprintf(stderr, "axctl standalone: no admin token: %s\n",
-		        ax_err_detail());
-	ax_store_close(s);
 }
 
 static void

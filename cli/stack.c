@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -18,7 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api_token.h"
 #include "clock.h"
+#include "migrate.h"
+#include "cmd_dag.h"
+#include "store.h"
 
 /* Unix socket paths are limited to 108 bytes including the NUL. */
 #define IPC_PATH_MAX 100
@@ -54,9 +59,8 @@ mkdir_p(const char *path)
 	return AX_OK;
 }
 
-/* A TCP port free right now on 127.0.0.1 (the kernel picks it). */
-static int
-free_port(void)
+int
+ax_stack_free_port(void)
 {
 	struct sockaddr_in a;
 	socklen_t          len  = sizeof(a);
@@ -101,7 +105,7 @@ write_config(ax_stack *st, const ax_stack_opts *o)
 	snprintf(events, sizeof(events), "ipc://%s/run/events.ipc", st->home);
 	if (strlen(events) > IPC_PATH_MAX + 6)
 		snprintf(events, sizeof(events), "tcp://127.0.0.1:%d",
-		         free_port());
+		         ax_stack_free_port());
 	fprintf(f,
 	        "# Written by axctl for the daemons of this home; "
 	        "rewritten at every start.\nhome: ");
@@ -160,7 +164,7 @@ ax_stack_init(ax_stack *st, const ax_stack_opts *o)
 	snprintf(st->queue_addr, sizeof(st->queue_addr),
 	         "ipc://%s/run/queue.ipc", st->home);
 	if (strlen(st->queue_addr) > IPC_PATH_MAX + 6) {
-		int port = free_port();
+		int port = ax_stack_free_port();
 		if (port <= 0)
 			return ax_err_set(AX_EIO,
 			                  "no free TCP port for the queue: %s",
@@ -363,6 +367,87 @@ ax_stack_check(ax_stack *st)
 	if (st->api_up && !st->api.stopping && !ax_proc_poll(&st->api))
 		return &st->api;
 	return NULL;
+}
+
+ax_err
+ax_stack_admin_token(const ax_stack *st, char *path, size_t len)
+{
+	ax_store *s;
+	ax_err    rv;
+
+	snprintf(path, len, "%s/admin.token", st->home);
+	if (access(path, R_OK) == 0)
+		return AX_OK;
+	if ((rv = ax_store_open(st->dsn, &s)) != AX_OK)
+		return rv;
+	rv = ax_api_token_write_admin(s, st->home, path, len);
+	ax_store_close(s);
+	return rv;
+}
+
+ax_err
+ax_stack_home_open(ax_stack_home *h, const char *home, const char *prefix)
+{
+	int    applied;
+	ax_err rv;
+
+	memset(h, 0, sizeof(*h));
+	if (home != NULL) {
+		snprintf(h->home, sizeof(h->home), "%s", home);
+		if ((rv = mkdir_p(h->home)) != AX_OK)
+			return rv;
+	} else {
+		snprintf(h->home, sizeof(h->home), "/tmp/ax-%s-XXXXXX",
+		         prefix);
+		if (mkdtemp(h->home) == NULL)
+			return ax_err_set(AX_EIO,
+			                  "cannot make a temp home %s: %s",
+			                  h->home, strerror(errno));
+		chmod(h->home, 0755);
+		h->temp = 1;
+	}
+	unsetenv("AX_DSN");
+	if ((rv = ax_db_where_init(&h->w, h->home, NULL)) != AX_OK ||
+	    (rv = ax_db_where_up(&h->w)) != AX_OK ||
+	    (rv = ax_migrate_run(h->w.dsn, &applied)) != AX_OK)
+		return rv;
+	return AX_OK;
+}
+
+void
+ax_stack_home_close(ax_stack_home *h)
+{
+	char cmd[PATH_MAX + 16];
+
+	if (h->w.embed != NULL && ax_pg_embed_down(h->w.embed) != AX_OK)
+		fprintf(stderr, "cannot stop PostgreSQL of %s: %s\n", h->home,
+		        ax_err_detail());
+	ax_db_where_fini(&h->w);
+	if (!h->temp)
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->home);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", h->home);
+	h->temp = 0;
+}
+
+int
+ax_stack_load_dags(const char *dir, const char *dsn)
+{
+	int saved = dup(1), devnull = open("/dev/null", O_WRONLY), rc;
+
+	fflush(stdout);
+	if (saved >= 0 && devnull >= 0)
+		dup2(devnull, 1);
+	rc = ax_dag_load_dir(dir, NULL, dsn);
+	fflush(stdout);
+	if (saved >= 0) {
+		dup2(saved, 1);
+		close(saved);
+	}
+	if (devnull >= 0)
+		close(devnull);
+	return rc;
 }
 
 ax_proc *

@@ -40,6 +40,7 @@
 #include <sys/types.h>
 
 #include "ax_err.h"
+#include "cmd_db.h"
 #include "proc.h"
 
 #define AX_STACK_MAX_WORKERS 64
@@ -165,6 +166,50 @@ int64_t ax_stack_next_backoff(const ax_stack_sup *sup, int64_t now);
 /* The child at supervision index k (AX_STACK_*), or NULL past the
  * workers. */
 ax_proc *ax_stack_child(ax_stack *st, int k);
+
+/*
+ * Makes sure $home/admin.token holds an admin API token: created once
+ * (stored hashed in PostgreSQL, the file is 0600), reused afterwards. Its
+ * path goes into path (len bytes). Errors of the store or the file.
+ */
+ax_err ax_stack_admin_token(const ax_stack *st, char *path, size_t len);
+
+/*
+ * Loads the DAG YAML files of dir into the database dsn (the code of
+ * `axctl dag load`) with its line per DAG on stdout silenced; errors
+ * still go to stderr. Returns 0 when all were stored, else 1.
+ */
+int ax_stack_load_dags(const char *dir, const char *dsn);
+
+/*
+ * A home for a command that measures on its own installation (`axctl
+ * bench`, `axctl drill`): the given directory or a temp dir, with its
+ * embedded PostgreSQL up and migrated.
+ */
+typedef struct ax_stack_home {
+	char        home[PATH_MAX];
+	int         temp; /* 1: a temp dir, removed by ax_stack_home_close */
+	ax_db_where w;    /* w.dsn: the database; w.embed: the cluster */
+} ax_stack_home;
+
+/*
+ * Opens h on home (created when missing), or on a new temp dir
+ * /tmp/ax-PREFIX-XXXXXX (0755: PostgreSQL may run as another user) when
+ * home is NULL; starts the embedded cluster (never $AX_DSN: these
+ * commands stop and start it, and empty its tables) and migrates it.
+ * AX_EIO / AX_EPERM for the file system, the errors of ax_db_where_up
+ * and ax_migrate_run.
+ */
+ax_err ax_stack_home_open(ax_stack_home *h, const char *home,
+                          const char *prefix);
+
+/* Stops the cluster, and removes the home when it was a temp dir (a
+ * failure is said on stderr). Safe on zeroed memory. */
+void ax_stack_home_close(ax_stack_home *h);
+
+/* A TCP port free right now on 127.0.0.1 (the kernel picks it); -1 when
+ * none can be had. */
+int ax_stack_free_port(void);
 
 /* Stops ax-api, the workers (in parallel: SIGTERM to all, then wait),
  * then the standby axd and axd, each with grace_us before SIGKILL. */
