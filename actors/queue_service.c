@@ -30,8 +30,26 @@
  * PostgreSQL (axd killed in between: the worker sends it again). A reply
  * not released within DEFER_MAX_US (database down) is dropped unanswered
  * and the worker re-sends the report; duplicates are harmless by run_id.
+ * While we hold a worker's report it cannot send the next one, so the
+ * Started of its newer dispatches waits in its outbox: its dispatches'
+ * ack timeouts start over meanwhile (timers()); a timer never hands to
+ * another worker what a worker has, only what never reached it.
  * The actor sends without blocking (send_nonblock): resource_detector is
  * upstream of us, so a blocking send could close a cycle of full inboxes.
+ *
+ * Reconciliation (with a database): every dispatch is recorded (attempt
+ * DISPATCHED, worker_id) before it is sent, so after a start or takeover
+ * the attempts a worker may hold are known: they are loaded before
+ * anything is dispatched and wait (ST_DOUBT) for that worker, not the
+ * first one that registers. When it registers, its running set settles
+ * them (doubt_resolve: adopted, sent again to it alone, or UNKNOWN);
+ * when it does not come back within its lease, taken from the database
+ * clock, plus queue.lease_grace, it has fenced itself and they go
+ * UNKNOWN (retried per policy under a new run_id). A worker's live lease
+ * also ends only after lease + grace (lease_touch), for the same reason.
+ * During a database outage nothing is dispatched (nothing could be
+ * recorded) and the store gives up reconnecting quickly, so the workers'
+ * leases are never starved by a blocked actor.
  *
  * Order in a channel: a binary heap per (channel, group) and one per
  * worker (sticky attempts: consistent_hash, pinned). Aging: the effective
@@ -56,12 +74,18 @@
  * Invariants:
  *  - an attempt (by run_id) is in exactly one place: the held list
  *    (HELD), a heap (QUEUED), a
- *    worker's in-flight list (DISPATCHED until acknowledged, RUNNING), or
+ *    worker's in-flight list (DISPATCHED until acknowledged, RUNNING), a
+ *    worker's in-doubt list (DOUBT, since a start), or
  *    the retired FIFO (DONE: kept a while so late and duplicate reports
  *    still carry the instance, then freed);
+ *  - an attempt bound to a worker (settled from doubt, not acknowledged
+ *    since) is dispatched to that worker only, and never re-queued for
+ *    another: it goes UNKNOWN if that worker's session ends;
  *  - a DISPATCHED attempt is also on the unacked FIFO (constant timeout,
  *    so FIFO = deadline order); a live worker is on the lease FIFO
- *    (renewal moves it to the tail); so every timer is O(1) to find and
+ *    (renewal moves it to the tail); a worker with in-doubt attempts is
+ *    on the doubt deadline list (sorted; few entries, after a start
+ *    only); so every timer is O(1) to find and
  *    the actor's one deadline is the minimum of a few list heads;
  *  - a worker has at most one parked Pull; a newer Pull answers the older
  *    one empty.
@@ -86,18 +110,21 @@
 #include "clock.h"
 #include "routing.h"
 #include "store.h"
+#include "store_attempts.h"
 #include "store_workers.h"
 #include "worker.pb-c.h"
 
-#define ITEM_WAKE    (AX_ITEM_USER + 50) /* empty: "drain the hand-off" */
-#define QCTX_INITIAL 8
-#define QCTX_SPARE   4    /* contexts kept receiving beyond parked ones */
-#define QCTX_MAX     4096 /* contexts at most */
-#define DISPATCH_MAX 256  /* dispatches per Pull reply */
-#define POLL_MAX_US  (60 * AX_USEC_PER_SEC)
-#define DEFER_MAX_US (10 * AX_USEC_PER_SEC) /* see reply_ack_deferred */
-#define HOLD_MIN_US  200 /* due sooner than this: queue it now */
-#define HOLD_MAX_US  (2 * 60 * AX_USEC_PER_SEC) /* see att_hold_or_enqueue */
+#define ITEM_WAKE       (AX_ITEM_USER + 50) /* empty: "drain the hand-off" */
+#define QCTX_INITIAL    8
+#define QCTX_SPARE      4    /* contexts kept receiving beyond parked ones */
+#define QCTX_MAX        4096 /* contexts at most */
+#define DISPATCH_MAX    256  /* dispatches per Pull reply */
+#define POLL_MAX_US     (60 * AX_USEC_PER_SEC)
+#define DEFER_MAX_US    (10 * AX_USEC_PER_SEC) /* see reply_ack_deferred */
+#define HOLD_MIN_US     200 /* due sooner than this: queue it now */
+#define HOLD_MAX_US     (2 * 60 * AX_USEC_PER_SEC) /* see att_hold_or_enqueue */
+#define DB_RETRY_US     AX_USEC_PER_SEC            /* see record_dispatches */
+#define DB_RECONNECT_US (200 * AX_USEC_PER_MSEC)   /* keeps the actor live */
 
 /* ------------------------------------------------------------ hash map */
 
@@ -206,7 +233,14 @@ typedef struct qheap {
 	size_t n, cap;
 } qheap;
 
-enum { ST_QUEUED = 1, ST_DISPATCHED, ST_RUNNING, ST_DONE, ST_HELD };
+enum {
+	ST_QUEUED = 1,
+	ST_DISPATCHED,
+	ST_RUNNING,
+	ST_DONE,
+	ST_HELD,
+	ST_DOUBT, /* may run on a worker that has not reported since a start */
+};
 
 /* One attempt. Owned by the queue; in q->runs by run_id until freed. */
 struct qatt {
@@ -235,6 +269,13 @@ struct qatt {
 	int64_t                    dispatched_at_us, started_at_us; /* UTC */
 	int                        kill; /* cancel requested */
 	char                       kill_reason[32];
+	int      doubt; /* ST_DOUBT: 1 DISPATCHED, 2 RUNNING in the database */
+	qworker *bound; /* dispatch only to this worker until it acks */
+	int64_t  verify; /* mono us; RUNNING, not listed at register: UNKNOWN
+	                    at a heartbeat after this that does not list it,
+	                    unless its result came (0: none) */
+	qatt    *xnext, *xprev; /* holder's in-doubt list (ST_DOUBT) */
+	qworker *holder;        /* ST_DOUBT: the worker that may hold it */
 };
 
 /* One worker id: a live session, or a placeholder pinned attempts wait
@@ -263,6 +304,14 @@ struct qworker {
 	int         db_dirty, db_urgent;
 	qworker    *dnext; /* dirty list */
 	const char *db_state;
+	qatt       *doubt;          /* in-doubt attempts, since a start */
+	int64_t     doubt_deadline; /* mono us: then they go UNKNOWN */
+	qworker    *xnext, *xprev;  /* doubt deadline list */
+	int         on_dl;          /* on that list */
+	int32_t     doubt_pid;      /* pid of the session that held them */
+	char       *doubt_host;     /* and its host ("" unknown) */
+	int         held;       /* its reports whose ack waits for a commit */
+	int64_t     held_until; /* mono us: its report channel was blocked */
 };
 
 struct qgroup {
@@ -291,6 +340,7 @@ struct qctx {
 	nng_msg  *deferred;   /* ack waiting for the results' commit */
 	uint64_t  need_seq;   /* ... of results forwarded up to this */
 	int64_t   def_until;  /* mono us: then dropped unanswered */
+	qworker  *dworker;    /* whose report it answers (NULL: unknown) */
 	qctx     *dnext;
 };
 
@@ -298,6 +348,7 @@ struct ax_queue {
 	const ax_pipeline_ctx *pctx;
 	ax_actor              *self;
 	int64_t aging_us, ack_timeout_us, lease_us, hb_us, retain_us;
+	int64_t lease_grace_us;
 	int     hand_back;
 	char    addr[256];
 
@@ -311,6 +362,7 @@ struct ax_queue {
 	pthread_mutex_t  mu;
 	qctx            *ready_head, *ready_tail;
 	int              woken, wake_retry, closing;
+	int              wake_start; /* wake once at start (reconcile) */
 	ax_actor_client *client;
 	nng_aio         *wake_aio;
 
@@ -331,6 +383,11 @@ struct ax_queue {
 	uint64_t  seq, ordinal, session_ctr, qseq;
 	ax_store *store;
 	int64_t   db_last;
+	int       reconciled;    /* the in-doubt attempts are loaded */
+	int64_t   reconcile_at;  /* mono us: next try to load them */
+	int64_t   db_down_until; /* mono us: no dispatch (not recordable) */
+	int       fill_blocked;  /* a Pull waits for the database */
+	qworker  *dl_head, *dl_tail; /* workers with in-doubt attempts */
 
 	_Atomic int      drop_acks;
 	_Atomic uint64_t st_depth[AX_QUEUE_NCHANNELS], st_dispatches,
@@ -711,6 +768,26 @@ worker_get(ax_queue *q, const char *id)
 		(tail) = (x);                                                 \
 	} while (0)
 
+/* Inserts x into a list sorted by key, walking back from the tail (items
+ * arrive almost in key order, so the walk is a step or two); x goes
+ * after the items with an equal key. */
+#define LIST_INSERT_SORTED(head, tail, x, nx, pv, key)                        \
+	do {                                                                  \
+		__typeof__(x) p_ = (tail);                                    \
+		while (p_ != NULL && p_->key > (x)->key)                      \
+			p_ = p_->pv;                                          \
+		(x)->pv = p_;                                                 \
+		(x)->nx = p_ ? p_->nx : (head);                               \
+		if ((x)->nx)                                                  \
+			(x)->nx->pv = (x);                                    \
+		else                                                          \
+			(tail) = (x);                                         \
+		if (p_)                                                       \
+			p_->nx = (x);                                         \
+		else                                                          \
+			(head) = (x);                                         \
+	} while (0)
+
 /* Unlinked singly-headed (no tail) lists use a dummy tail variable. */
 static void
 glist_add(qworker **head, qworker *w, int members)
@@ -802,10 +879,13 @@ reply_error(ax_queue *q, qctx *c, uint64_t seq, const char *code,
 	reply_now(q, c, &m);
 }
 
-/* An Ack that may leave only once the forwarded reports left our outbox
- * (see the file comment). */
+/* An Ack that may leave only once the results it acknowledges are
+ * committed (see the file comment). w (NULL: not a valid session) is the
+ * worker whose report it answers: while we hold it, that worker cannot
+ * send its next report, so the Started of its newer dispatches waits in
+ * its outbox (see held in timers()). */
 static void
-reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq)
+reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq, qworker *w)
 {
 	Ax__QueueMessage m   = AX__QUEUE_MESSAGE__INIT;
 	Ax__Ack          ack = AX__ACK__INIT;
@@ -830,7 +910,10 @@ reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq)
 	c->deferred  = msg;
 	c->need_seq  = q->fwd_seq;
 	c->def_until = ax_clock_mono_us() + DEFER_MAX_US;
+	c->dworker   = w;
 	c->dnext     = NULL;
+	if (w != NULL)
+		w->held++;
 	if (q->def_tail)
 		q->def_tail->dnext = c;
 	else
@@ -855,6 +938,14 @@ deferred_flush(ax_queue *q)
 		qctx *c     = q->def_head;
 		q->def_head = c->dnext;
 		q->ndeferred--;
+		if (c->dworker != NULL) {
+			/* the worker's next report may take its retry
+			 * interval to come (it may have given up on this
+			 * one): its dispatches' timers wait that long too */
+			c->dworker->held--;
+			c->dworker->held_until = now + 2 * q->ack_timeout_us;
+			c->dworker             = NULL;
+		}
 		if (c->need_seq > q->committed) {
 			/* not committed in time (database down?): no ack, so
 			 * the worker sends the same results again */
@@ -903,6 +994,9 @@ park_answer_empty(ax_queue *q, qworker *w, uint64_t seq)
 }
 
 static void att_link_worker(ax_queue *q, qatt *a, qworker *w);
+static void att_unlink_worker(ax_queue *q, qatt *a);
+static void att_retire(ax_queue *q, qatt *a);
+static void doubt_unlink(qatt *a);
 
 static qatt *
 best_for(qworker *w)
@@ -958,15 +1052,82 @@ fill_dispatch(ax_queue *q, const qatt *a, Ax__Dispatch *d,
 	d->env   = envp;
 }
 
+/* 1 when a dispatch may leave now: with a database, only once the
+ * in-doubt attempts are loaded and while dispatches can be recorded. */
+static int
+dispatch_open(const ax_queue *q)
+{
+	return q->store == NULL ||
+	    (q->reconciled && ax_clock_mono_us() >= q->db_down_until);
+}
+
+/*
+ * Records the dispatches batch[0..*n) to w before they are sent, so
+ * that whoever runs the queue next knows w may hold them (see
+ * "Reconciliation" in the file comment). On a database error nothing
+ * is sent: the attempts go back to the heaps they came from (from[]),
+ * dispatching pauses for DB_RETRY_US and 0 is returned. An attempt the
+ * database no longer has waiting (RUNNING, ended or UNKNOWN there: e.g.
+ * an ack timeout re-queued it while its Started was being committed) is
+ * not sent and is retired; *n is what is left.
+ */
+static int
+record_dispatches(ax_queue *q, qworker *w, qatt **batch, qheap **from,
+                  size_t *n)
+{
+	ax_store_dispatch_row rows[DISPATCH_MAX];
+	size_t                k = 0;
+
+	if (q->store == NULL)
+		return 1;
+	for (size_t i = 0; i < *n; i++)
+		rows[i] = (ax_store_dispatch_row) {
+			.run_id           = batch[i]->run_id,
+			.worker_id        = w->id,
+			.dispatched_at_us = batch[i]->dispatched_at_us,
+		};
+	if (ax_store_record_dispatches(q->store, rows, *n) != AX_OK) {
+		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
+		        "%zu dispatches to %s not recorded, so not sent "
+		        "(kept queued): %s",
+		        *n, w->id, ax_err_detail());
+		for (size_t i = 0; i < *n; i++) {
+			qatt *a = batch[i];
+			att_unlink_worker(q, a);
+			a->state = ST_QUEUED;
+			if (heap_push(from[i], a) == AX_OK)
+				STAT(q, st_depth[a->ch], 1);
+		}
+		q->db_down_until = ax_clock_mono_us() + DB_RETRY_US;
+		return 0;
+	}
+	for (size_t i = 0; i < *n; i++) {
+		if (rows[i].recorded) {
+			batch[k++] = batch[i];
+			continue;
+		}
+		ax_log_ids ids = att_ids(batch[i]);
+		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "NOT_DISPATCHED", &ids,
+		        "the database has this attempt no longer waiting for "
+		        "a worker (started, ended or lost): not sent to %s",
+		        w->id);
+		att_retire(q, batch[i]);
+	}
+	*n = k;
+	return 1;
+}
+
 /*
  * Answers w's parked Pull with up to its free slots of the best work
  * for it (personal heap and its group's channel heaps). Returns the
- * number of dispatches (0: nothing fit; the Pull stays parked).
+ * number of dispatches (0: nothing fit or nothing may leave now; the
+ * Pull stays parked).
  */
 static size_t
 try_fill(ax_queue *q, qworker *w)
 {
 	qatt   *batch[DISPATCH_MAX];
+	qheap  *from[DISPATCH_MAX];
 	size_t  n = 0, nenv = 0;
 	int32_t free_ = w->pull_free;
 
@@ -976,6 +1137,10 @@ try_fill(ax_queue *q, qworker *w)
 	w->quota = 0;
 	if (w->parked == NULL || !w->alive || w->draining)
 		return 0;
+	if (!dispatch_open(q)) {
+		q->fill_blocked = 1;
+		return 0;
+	}
 	while (n < DISPATCH_MAX) {
 		qatt   *a = best_for(w);
 		int32_t s;
@@ -985,15 +1150,17 @@ try_fill(ax_queue *q, qworker *w)
 		if (s > free_)
 			break;
 		free_ -= s;
+		from[n] = a->heap;
 		heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
 		att_link_worker(q, a, w);
 		batch[n++] = a;
-		if (a->ar != NULL)
-			nenv += a->ar->n_env;
 	}
-	if (n == 0)
+	if (n == 0 || !record_dispatches(q, w, batch, from, &n) || n == 0)
 		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (batch[i]->ar != NULL)
+			nenv += batch[i]->ar->n_env;
 
 	Ax__Dispatch            *ds   = calloc(n, sizeof(*ds));
 	Ax__Dispatch           **dp   = calloc(n, sizeof(*dp));
@@ -1119,6 +1286,8 @@ att_retire(ax_queue *q, qatt *a)
 	}
 	if (a->state == ST_HELD)
 		LIST_UNLINK(q->held_head, q->held_tail, a, hnext, hprev);
+	if (a->state == ST_DOUBT)
+		doubt_unlink(a);
 	att_unlink_worker(q, a);
 	if (a->inst_key[0])
 		if (smap_get(&q->insts, a->inst_key) == a)
@@ -1155,6 +1324,15 @@ att_enqueue(ax_queue *q, qatt *a)
 
 	a->state = ST_QUEUED;
 	STAT(q, st_depth[a->ch], 1);
+	if (a->bound != NULL) { /* see doubt_resolve */
+		w = a->bound;
+		if (heap_push(&w->personal, a) != AX_OK)
+			goto nomem;
+		if (w->parked != NULL)
+			want_fill(q, w,
+			          a->slots > w->slots ? w->slots : a->slots);
+		return;
+	}
 	if (a->route->sticky) {
 		const char *key = a->ar ? a->ar->routing_key : "";
 		const char *pin = a->ar ? a->ar->pinned_worker : "";
@@ -1212,7 +1390,6 @@ static void
 att_hold_or_enqueue(ax_queue *q, qatt *a)
 {
 	int64_t utc = ax_clock_utc_us(), wait = a->ar->due_at_us - utc;
-	qatt   *p;
 
 	if (wait < HOLD_MIN_US) {
 		att_enqueue(q, a);
@@ -1222,19 +1399,8 @@ att_hold_or_enqueue(ax_queue *q, qatt *a)
 		wait = HOLD_MAX_US; /* a clock step: never hold for long */
 	a->state        = ST_HELD;
 	a->release_mono = ax_clock_mono_us() + wait;
-	for (p = q->held_tail; p != NULL && p->release_mono > a->release_mono;
-	     p = p->hprev)
-		;
-	a->hprev = p;
-	a->hnext = p != NULL ? p->hnext : q->held_head;
-	if (a->hnext != NULL)
-		a->hnext->hprev = a;
-	else
-		q->held_tail = a;
-	if (p != NULL)
-		p->hnext = a;
-	else
-		q->held_head = a;
+	LIST_INSERT_SORTED(q->held_head, q->held_tail, a, hnext, hprev,
+	                   release_mono);
 }
 
 /* Reports a QUEUED or unacknowledged attempt as canceled. */
@@ -1258,42 +1424,23 @@ att_requeue(ax_queue *q, qatt *a)
 	att_enqueue(q, a);
 }
 
-static void
-on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
+/*
+ * Gives a its rendered attempt (a takes cmd): slots, channel, group,
+ * route and heap key. Returns 0, or -1 for an attempt that cannot be
+ * queued (bad channel or routing), which is then reported FAILED and
+ * retired.
+ */
+static int
+att_setup(ax_queue *q, qatt *a, Ax__Command *cmd)
 {
 	Ax__AttemptRendered  *ar    = cmd->attempt_rendered;
 	const ax_routing_ops *route = NULL;
-	qatt                 *a;
 	int                   ch;
 
-	if (ar->run_id == NULL || *ar->run_id == '\0') {
-		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "BAD_MESSAGE", NULL,
-		        "AttemptRendered without run_id dropped");
-		ax__command__free_unpacked(cmd, NULL);
-		return;
-	}
-	if (smap_get(&q->runs, ar->run_id) != NULL) {
-		/* at-least-once upstream: the same run_id again */
-		ax__command__free_unpacked(cmd, NULL);
-		return;
-	}
-	if ((a = calloc(1, sizeof(*a))) == NULL ||
-	    (a->run_id = strdup(ar->run_id)) == NULL) {
-		free(a);
-		ax__command__free_unpacked(cmd, NULL);
-		ax_logf(AX_LOG_ERROR, AX_A_QUEUE, "NOMEM", NULL,
-		        "attempt %s dropped", ar->run_id);
-		return;
-	}
 	a->cmd   = cmd;
 	a->ar    = ar;
-	a->seq   = ++q->seq;
 	a->slots = ar->slots > 0 ? ar->slots : 1;
-	if (smap_put(&q->runs, a->run_id, a) != 0) {
-		att_free(a);
-		return;
-	}
-	ch = ax_queue_channel(ar->channel);
+	ch       = ax_queue_channel(ar->channel);
 	if (ch >= 0 && ax_routing_find(ar->routing, &route) == AX_OK &&
 	    route == &ax_routing_pinned && !*ar->pinned_worker) {
 		ax_err_set(AX_EINVAL, "routing pinned needs a pinned_worker");
@@ -1319,7 +1466,7 @@ on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
 		forward(q, a, a->run_id, AX__ATTEMPT_STATUS__ATTEMPT_FAILED,
 		        NULL, &r, 0, "BAD_ATTEMPT");
 		att_retire(q, a);
-		return;
+		return -1;
 	}
 	a->ch    = ch;
 	a->rank  = ch == AX_QUEUE_P0;
@@ -1333,7 +1480,72 @@ on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
 		         ar->instance->instance_id);
 		smap_put(&q->insts, a->inst_key, a);
 	}
-	att_hold_or_enqueue(q, a);
+	return 0;
+}
+
+/*
+ * The rendered attempt of a run_id the queue already knows without it:
+ * in doubt since a start, or adopted from a worker's running set. It
+ * completes that entry (reports are then forwarded with the instance);
+ * an in-doubt attempt keeps waiting for its worker, one already settled
+ * to go back to it is queued for it now. Takes cmd.
+ */
+static void
+att_complete(ax_queue *q, qatt *a, Ax__Command *cmd)
+{
+	int32_t slots = a->slots;
+
+	if (a->state == ST_DONE) {
+		ax__command__free_unpacked(cmd, NULL);
+		return;
+	}
+	if (att_setup(q, a, cmd) != 0)
+		return;
+	if (a->worker != NULL)
+		a->slots = slots; /* its worker counted it so */
+	if (a->state == ST_DOUBT && a->bound != NULL) {
+		doubt_unlink(a);
+		att_enqueue(q, a);
+	}
+}
+
+static void
+on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
+{
+	Ax__AttemptRendered *ar = cmd->attempt_rendered;
+	qatt                *a;
+
+	if (ar->run_id == NULL || *ar->run_id == '\0') {
+		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "BAD_MESSAGE", NULL,
+		        "AttemptRendered without run_id dropped");
+		ax__command__free_unpacked(cmd, NULL);
+		return;
+	}
+	if ((a = smap_get(&q->runs, ar->run_id)) != NULL) {
+		if (a->cmd == NULL) {
+			att_complete(q, a, cmd);
+			return;
+		}
+		/* at-least-once upstream: the same run_id again */
+		ax__command__free_unpacked(cmd, NULL);
+		return;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL ||
+	    (a->run_id = strdup(ar->run_id)) == NULL) {
+		free(a);
+		ax__command__free_unpacked(cmd, NULL);
+		ax_logf(AX_LOG_ERROR, AX_A_QUEUE, "NOMEM", NULL,
+		        "attempt %s dropped", ar->run_id);
+		return;
+	}
+	a->seq = ++q->seq;
+	if (smap_put(&q->runs, a->run_id, a) != 0) {
+		att_free(a);
+		ax__command__free_unpacked(cmd, NULL);
+		return;
+	}
+	if (att_setup(q, a, cmd) == 0)
+		att_hold_or_enqueue(q, a);
 }
 
 static void
@@ -1395,7 +1607,8 @@ group_leave(ax_queue *q, qworker *w)
 	cap_mark(q, g);
 	for (size_t i = 0; i < w->personal.n;) {
 		qatt *a = w->personal.v[i];
-		if (a->route == &ax_routing_consistent_hash) {
+		if (a->route == &ax_routing_consistent_hash &&
+		    a->bound == NULL) {
 			heap_remove(a);
 			STAT(q, st_depth[a->ch], -1);
 			att_enqueue(q, a);
@@ -1406,10 +1619,35 @@ group_leave(ax_queue *q, qworker *w)
 	}
 }
 
+/* Reports a UNKNOWN with reason (worker wid may hold it; its late
+ * reports are still forwarded) and retires it: the result handler
+ * retries it per policy under a new run_id. */
+static void
+att_lost(ax_queue *q, qatt *a, const char *wid, const char *reason)
+{
+	ax_log_ids ids = att_ids(a);
+	ax_logf(AX_LOG_WARN, AX_A_QUEUE, reason, &ids,
+	        "worker %s: attempt outcome unknown", wid);
+	forward(q, a, a->run_id, AX__ATTEMPT_STATUS__ATTEMPT_UNKNOWN, wid,
+	        NULL, 0, reason);
+	att_retire(q, a);
+}
+
+static int
+listed(char **ids, size_t n, const char *run_id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ids[i], run_id) == 0)
+			return 1;
+	return 0;
+}
+
 /*
  * Ends w's session: unacknowledged dispatches are re-queued, running
- * attempts reported UNKNOWN with reason (their late reports are still
- * forwarded), except run_ids in keep[0..nkeep).
+ * attempts reported UNKNOWN with reason, except run_ids in
+ * keep[0..nkeep). Attempts bound to w since a start (see doubt_resolve)
+ * are never handed to another worker: w may hold their result, so they
+ * go UNKNOWN unless kept.
  */
 static void
 session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
@@ -1419,22 +1657,34 @@ session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
 	if (w->parked) /* nothing may be dispatched to it meanwhile */
 		park_answer_empty(q, w, 0);
 	for (a = w->att; a != NULL; a = next) {
-		int kept = 0;
-		next     = a->wnext;
-		for (size_t i = 0; i < nkeep && !kept; i++)
-			kept = strcmp(keep[i], a->run_id) == 0;
-		if (kept)
+		next = a->wnext;
+		if (listed(keep, nkeep, a->run_id))
 			continue;
-		if (a->state == ST_DISPATCHED) {
+		if (a->state == ST_DISPATCHED && a->bound == NULL) {
 			att_requeue(q, a);
 			continue;
 		}
-		ax_log_ids ids = att_ids(a);
-		ax_logf(AX_LOG_WARN, AX_A_QUEUE, reason, &ids,
-		        "worker %s: attempt outcome unknown", w->id);
-		forward(q, a, a->run_id, AX__ATTEMPT_STATUS__ATTEMPT_UNKNOWN,
-		        w->id, NULL, 0, reason);
-		att_retire(q, a);
+		att_lost(q, a, w->id, reason);
+	}
+	for (a = w->doubt; a != NULL; a = next) { /* bound, not rendered */
+		next = a->xnext;
+		if (!listed(keep, nkeep, a->run_id)) {
+			att_lost(q, a, w->id, reason);
+			continue;
+		}
+		doubt_unlink(a);
+		att_link_worker(q, a, w);
+		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		a->state = ST_RUNNING;
+	}
+	for (size_t i = 0; i < w->personal.n;) {
+		a = w->personal.v[i];
+		if (a->bound != w) {
+			i++;
+			continue;
+		}
+		att_lost(q, a, w->id, reason);
+		i = 0; /* the heap changed under us */
 	}
 	if (state != NULL) {
 		if (w->alive) {
@@ -1460,13 +1710,27 @@ worker_lost(ax_queue *q, qworker *w)
 	emit(q, "worker.lost", "TIMEOUT_HEARTBEAT", json);
 }
 
+/*
+ * Any request of w's live session extends its lease. The worker fences
+ * itself (kills its tasks) lease after the send time of its last
+ * answered request; we count from the receipt of its last request,
+ * which is later, and add queue.lease_grace for clock rates and
+ * scheduling: so when worker_lost hands its attempts elsewhere, its
+ * tasks are gone.
+ */
+static void
+lease_touch(ax_queue *q, qworker *w)
+{
+	w->lease_mono = ax_clock_mono_us() + q->lease_us + q->lease_grace_us;
+	LIST_UNLINK(q->lease_head, q->lease_tail, w, lnext, lprev);
+	LIST_APPEND(q->lease_head, q->lease_tail, w, lnext, lprev);
+}
+
 static void
 lease_renew(ax_queue *q, qworker *w)
 {
-	w->lease_mono      = ax_clock_mono_us() + q->lease_us;
 	w->heartbeat_at_us = ax_clock_utc_us();
-	LIST_UNLINK(q->lease_head, q->lease_tail, w, lnext, lprev);
-	LIST_APPEND(q->lease_head, q->lease_tail, w, lnext, lprev);
+	lease_touch(q, w);
 }
 
 /* Adopts a run_id a worker runs that the queue does not know (a queue
@@ -1513,6 +1777,238 @@ ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
 		return;
 	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
 	a->state = ST_RUNNING;
+	a->bound = NULL; /* w has it: from now on like any attempt */
+}
+
+/* ------------------------------------------------------ reconciliation */
+
+static void
+doubt_unlink(qatt *a)
+{
+	qworker *w = a->holder;
+	if (w == NULL)
+		return;
+	if (a->xprev)
+		a->xprev->xnext = a->xnext;
+	else
+		w->doubt = a->xnext;
+	if (a->xnext)
+		a->xnext->xprev = a->xprev;
+	a->xnext = a->xprev = NULL;
+	a->holder           = NULL;
+}
+
+static void
+doubt_link(qworker *w, qatt *a)
+{
+	a->holder = w;
+	a->xprev  = NULL;
+	a->xnext  = w->doubt;
+	if (w->doubt)
+		w->doubt->xprev = a;
+	w->doubt = a;
+}
+
+static void
+dl_remove(ax_queue *q, qworker *w)
+{
+	if (!w->on_dl)
+		return;
+	LIST_UNLINK(q->dl_head, q->dl_tail, w, xnext, xprev);
+	w->on_dl = 0;
+}
+
+/* Puts w on the doubt deadline list, sorted by doubt_deadline. */
+static void
+dl_insert(ax_queue *q, qworker *w)
+{
+	LIST_INSERT_SORTED(q->dl_head, q->dl_tail, w, xnext, xprev,
+	                   doubt_deadline);
+	w->on_dl = 1;
+}
+
+/*
+ * Settles one in-doubt attempt of w, whose session just reported its
+ * running set (is_listed: a is in it) or registered before the doubts
+ * were loaded. same: the session is the process that was sent a (same
+ * pid and host as recorded). The worker lists what it still runs, so:
+ *  - listed: it runs there; adopted as RUNNING, never sent again;
+ *  - DISPATCHED, not listed, same process: never received, or finished
+ *    with its result still in the worker's outbox: sent again to w
+ *    only (bound), where a copy it already ran is acknowledged and not
+ *    run again, and its result arrives in its next report;
+ *  - RUNNING, not listed, same process: it ended and the result comes in
+ *    a report, or it is lost: adopted with verify, and UNKNOWN at a
+ *    heartbeat that does not list it once a report had time to come;
+ *  - not listed by a new process: its previous life may have started it
+ *    and is gone (fenced): UNKNOWN, retried per policy under a new
+ *    run_id.
+ */
+static void
+doubt_resolve(ax_queue *q, qworker *w, qatt *a, int is_listed, int same)
+{
+	if (is_listed || (a->doubt == 2 && same)) {
+		doubt_unlink(a);
+		att_link_worker(q, a, w);
+		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		a->state = ST_RUNNING;
+		/* its result may be in a report the worker re-sends only
+		 * after its retry interval (twice: one timed out) */
+		if (!is_listed)
+			a->verify = ax_clock_mono_us() +
+			    2 * q->ack_timeout_us + q->hb_us;
+		return;
+	}
+	if (!same || a->doubt == 2) {
+		att_lost(q, a, w->id, "WORKER_RESTARTED");
+		return;
+	}
+	if (a->kill) {
+		att_cancel_now(q, a);
+		return;
+	}
+	a->bound = w;
+	if (a->ar != NULL) {
+		doubt_unlink(a);
+		att_enqueue(q, a);
+	} /* else it waits on w->doubt for its rendered attempt */
+}
+
+/* w registered (r): settles every attempt it may hold since a start. */
+static void
+doubt_settle(ax_queue *q, qworker *w, const Ax__Register *r)
+{
+	qatt *a, *next;
+	int   same = w->doubt_pid == 0 ||
+	    (w->doubt_pid == r->pid &&
+	     (w->doubt_host == NULL || *w->doubt_host == '\0' ||
+	      (r->hostname != NULL &&
+	       strcmp(w->doubt_host, r->hostname) == 0)));
+	size_t n = 0;
+
+	if (!w->on_dl)
+		return;
+	dl_remove(q, w);
+	for (size_t i = 0; i < r->n_running_run_ids; i++) {
+		a = smap_get(&q->runs, r->running_run_ids[i]);
+		if (a != NULL && a->state == ST_DOUBT && a->holder == w &&
+		    a->bound == NULL) {
+			doubt_resolve(q, w, a, 1, same);
+			n++;
+		}
+	}
+	for (a = w->doubt; a != NULL; a = next) {
+		next = a->xnext;
+		if (a->bound == NULL) {
+			doubt_resolve(q, w, a, 0, same);
+			n++;
+		}
+	}
+	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
+	        "worker %s is back (%s process): %zu attempts it may hold "
+	        "reconciled against its running set",
+	        w->id, same ? "same" : "a new", n);
+}
+
+/* w did not come back within its lease + grace after a start: it has
+ * fenced itself, its attempts are lost. */
+static void
+doubt_lapse(ax_queue *q, qworker *w)
+{
+	qatt *a, *next;
+	char  json[300];
+
+	dl_remove(q, w);
+	ax_logf(AX_LOG_WARN, AX_A_QUEUE, "TIMEOUT_HEARTBEAT", NULL,
+	        "worker %s did not come back within its lease: the attempts "
+	        "it may hold go UNKNOWN",
+	        w->id);
+	for (a = w->doubt; a != NULL; a = next) {
+		next = a->xnext;
+		att_lost(q, a, w->id, "TIMEOUT_HEARTBEAT");
+	}
+	STAT(q, st_lease_losses, 1);
+	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
+	emit(q, "worker.lost", "TIMEOUT_HEARTBEAT", json);
+}
+
+/*
+ * Loads what the previous axd may have left running (DISPATCHED and
+ * RUNNING attempts with their worker) before anything is dispatched.
+ * Each attempt waits for its worker (doubt_settle) or for the worker's
+ * lease to lapse, measured on the database clock from the lease the
+ * previous axd last wrote, plus one heartbeat interval (it writes a
+ * worker at most that often) plus queue.lease_grace (doubt_lapse). A
+ * failure is retried a second later; dispatching waits.
+ */
+static void
+reconcile_load(ax_queue *q)
+{
+	ax_store_in_doubt *v;
+	size_t             n, held = 0;
+	int64_t            now = ax_clock_mono_us();
+
+	if (ax_store_load_in_doubt(q->store, &v, &n) != AX_OK) {
+		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
+		        "attempts in flight not read (nothing is dispatched "
+		        "until they are): %s",
+		        ax_err_detail());
+		q->reconcile_at = now + DB_RETRY_US;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		qatt    *a = smap_get(&q->runs, v[i].run_id);
+		qworker *w = worker_get(q, v[i].worker_id);
+		if (w == NULL)
+			break;
+		if (a == NULL) {
+			if ((a = calloc(1, sizeof(*a))) == NULL ||
+			    (a->run_id = strdup(v[i].run_id)) == NULL ||
+			    smap_put(&q->runs, a->run_id, a) != 0) {
+				if (a != NULL)
+					free(a->run_id);
+				free(a);
+				break;
+			}
+			a->slots = 1;
+			a->seq   = ++q->seq;
+		} else if (a->state == ST_QUEUED) {
+			heap_remove(a);
+			STAT(q, st_depth[a->ch], -1);
+		} else if (a->state == ST_HELD) {
+			LIST_UNLINK(q->held_head, q->held_tail, a, hnext,
+			            hprev);
+		} else {
+			continue; /* already with a worker */
+		}
+		a->state = ST_DOUBT;
+		a->doubt = strcmp(v[i].state, "RUNNING") == 0 ? 2 : 1;
+		doubt_link(w, a);
+		held++;
+		if (w->alive) { /* registered before we could read this */
+			doubt_resolve(q, w, a, 0,
+			              v[i].worker_pid == 0 ||
+			                  v[i].worker_pid == w->pid);
+			continue;
+		}
+		if (w->on_dl)
+			continue;
+		int64_t left      = !v[i].has_lease ? q->lease_us
+		         : v[i].lease_left_us > 0   ? v[i].lease_left_us
+		                                    : 0;
+		w->doubt_deadline = now + left + q->hb_us + q->lease_grace_us;
+		w->doubt_pid      = v[i].worker_pid;
+		free(w->doubt_host);
+		w->doubt_host = strdup(v[i].hostname);
+		dl_insert(q, w);
+	}
+	free(v);
+	q->reconciled   = 1;
+	q->fill_blocked = 1; /* parked Pulls may be served now */
+	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
+	        "%zu attempts may be running on workers: they wait for their "
+	        "worker's running set or lease",
+	        held);
 }
 
 static void
@@ -1566,6 +2062,7 @@ on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 		group_join(q, w, g);
 	cap_mark(q, g);
 	db_mark(q, w, "ACTIVE", 1);
+	doubt_settle(q, w, r);
 	if ((cancel = calloc(r->n_running_run_ids + 1, sizeof(*cancel))) ==
 	    NULL) {
 		reply_error(q, c, m->seq, "INTERNAL", "out of memory");
@@ -1635,8 +2132,15 @@ on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 			unknown[nu++] = hb->running_run_ids[i];
 			adopt(q, w, hb->running_run_ids[i]);
 		} else {
+			if (a->worker == w)
+				a->verify = 0;
 			ack_dispatch(q, w, a->run_id);
 		}
+	}
+	for (qatt *a = w->att, *next; a != NULL; a = next) {
+		next = a->wnext;
+		if (a->verify != 0 && a->verify <= ax_clock_mono_us())
+			att_lost(q, a, w->id, "WORKER_RESTARTED");
 	}
 	out.reply_to_seq       = m->seq;
 	out.body_case          = AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
@@ -1669,21 +2173,8 @@ on_pull(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 		wait = 0;
 	w->park_deadline = ax_clock_mono_us() + wait;
 	/* keep the deadline list sorted (equal waits append at the tail) */
-	{
-		qworker *p = q->pd_tail;
-		while (p != NULL && p->park_deadline > w->park_deadline)
-			p = p->pdprev;
-		w->pdprev = p;
-		w->pdnext = p ? p->pdnext : q->pd_head;
-		if (w->pdnext)
-			w->pdnext->pdprev = w;
-		else
-			q->pd_tail = w;
-		if (p)
-			p->pdnext = w;
-		else
-			q->pd_head = w;
-	}
+	LIST_INSERT_SORTED(q->pd_head, q->pd_tail, w, pdnext, pdprev,
+	                   park_deadline);
 	if (w->group != NULL)
 		glist_add(&w->group->parked, w, 0);
 	if (try_fill(q, w) == 0 && (wait == 0 || w->draining))
@@ -1769,17 +2260,19 @@ on_request(ax_queue *q, qctx *c)
 	if (m->worker_id && *m->worker_id)
 		w = smap_get(&q->workers, m->worker_id);
 	valid = w != NULL && w->alive && w->session == m->session;
+	if (valid)
+		lease_touch(q, w);
 	if (valid && m->ack != NULL)
 		for (size_t i = 0; i < m->ack->n_acked_run_ids; i++)
 			ack_dispatch(q, w, m->ack->acked_run_ids[i]);
 	switch (m->body_case) {
 	case AX__WORKER_MESSAGE__BODY_STARTED:
 		on_started(q, valid ? w : NULL, m->worker_id, m->started);
-		reply_ack_deferred(q, c, m->seq);
+		reply_ack_deferred(q, c, m->seq, valid ? w : NULL);
 		goto done;
 	case AX__WORKER_MESSAGE__BODY_RESULT:
 		on_result(q, valid ? w : NULL, m->worker_id, m->result);
-		reply_ack_deferred(q, c, m->seq);
+		reply_ack_deferred(q, c, m->seq, valid ? w : NULL);
 		goto done;
 	case AX__WORKER_MESSAGE__BODY_REPORT:
 		for (size_t i = 0; i < m->report->n_started; i++)
@@ -1789,7 +2282,7 @@ on_request(ax_queue *q, qctx *c)
 			on_result(q, valid ? w : NULL, m->worker_id,
 			          m->report->results[i]);
 		if (m->report->n_started + m->report->n_results > 0)
-			reply_ack_deferred(q, c, m->seq);
+			reply_ack_deferred(q, c, m->seq, valid ? w : NULL);
 		else
 			reply_ack(q, c, m->seq);
 		goto done;
@@ -1844,7 +2337,8 @@ wake_locked(ax_queue *q)
 	                          AX_ACTOR_NONBLOCK);
 	if (rv == AX_OK || rv == AX_EAGAIN) {
 		/* EAGAIN: the inbox is full, so the handler runs anyway */
-		q->woken = 1;
+		q->woken      = 1;
+		q->wake_start = 0;
 		return;
 	}
 	if (rv == AX_ESTATE && !q->wake_retry) { /* not started yet */
@@ -1859,7 +2353,8 @@ wake_cb(void *arg)
 	ax_queue *q = arg;
 	pthread_mutex_lock(&q->mu);
 	q->wake_retry = 0;
-	if (q->ready_head != NULL && nng_aio_result(q->wake_aio) == 0)
+	if ((q->ready_head != NULL || q->wake_start) &&
+	    nng_aio_result(q->wake_aio) == 0)
 		wake_locked(q);
 	pthread_mutex_unlock(&q->mu);
 }
@@ -1980,15 +2475,39 @@ timers(ax_queue *q)
 	fill_flush(q);
 	while (q->un_head != NULL && q->un_head->ack_deadline <= now) {
 		qatt      *a   = q->un_head;
+		qworker   *w   = a->worker;
 		ax_log_ids ids = att_ids(a);
+		if (w != NULL && (w->held > 0 || w->held_until > now)) {
+			/* w's acknowledgement (its Started) may be waiting
+			 * behind a report whose ack we hold for a commit:
+			 * silence that we cause is no sign of a lost
+			 * dispatch, so the timer starts over (the deadline is
+			 * the latest, so the FIFO stays in order) */
+			LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+			a->ack_deadline = now + q->ack_timeout_us;
+			LIST_APPEND(q->un_head, q->un_tail, a, unext, uprev);
+			continue;
+		}
 		ax_logf(AX_LOG_INFO, AX_A_QUEUE, "ACK_TIMEOUT", &ids,
 		        "dispatch to %s not acknowledged; re-queued",
-		        a->worker ? a->worker->id : "?");
+		        w ? w->id : "?");
 		STAT(q, st_resends, 1);
 		att_requeue(q, a);
 	}
 	while (q->lease_head != NULL && q->lease_head->lease_mono <= now)
 		worker_lost(q, q->lease_head);
+	while (q->dl_head != NULL && q->dl_head->doubt_deadline <= now)
+		doubt_lapse(q, q->dl_head);
+	if (q->store != NULL && !q->reconciled && now >= q->reconcile_at)
+		reconcile_load(q);
+	if (q->fill_blocked && dispatch_open(q)) {
+		/* Pulls that waited for the database or the reconciliation */
+		q->fill_blocked = 0;
+		for (qworker *w = q->pd_head, *nx; w != NULL; w = nx) {
+			nx = w->pdnext;
+			try_fill(q, w);
+		}
+	}
 	while (q->pd_head != NULL && q->pd_head->park_deadline <= now)
 		park_answer_empty(q, q->pd_head, 0);
 	while (q->ret_head != NULL && q->ret_head->retire_at <= now) {
@@ -2018,6 +2537,12 @@ timers(ax_queue *q)
 		next = q->db_last + q->hb_us;
 	if (q->def_head && q->def_head->def_until < next)
 		next = q->def_head->def_until;
+	if (q->dl_head && q->dl_head->doubt_deadline < next)
+		next = q->dl_head->doubt_deadline;
+	if (q->store != NULL && !q->reconciled && q->reconcile_at < next)
+		next = q->reconcile_at;
+	if (q->fill_blocked && q->db_down_until < next)
+		next = q->db_down_until;
 	ax_actor_set_deadline(q->self, next == INT64_MAX ? 0 : next);
 }
 
@@ -2026,7 +2551,10 @@ queue_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
 	ax_queue *q = state;
 
-	q->self     = self;
+	q->self = self;
+	if (q->store != NULL && !q->reconciled &&
+	    ax_clock_mono_us() >= q->reconcile_at)
+		reconcile_load(q); /* before anything can be dispatched */
 	q->batching = 1; /* one reply per worker for the whole batch */
 	for (size_t i = 0; i < n; i++) {
 		Ax__Command *cmd;
@@ -2123,6 +2651,7 @@ queue_fini(void *state)
 		if (q->workers.s[i].key) {
 			qworker *w = q->workers.s[i].val;
 			heap_free_all(&w->personal);
+			free(w->doubt_host);
 			free(w->hostname);
 			free(w->id);
 			free(w);
@@ -2192,7 +2721,11 @@ ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
 	    ax_config_duration_us(ctx->cfg, "scheduler.aging_interval");
 	q->ack_timeout_us =
 	    ax_config_duration_us(ctx->cfg, "queue.ack_timeout");
-	q->lease_us  = ax_config_duration_us(ctx->cfg, "worker.lease");
+	q->lease_us = ax_config_duration_us(ctx->cfg, "worker.lease");
+	q->lease_grace_us =
+	    ax_config_duration_us(ctx->cfg, "queue.lease_grace");
+	if (q->lease_grace_us < 0)
+		q->lease_grace_us = 0;
 	q->hb_us     = ax_config_duration_us(ctx->cfg, "worker.heartbeat");
 	q->hand_back = ax_config_bool(ctx->cfg, "queue.drain_hand_back");
 	if (q->ack_timeout_us <= 0)
@@ -2224,10 +2757,20 @@ ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
 		queue_fini(q);
 		return rv;
 	}
+	if (q->store != NULL) /* never stall the workers' leases on it */
+		ax_store_set_reconnect_timeout(q->store, DB_RECONNECT_US);
 	if ((rv = ax_actor_system_add(sys, &ac, &queue_ops, q, NULL)) != AX_OK)
 		return rv; /* q freed by the system (fini) */
 	if ((rv = listen_workers(q)) != AX_OK)
 		return rv; /* q is the system's: freed with it */
+	if (q->store != NULL) {
+		/* the in-doubt attempts are read, and their workers' leases
+		 * start to count, even if nothing arrives */
+		pthread_mutex_lock(&q->mu);
+		q->wake_start = 1;
+		wake_locked(q);
+		pthread_mutex_unlock(&q->mu);
+	}
 	if (out != NULL)
 		*out = q;
 	return AX_OK;

@@ -75,6 +75,13 @@ static const cfg_key cfg_keys[] = {
 	  "re-send an unacknowledged message after this long" },
 	{ "queue.drain_hand_back", CFG_BOOL, "false",
 	  "a draining worker hands its running attempts back" },
+	/* A worker kills its tasks when it has had no answer for
+	 * worker.lease, counted from the send time of its last answered
+	 * request; the queue counts from receipt, so it must wait longer
+	 * before handing the attempts elsewhere, or both would run. */
+	{ "queue.lease_grace", CFG_DURATION, "2s",
+	  "wait past a lapsed worker lease before its attempts go UNKNOWN "
+	  "(the worker has fenced itself by then)" },
 	{ "worker.id", CFG_STRING, "",
 	  "worker id (stable across restarts); empty = hostname:pid" },
 	{ "worker.group", CFG_STRING, "default", "worker group to join" },

@@ -403,6 +403,137 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
 }
 
 /* ---------------------------------------------------------------------- */
+/* dispatch and reconciliation */
+
+/* Locks the rows still waiting for a worker in id order (the result
+ * handler locks instances first and then writes attempts, so a fixed
+ * order keeps the two from deadlocking in most interleavings; a
+ * deadlock that remains is retried by ax_store_tx), then names the
+ * worker. A row already RUNNING, terminal or UNKNOWN is left alone and
+ * not returned. */
+#define SQL_RECORD_DISPATCH                                                   \
+	"WITH u AS (SELECT * FROM unnest($1::uuid[], $2::text[], "            \
+	"$3::bigint[]) WITH ORDINALITY AS u(rid, w, di, ord)), "              \
+	"l AS (SELECT a.id, u.w, u.di, u.ord FROM attempts a JOIN u ON "      \
+	"a.run_id = u.rid WHERE a.state IN ('QUEUED', 'DISPATCHED') "         \
+	"ORDER BY a.id FOR UPDATE OF a) "                                     \
+	"UPDATE attempts a SET state = 'DISPATCHED', worker_id = l.w, "       \
+	"dispatched_at = coalesce(a.dispatched_at, ax_ts(nullif(l.di, 0))) "  \
+	"FROM l WHERE a.id = l.id RETURNING l.ord"
+
+typedef struct dispatch_arg {
+	ax_store_dispatch_row *rows;
+	size_t                 n;
+} dispatch_arg;
+
+static ax_err
+dispatch_tx(ax_store *s, void *arg)
+{
+	dispatch_arg *d = arg;
+	ax_sqlarr     a[3];
+	const char   *p[3];
+	PGresult     *r = NULL;
+	ax_err        rv;
+
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < d->n; i++) {
+		const ax_store_dispatch_row *x = &d->rows[i];
+		d->rows[i].recorded            = 0;
+		/* a bad uuid would fail the cast of the whole batch */
+		ax_sqlarr_text(&a[0],
+		               x->run_id != NULL && ax_uuid_valid(x->run_id)
+		                   ? x->run_id
+		                   : NULL);
+		ax_sqlarr_text(&a[1], x->worker_id);
+		ax_sqlarr_int(&a[2], x->dispatched_at_us);
+	}
+	rv = ax_sqlarr_end_all(a, p, 3);
+	if (rv == AX_OK)
+		rv = ax_store_query_prepared(s, "ax_sa.record_dispatch", 3, p,
+		                             &r);
+	ax_sqlarr_fini_all(a, 3);
+	if (rv != AX_OK)
+		return rv;
+	for (int k = 0; k < PQntuples(r); k++) {
+		int64_t ord = ax_store_cell_i64(r, k, 0);
+		if (ord >= 1 && (size_t) ord <= d->n)
+			d->rows[ord - 1].recorded = 1;
+	}
+	PQclear(r);
+	return AX_OK;
+}
+
+ax_err
+ax_store_record_dispatches(ax_store *s, ax_store_dispatch_row *rows, size_t n)
+{
+	dispatch_arg d = { .rows = rows, .n = n };
+	ax_err       rv;
+
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_err_set(AX_EINVAL,
+		                  "store: %zu dispatches is over the limit of "
+		                  "%d",
+		                  n, AX_STORE_BATCH_MAX);
+	for (size_t i = 0; i < n; i++) {
+		rows[i].recorded = 0;
+		if (rows[i].worker_id == NULL || *rows[i].worker_id == '\0')
+			return ax_err_set(
+			    AX_EINVAL,
+			    "store: dispatch %zu (%s) names no "
+			    "worker",
+			    i, rows[i].run_id ? rows[i].run_id : "");
+	}
+	if (n == 0)
+		return AX_OK;
+	if ((rv = ax_store_prepare_once(s, "ax_sa.record_dispatch",
+	                                SQL_RECORD_DISPATCH, 3)) != AX_OK)
+		return rv;
+	return ax_store_tx_join(s, dispatch_tx, &d);
+}
+
+/* The attempts a worker may hold, with that worker's lease left on the
+ * database clock (NULL when the worker has no row). */
+#define SQL_IN_DOUBT                                                          \
+	"SELECT a.run_id::text, a.state, a.worker_id, coalesce(w.pid, 0), "   \
+	"coalesce(w.hostname, ''), (w.id IS NOT NULL)::int, "                 \
+	"coalesce(ax_us(w.lease_expires_at) - ax_us(now()), 0) "              \
+	"FROM attempts a LEFT JOIN workers w ON w.id = a.worker_id "          \
+	"WHERE a.state IN ('DISPATCHED', 'RUNNING') AND a.worker_id IS NOT "  \
+	"NULL ORDER BY a.worker_id, a.id"
+
+ax_err
+ax_store_load_in_doubt(ax_store *s, ax_store_in_doubt **out, size_t *n)
+{
+	PGresult          *r = NULL;
+	ax_store_in_doubt *v;
+	ax_err             rv;
+	int                k;
+
+	*out = NULL;
+	*n   = 0;
+	if ((rv = ax_store_query(s, SQL_IN_DOUBT, 0, NULL, &r)) != AX_OK)
+		return rv;
+	if ((v = calloc((size_t) PQntuples(r) + 1, sizeof(*v))) == NULL) {
+		PQclear(r);
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
+	}
+	for (k = 0; k < PQntuples(r); k++) {
+		ax_store_in_doubt *x = &v[k];
+		col_str(r, k, 0, x->run_id, sizeof(x->run_id));
+		col_str(r, k, 1, x->state, sizeof(x->state));
+		col_str(r, k, 2, x->worker_id, sizeof(x->worker_id));
+		x->worker_pid = (int32_t) ax_store_cell_i64(r, k, 3);
+		col_str(r, k, 4, x->hostname, sizeof(x->hostname));
+		x->has_lease     = (int) ax_store_cell_i64(r, k, 5);
+		x->lease_left_us = ax_store_cell_i64(r, k, 6);
+	}
+	PQclear(r);
+	*out = v;
+	*n   = (size_t) k;
+	return AX_OK;
+}
+
+/* ---------------------------------------------------------------------- */
 /* event_log */
 
 /* Small batches: one statement, one round trip. */

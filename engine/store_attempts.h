@@ -9,7 +9,10 @@
  * ax_store_lock_attempts(), moves instances with ax_store_move_instances()
  * and writes the attempt columns with ax_store_update_attempts(); every
  * actor that changes state writes its events with ax_store_insert_events()
- * in the same transaction; the event emitter writes the others.
+ * in the same transaction; the event emitter writes the others. The
+ * queue service records each dispatch (the worker it goes to) with
+ * ax_store_record_dispatches() before sending it, and after a start
+ * reads back what may be running with ax_store_load_in_doubt().
  *
  * Invariants:
  * - The current attempt of an instance is its attempt with the highest
@@ -130,6 +133,50 @@ typedef struct ax_store_attempt_update {
  */
 ax_err ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
                                 size_t n, size_t *updated);
+
+/* ---------------------------------------------------------------------- */
+/* dispatch and reconciliation */
+
+/* One dispatch the queue service records before it sends it. */
+typedef struct ax_store_dispatch_row {
+	const char *run_id;    /* uuid text */
+	const char *worker_id; /* required */
+	int64_t     dispatched_at_us;
+	int         recorded; /* out: 1 when the row now names worker_id */
+} ax_store_dispatch_row;
+
+/*
+ * Records n dispatches: each attempt still QUEUED or DISPATCHED becomes
+ * DISPATCHED to its worker (dispatched_at kept when already set) and is
+ * marked recorded; one found RUNNING, terminal or UNKNOWN, or not found,
+ * is left as it is (recorded 0: it must not be sent). So a restarted or
+ * new axd knows which worker may hold each attempt (see
+ * ax_store_load_in_doubt). Runs in the caller's transaction or its own
+ * (retried like ax_store_tx). AX_EINVAL for a row without worker or n over
+ * AX_STORE_BATCH_MAX; database errors as store.h.
+ */
+ax_err ax_store_record_dispatches(ax_store *s, ax_store_dispatch_row *rows,
+                                  size_t n);
+
+/* An attempt that may be running on a worker, as found at a start. */
+typedef struct ax_store_in_doubt {
+	char    run_id[37];
+	char    state[16];      /* DISPATCHED or RUNNING */
+	char    worker_id[256]; /* the worker that was sent it */
+	int32_t worker_pid;     /* workers.pid; 0 when unknown */
+	char    hostname[256];  /* workers.hostname; "" when unknown */
+	int     has_lease;      /* the worker has a workers row */
+	int64_t lease_left_us;  /* its lease_expires_at - now() on the
+	                           database clock (negative: lapsed) */
+} ax_store_in_doubt;
+
+/*
+ * Lists the DISPATCHED and RUNNING attempts that name a worker, ordered
+ * by worker: what the queue service must reconcile with the workers
+ * before it dispatches any of them again. *out (freed by the caller with
+ * free()) holds *n rows. Errors as store.h.
+ */
+ax_err ax_store_load_in_doubt(ax_store *s, ax_store_in_doubt **out, size_t *n);
 
 /* ---------------------------------------------------------------------- */
 /* event_log */

@@ -1,6 +1,11 @@
 /*
  * store_workers.c - batched upsert of the workers table (see
  * store_workers.h).
+ *
+ * lease_expires_at is written on the database clock (the time of the
+ * write plus the lease the queue gives): a later axd, maybe on another
+ * host, compares it with now() to know how long the worker may still
+ * run its tasks.
  */
 #include "store_workers.h"
 
@@ -14,7 +19,8 @@
 	"INSERT INTO workers (id, worker_group, slots, used_slots, "          \
 	"hostname, "                                                          \
 	"pid, state, registered_at, last_heartbeat_at, lease_expires_at) "    \
-	"SELECT i, g, s, u, h, p, st, ax_ts(r), ax_ts(hb), ax_ts(le) "        \
+	"SELECT i, g, s, u, h, p, st, ax_ts(r), ax_ts(hb), "                  \
+	"now() + (le - hb) * interval '1 microsecond' "                       \
 	"FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], "          \
 	"$5::text[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], "     \
 	"$10::bigint[]) AS t(i, g, s, u, h, p, st, r, hb, le) "               \

@@ -34,7 +34,10 @@ typedef struct ax_store_worker_row {
 	const char *state;               /* ACTIVE, DRAINING, LOST or GONE */
 	int64_t     registered_at_us;    /* UTC us */
 	int64_t     heartbeat_at_us;     /* UTC us */
-	int64_t     lease_expires_at_us; /* UTC us */
+	int64_t     lease_expires_at_us; /* UTC us; stored as the database
+	                                    time of the write plus
+	                                    (lease_expires_at_us -
+	                                    heartbeat_at_us) */
 } ax_store_worker_row;
 
 /*

@@ -5,11 +5,16 @@
  * The queue actor runs in this process with two capture actors named
  * post_hook and resource_detector; a client named pre_hook sends
  * AttemptRendered and CancelInstance. Workers talk to the queue over an
- * ipc:// socket in a temp directory. No PostgreSQL.
+ * ipc:// socket in a temp directory. The reconciliation tests give the
+ * queue a throwaway PostgreSQL holding what a previous axd left (attempts
+ * DISPATCHED or RUNNING on a worker, the workers' leases), and play the
+ * workers themselves over the same socket (protocol peers, so what each
+ * one reports is exact), as after a kill -9 of axd.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +23,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
 #include "actor.h"
 #include "clock.h"
 #include "config.h"
+#include "migrate.h"
+#include "pg_harness.h"
 #include "pipeline.h"
 #include "queue_service.h"
+#include "store_fixture.h"
+#include "worker.pb-c.h"
 
 #define MAXREC  65536
 #define MAXWORK 8
@@ -58,6 +70,10 @@ static char             wname[MAXWORK][32];
 /* The stand-in post_hook confirms what it received as committed, as the
  * result handler does in axd (0: it holds confirmations back). */
 static _Atomic int confirm_on = 1;
+/* Lease of the queue and heartbeat of the workers (tests that need the
+ * worker's heartbeat out of the way raise both). */
+static const char *q_lease = "1s", *w_heartbeat = "200ms",
+                  *q_ack_timeout = "500ms", *q_dsn = "";
 
 static ax_err
 cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
@@ -120,15 +136,17 @@ start_queue(const char *aging, const char *hand_back)
 	snprintf(addr, sizeof(addr), "ipc://%s/q.ipc", dir);
 	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "queue.address", addr), AX_OK);
-	cr_assert_eq(ax_config_set(cfg, "worker.lease", "1s"), AX_OK);
-	cr_assert_eq(ax_config_set(cfg, "worker.heartbeat", "200ms"), AX_OK);
-	cr_assert_eq(ax_config_set(cfg, "queue.ack_timeout", "500ms"), AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "worker.lease", q_lease), AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "worker.heartbeat", w_heartbeat),
+	             AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "queue.ack_timeout", q_ack_timeout),
+	             AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "scheduler.aging_interval", aging),
 	             AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "queue.drain_hand_back", hand_back),
 	             AX_OK);
 	pctx.cfg = cfg;
-	pctx.dsn = "";
+	pctx.dsn = q_dsn;
 	cr_assert_eq(ax_actor_system_new(&sys), AX_OK);
 	a.name          = AX_A_POST_HOOK;
 	a.send_nonblock = 1; /* confirmations go upstream, to the queue */
@@ -184,7 +202,7 @@ worker_start(int i, const char *id, const char *group, int slots)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		setenv("AX_WORKER_HEARTBEAT", "200ms", 1);
+		setenv("AX_WORKER_HEARTBEAT", w_heartbeat, 1);
 		setenv("AX_LOG_LEVEL", "info", 1);
 		execl(bin, bin, "--server", addr, "--group", group, "--slots",
 		      s, "--id", id, "--log-dir", logs, (char *) NULL);
@@ -758,4 +776,428 @@ Test(queue, noop_throughput, .timeout = 180)
 	       N, (double) (t1 - t0) / 1e6, N * 1e6 / (double) (t1 - t0));
 	fflush(stdout);
 	stop_all();
+}
+
+/* Lines of the marks file equal to run_id: how often its task ran. */
+static int
+marks_of(const char *path, const char *run_id)
+{
+	char  line[128];
+	int   k = 0;
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		k += strcmp(line, run_id) == 0;
+	}
+	fclose(f);
+	return k;
+}
+
+/*
+ * While the result handler cannot commit (database down), the worker's
+ * report that carries a Started waits for its ack, and the worker sends
+ * nothing else on that channel: the Started of its next dispatch waits
+ * behind it. That silence is the queue's own doing; the ack timeout must
+ * not hand the dispatch to another worker, or it runs twice.
+ */
+Test(queue, held_report_does_not_make_an_acknowledged_dispatch_time_out)
+{
+	char           marks[300], cmd[400];
+	ax_queue_stats st;
+	int64_t        end;
+
+	q_lease       = "60s";
+	w_heartbeat   = "20s"; /* no heartbeat lists the runs meanwhile */
+	q_ack_timeout = "1500ms";
+	start_queue("30s", "false");
+	snprintf(marks, sizeof(marks), "%s/marks", dir);
+	snprintf(cmd, sizeof(cmd), "echo $AX_RUN_ID >> %s; sleep 3", marks);
+	worker_start(0, "w1", "g", 3);
+	wait_workers(1);
+	confirm_on = 0; /* nothing commits */
+	send_attempt(
+	    &(att) { .run_id = "held-x", .type = "bash", .command = cmd });
+	cr_assert(wait_rec("held-x", STARTED, 5000, NULL));
+	/* w1's report with that Started is held: the next dispatch to w1
+	 * cannot be reported started for a while */
+	send_attempt(
+	    &(att) { .run_id = "held-y", .type = "bash", .command = cmd });
+	end = ax_clock_mono_us() + 5 * AX_USEC_PER_SEC;
+	do {
+		ax_queue_stats_get(Q, &st);
+		ax_clock_sleep_us(5000);
+	} while (st.dispatches < 2 && ax_clock_mono_us() < end);
+	cr_assert_eq(st.dispatches, 2);
+	/* a second worker that an ack timeout could hand held-y to */
+	worker_start(1, "w2", "g", 3);
+	wait_workers(2);
+	ax_clock_sleep_us(3 * AX_USEC_PER_SEC);
+	confirm_on = 1; /* the database is back */
+	cr_assert(wait_rec("held-x", SUCCESS, 15000, NULL));
+	cr_assert(wait_rec("held-y", SUCCESS, 15000, NULL));
+	ax_clock_sleep_us(500000);
+	ax_queue_stats_get(Q, &st);
+	cr_expect_eq(st.resends, 0, "an acknowledged dispatch was re-queued");
+	cr_expect_eq(marks_of(marks, "held-y"), 1, "held-y ran %d times",
+	             marks_of(marks, "held-y"));
+	cr_expect_eq(marks_of(marks, "held-x"), 1);
+	stop_all();
+	confirm_on    = 1;
+	q_lease       = "1s";
+	w_heartbeat   = "200ms";
+	q_ack_timeout = "500ms";
+}
+
+/* ------------------------------------------------ reconciliation tests */
+
+static ax_test_pg *pg;
+static ax_store   *db;
+
+/* A fresh migrated database for the queue (q_dsn). */
+static void
+db_start(void)
+{
+	int applied;
+	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &db), AX_OK);
+	q_dsn = ax_test_pg_dsn(pg);
+}
+
+static void
+db_stop(void)
+{
+	ax_store_close(db);
+	ax_test_pg_stop(pg);
+	db    = NULL;
+	pg    = NULL;
+	q_dsn = "";
+}
+
+static void db_exec(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static void
+db_exec(const char *fmt, ...)
+{
+	char    sql[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(ax_store_exec(db, sql, 0, NULL), AX_OK, "%s: %s", sql,
+	             ax_err_detail());
+}
+
+/* An instance of task t in state ti with one attempt run_id in state st
+ * on worker wid (NULL: none) ; returns the instance id. */
+static int64_t
+db_attempt(const char *t, const char *ti, const char *run_id, const char *st,
+           const char *wid)
+{
+	int64_t iid = ax_test_q_int(
+	    db,
+	    "INSERT INTO task_instances (dag_run_id, dag_id, task, "
+	    "logical_time, state, try_number, max_tries) SELECT r.id, "
+	    "r.dag_id, '%s', r.logical_date, '%s', 1, 2 FROM dag_runs r "
+	    "RETURNING id",
+	    t, ti);
+	db_exec("INSERT INTO attempts (run_id, instance_id, number, state, "
+	        "worker_id, due_at, dispatched_at) VALUES ('%s', %lld, 1, "
+	        "'%s', %s%s%s, now(), now())",
+	        run_id, (long long) iid, st, wid ? "'" : "",
+	        wid ? wid : "NULL", wid ? "'" : "");
+	return iid;
+}
+
+/* The run the attempts belong to, and worker wa's row as the previous
+ * axd left it: pid 4242 on host ha, lease lapsing in lease_s seconds. */
+static void
+db_scene(int lease_s)
+{
+	ax_dag_store_result d =
+	    ax_test_store_dag(db,
+	                      "kind: DAG\nname: rq\ntasks:\n"
+	                      "  - {name: a1, command: 'true'}\n"
+	                      "  - {name: a2, command: 'true'}\n"
+	                      "  - {name: a3, command: 'true'}\n"
+	                      "  - {name: a4, command: 'true'}\n"
+	                      "  - {name: b1, command: 'true'}\n");
+	db_exec("INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	        "logical_date, interval_start, interval_end) VALUES (%lld, "
+	        "%lld, 'manual', ax_ts(0), ax_ts(0), ax_ts(0))",
+	        (long long) d.id, (long long) d.version_id);
+	db_exec("INSERT INTO workers (id, worker_group, slots, used_slots, "
+	        "hostname, pid, state, registered_at, last_heartbeat_at, "
+	        "lease_expires_at) VALUES ('wa', 'g', 8, 3, 'ha', 4242, "
+	        "'ACTIVE', now(), now(), now() + interval '%d seconds')",
+	        lease_s);
+}
+
+static char *
+db_text(const char *fmt, const char *arg)
+{
+	char      sql[512];
+	PGresult *r = NULL;
+	char     *v;
+	snprintf(sql, sizeof(sql), fmt, arg);
+	cr_assert_eq(ax_store_query(db, sql, 0, NULL, &r), AX_OK, "%s",
+	             ax_err_detail());
+	v = strdup(PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+	PQclear(r);
+	return v;
+}
+
+/* A worker played by the test: one REQ socket, one request at a time. */
+typedef struct peer {
+	nng_socket  s;
+	const char *id, *host;
+	int32_t     pid;
+	uint64_t    session, seq;
+	char        got[64][40]; /* run_ids dispatched to it, in order */
+	size_t      ngot;
+} peer;
+
+static void
+peer_open(peer *p, const char *id, const char *host, int32_t pid)
+{
+	memset(p, 0, sizeof(*p));
+	p->id   = id;
+	p->host = host;
+	p->pid  = pid;
+	cr_assert_eq(nng_req0_open(&p->s), 0);
+	nng_socket_set_ms(p->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	nng_socket_set_ms(p->s, NNG_OPT_RECVTIMEO, 5000);
+	cr_assert_eq(nng_dial(p->s, addr, NULL, 0), 0);
+}
+
+/* Sends m (worker id, session and seq filled in); returns the reply. */
+static Ax__QueueMessage *
+peer_call(peer *p, Ax__WorkerMessage *m)
+{
+	nng_msg          *msg;
+	Ax__QueueMessage *r;
+	m->worker_id = (char *) p->id;
+	m->session   = p->session;
+	m->seq       = ++p->seq;
+	cr_assert_eq(
+	    nng_msg_alloc(&msg, ax__worker_message__get_packed_size(m)), 0);
+	ax__worker_message__pack(m, nng_msg_body(msg));
+	cr_assert_eq(nng_sendmsg(p->s, msg, 0), 0);
+	cr_assert_eq(nng_recvmsg(p->s, &msg, 0), 0, "no reply to %s", p->id);
+	r = ax__queue_message__unpack(NULL, nng_msg_len(msg),
+	                              nng_msg_body(msg));
+	nng_msg_free(msg);
+	cr_assert_not_null(r);
+	return r;
+}
+
+static void
+peer_register(peer *p, char **running, size_t n)
+{
+	Ax__WorkerMessage m   = AX__WORKER_MESSAGE__INIT;
+	Ax__Register      reg = AX__REGISTER__INIT;
+	Ax__QueueMessage *r;
+	m.body_case           = AX__WORKER_MESSAGE__BODY_REGISTER;
+	m.register_           = &reg;
+	reg.worker_id         = (char *) p->id;
+	reg.worker_group      = "g";
+	reg.hostname          = (char *) p->host;
+	reg.pid               = p->pid;
+	reg.slots             = 8;
+	reg.n_running_run_ids = n;
+	reg.running_run_ids   = running;
+	p->session            = 0;
+	r                     = peer_call(p, &m);
+	cr_assert_eq(r->body_case, AX__QUEUE_MESSAGE__BODY_REGISTER_REPLY);
+	p->session = r->register_reply->session;
+	ax__queue_message__free_unpacked(r, NULL);
+}
+
+/* Pulls for about ms milliseconds, acknowledging what comes. */
+static void
+peer_pull(peer *p, int ms)
+{
+	int64_t end = ax_clock_mono_us() + ms * 1000;
+	while (ax_clock_mono_us() < end) {
+		Ax__WorkerMessage m  = AX__WORKER_MESSAGE__INIT;
+		Ax__Pull          pl = AX__PULL__INIT;
+		Ax__QueueMessage *r;
+		m.body_case   = AX__WORKER_MESSAGE__BODY_PULL;
+		m.pull        = &pl;
+		pl.free_slots = 8;
+		pl.wait_ms    = 100;
+		r             = peer_call(p, &m);
+		if (r->body_case == AX__QUEUE_MESSAGE__BODY_DISPATCH) {
+			Ax__DispatchBatch *b = r->dispatch;
+			char              *acks[64];
+			for (size_t i = 0; i < b->n_dispatches && i < 64;
+			     i++) {
+				acks[i] = b->dispatches[i]->run_id;
+				if (p->ngot < 64)
+					snprintf(p->got[p->ngot++], 40, "%s",
+					         acks[i]);
+			}
+			if (b->n_dispatches > 0) {
+				Ax__WorkerMessage a = AX__WORKER_MESSAGE__INIT;
+				Ax__Ack           ak = AX__ACK__INIT;
+				a.body_case =
+				    AX__WORKER_MESSAGE__BODY_ACK_ONLY;
+				a.ack_only         = &ak;
+				ak.n_acked_run_ids = b->n_dispatches;
+				ak.acked_run_ids   = acks;
+				ax__queue_message__free_unpacked(
+				    peer_call(p, &a), NULL);
+			}
+		}
+		ax__queue_message__free_unpacked(r, NULL);
+	}
+}
+
+static void
+peer_heartbeat(peer *p, char **running, size_t n)
+{
+	Ax__WorkerMessage m  = AX__WORKER_MESSAGE__INIT;
+	Ax__Heartbeat     hb = AX__HEARTBEAT__INIT;
+	m.body_case          = AX__WORKER_MESSAGE__BODY_HEARTBEAT;
+	m.heartbeat          = &hb;
+	hb.n_running_run_ids = n;
+	hb.running_run_ids   = running;
+	hb.slots_total       = 8;
+	ax__queue_message__free_unpacked(peer_call(p, &m), NULL);
+}
+
+static size_t
+peer_got(const peer *p, const char *run_id)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < p->ngot; i++)
+		k += strcmp(p->got[i], run_id) == 0;
+	return k;
+}
+
+#define RA1 "01890000-0000-7000-8000-0000000000a1"
+#define RA2 "01890000-0000-7000-8000-0000000000a2"
+#define RA3 "01890000-0000-7000-8000-0000000000a3"
+#define RA4 "01890000-0000-7000-8000-0000000000a4"
+#define RB1 "01890000-0000-7000-8000-0000000000b1"
+
+/* The previous axd left, on worker wa: a1 and a3 DISPATCHED (their
+ * instances READY, so admission replays them), a2 and a4 RUNNING; b1 is
+ * only QUEUED. The queue is rebuilt on that database. */
+static void
+rebuilt_queue(int lease_s)
+{
+	db_start();
+	db_scene(lease_s);
+	int64_t i1 = db_attempt("a1", "READY", RA1, "DISPATCHED", "wa");
+	db_attempt("a2", "RUNNING", RA2, "RUNNING", "wa");
+	int64_t i3 = db_attempt("a3", "READY", RA3, "DISPATCHED", "wa");
+	db_attempt("a4", "RUNNING", RA4, "RUNNING", "wa");
+	int64_t ib = db_attempt("b1", "READY", RB1, "QUEUED", NULL);
+	start_queue("30s", "false");
+	/* what the instance generator sends again after a start */
+	send_attempt(&(att) { .run_id = RA1, .instance_id = i1 });
+	send_attempt(&(att) { .run_id = RA3, .instance_id = i3 });
+	send_attempt(&(att) { .run_id = RB1, .instance_id = ib });
+}
+
+/*
+ * After a restart of axd, worker B registers first: it gets only what
+ * nobody may hold (b1), none of worker A's in-doubt attempts. A comes
+ * back listing a1 and a2: adopted, never sent again; a3, DISPATCHED and
+ * not listed by the same process, is sent again exactly once, to A; a4,
+ * RUNNING and not listed, is lost once A's heartbeats keep not listing
+ * it.
+ */
+Test(queue, restart_waits_for_the_worker_that_holds_the_attempts)
+{
+	peer  a, b;
+	char *running[] = { RA1, RA2 }, *all[] = { RA1, RA2, RA3 };
+	char *st;
+
+	q_lease = "10s";
+	rebuilt_queue(10);
+	peer_open(&b, "wb", "hb", 777);
+	peer_register(&b, NULL, 0);
+	peer_pull(&b, 1500);
+	cr_expect_eq(peer_got(&b, RB1), 1, "b1 not dispatched to wb");
+	cr_expect_eq(b.ngot, 1, "wb got %zu dispatches (%s...)", b.ngot,
+	             b.got[0]);
+	peer_open(&a, "wa", "ha", 4242);
+	peer_register(&a, running, 2);
+	/* a4: not in wa's running set, but its result may still come in a
+	 * report; not lost yet */
+	peer_heartbeat(&a, running, 2);
+	ax_clock_sleep_us(200000);
+	cr_expect_eq(count_rec(RA4, UNKNOWN), 0,
+	             "a4 lost before a report could come");
+	peer_pull(&a, 1200);
+	peer_pull(&b, 300);
+	cr_expect_eq(peer_got(&a, RA3), 1, "a3 sent %zu times to wa",
+	             peer_got(&a, RA3));
+	cr_expect_eq(a.ngot, 1, "wa got %zu dispatches", a.ngot);
+	cr_expect_eq(b.ngot, 1, "wb got %zu dispatches", b.ngot);
+	st = db_text("SELECT state || ' ' || coalesce(worker_id, '') FROM "
+	             "attempts WHERE run_id = '%s'",
+	             RA3);
+	cr_expect_str_eq(st, "DISPATCHED wa");
+	free(st);
+	st = db_text("SELECT state || ' ' || coalesce(worker_id, '') FROM "
+	             "attempts WHERE run_id = '%s'",
+	             RB1);
+	cr_expect_str_eq(st, "DISPATCHED wb");
+	free(st);
+	/* still not listed once a report had time to come: lost */
+	ax_clock_sleep_us(500000);
+	peer_heartbeat(&a, all, 3);
+	cr_expect(wait_rec(RA4, UNKNOWN, 2000, NULL));
+	for (int i = 0; i < 3; i++)
+		cr_expect_eq(count_rec(all[i], UNKNOWN), 0, "%s lost", all[i]);
+	nng_close(a.s);
+	nng_close(b.s);
+	stop_all();
+	db_stop();
+	q_lease = "1s";
+}
+
+/*
+ * Worker A never comes back: its attempts stay with nobody until its
+ * lease (on the database clock) plus queue.lease_grace has passed, by
+ * when it has killed its tasks; then each is reported UNKNOWN once (the
+ * result handler retries it under a new run_id). Nothing is sent to B.
+ */
+Test(queue, worker_that_never_returns_loses_its_attempts_after_lease_and_grace)
+{
+	peer    b;
+	int64_t t0, first = 0;
+	char   *ids[] = { RA1, RA2, RA3, RA4 };
+
+	q_lease = "1s";
+	rebuilt_queue(1); /* wa's lease lapses 1 s from now */
+	t0 = ax_clock_mono_us();
+	peer_open(&b, "wb", "hb", 777);
+	peer_register(&b, NULL, 0);
+	/* lease 1 s + one heartbeat interval (200 ms) + grace 2 s from the
+	 * database's row, written just before t0 */
+	while (ax_clock_mono_us() - t0 < 8 * AX_USEC_PER_SEC) {
+		peer_pull(&b, 200);
+		if (first == 0 && count_rec(RA1, UNKNOWN) > 0)
+			first = ax_clock_mono_us() - t0;
+	}
+	cr_expect_gt(first, 0, "wa's attempts never went UNKNOWN");
+	cr_expect_geq(first, 2500 * AX_USEC_PER_MSEC,
+	              "UNKNOWN %lld ms after the start, before lease + grace",
+	              (long long) (first / 1000));
+	for (int i = 0; i < 4; i++)
+		cr_expect_eq(count_rec(ids[i], UNKNOWN), 1, "%s: %zu UNKNOWN",
+		             ids[i], count_rec(ids[i], UNKNOWN));
+	cr_expect_eq(b.ngot, 1, "wb got %zu dispatches", b.ngot);
+	cr_expect_eq(peer_got(&b, RB1), 1);
+	nng_close(b.s);
+	stop_all();
+	db_stop();
 }

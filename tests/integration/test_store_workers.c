@@ -80,6 +80,13 @@ Test(store_workers, upsert_inserts_then_updates_in_one_statement)
 	                 "WHERE id = 'w1'"),
 	             now + 5);
 	cr_assert_eq(ax_store_workers_upsert(st, rows, 0), AX_OK);
+	/* the lease is kept on the database clock: the time of the write
+	 * plus the lease the queue gave (10 s), whatever the writer's
+	 * clock says, so another axd can tell how long the worker runs on */
+	cr_assert_eq(q64("SELECT (ax_us(lease_expires_at) - ax_us(now()) "
+	                 "BETWEEN 9000000 AND 10000000)::int FROM workers "
+	                 "WHERE id = 'w2'"),
+	             1, "lease_expires_at is not the write time + 10 s");
 }
 
 Test(store_workers, bad_rows_are_refused_with_the_row_named)
