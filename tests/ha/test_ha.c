@@ -17,7 +17,9 @@
  *  - no run or instance is left non-terminal, and every AX process still
  *    runs: axd followed the new primary without a restart.
  * It prints the counts, the time from the fault to the first task
- * started after it, and the longest pause in task starts.
+ * started after it, and the longest pause in task starts. The AX home
+ * (logs, marks) lives in the cluster's directory and goes with it;
+ * AX_HA_KEEP=1 moves it to /tmp/ax-ha-kept-PID first, for a post-mortem.
  *
  * Workload: about 80-100 s per test on a loaded 2-core machine (cluster
  * start 15-25 s, 35-45 s of scheduling, settling, teardown); the suite
@@ -315,8 +317,11 @@ start_all(void)
 	ax_log_init(AX_LOG_WARN, 2);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	cr_assert_eq(ax_ha_start(&ha), AX_OK, "%s", ax_err_detail());
-	snprintf(home, sizeof(home), "/tmp/ax-ha-home-XXXXXX");
-	cr_assert_not_null(mkdtemp(home));
+	/* inside the cluster's directory: removed with it, and swept with
+	 * it when the test dies */
+	snprintf(home, sizeof(home), "%s/ax", ax_ha_dir(ha));
+	cr_assert_eq(mkdir(home, 0755), 0, "mkdir %s: %s", home,
+	             strerror(errno));
 	snprintf(marks, sizeof(marks), "%s/marks", home);
 	ax_stack_opts o = {
 		.home      = home,
@@ -355,17 +360,17 @@ teardown(void)
 	}
 	PQfinish(db);
 	db = NULL;
+	if (home[0] != '\0' && getenv("AX_HA_KEEP") != NULL) {
+		char kept[64];
+		snprintf(kept, sizeof(kept), "/tmp/ax-ha-kept-%ld",
+		         (long) getpid());
+		if (rename(home, kept) == 0)
+			fprintf(stderr, "ha: AX_HA_KEEP: AX home kept in %s\n",
+			        kept);
+	}
+	home[0] = '\0';
 	ax_ha_stop(ha);
 	ha = NULL;
-	if (home[0] != '\0' && getenv("AX_HA_KEEP") != NULL) {
-		fprintf(stderr, "ha: AX_HA_KEEP: kept %s\n", home);
-	} else if (home[0] != '\0') {
-		char cmd[128];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", home);
-		home[0] = '\0';
-	}
 }
 
 TestSuite(ha, .fini = teardown, .timeout = 600);
