@@ -2,9 +2,11 @@
  * dag_loader.c - the DAG loader actor (see dag_loader.h).
  *
  * One pass (load_dags) serves every trigger: all DAGs at start and on
- * resync, one DAG on dag_changed / paused / unpaused. A pass reads slices
- * of LOAD_SLICE DAGs; per slice it upserts the schedules rows that do not
- * match their version in one statement, deletes those of DAGs that lost
+ * resync, one DAG on dag_changed / paused / unpaused, each DAG of a submit
+ * (a durable command is marked applied once they are loaded: loading
+ * again is harmless, so a command sent twice only reloads). A pass reads
+ * slices of LOAD_SLICE DAGs; per slice it upserts the schedules rows that do
+ * not match their version in one statement, deletes those of DAGs that lost
  * their schedule in another, then tells the time detector what to arm or
  * disarm and flushes, so the time detector's inbox paces the pass and at
  * most one slice is in memory.
@@ -18,6 +20,7 @@
 #include "dag_registry.h"
 #include "dag_schedule.h"
 #include "store.h"
+#include "store_commands.h"
 #include "store_sched.h"
 
 #define LOAD_SLICE 5000 /* DAGs per slice (and per schedules upsert) */
@@ -387,12 +390,43 @@ loader_tick(ax_actor *self, void *state, int64_t now_mono_us)
 	return AX_OK;
 }
 
+/*
+ * Marks the control_command row of op applied once its DAGs are loaded
+ * (the API wrote the change itself; loading again is harmless, so a
+ * command forwarded twice only reloads). A store error leaves it pending:
+ * the control thread sends it again.
+ */
+static void
+command_done(loader *l, const Ax__ControlOp *op)
+{
+	ax_store_cmd_done c = { .id     = op->command_id,
+		                .status = AX_CMD_APPLIED };
+	char              res[64];
+
+	if (op->command_id <= 0)
+		return;
+	snprintf(res, sizeof(res), "{\"loaded\":%zu}",
+	         op->n_dags > 0 ? op->n_dags : (size_t) (op->dag != NULL));
+	c.result_json = res;
+	if (ax_store_commands_finish(l->store, &c, 1, NULL) != AX_OK)
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "command %lld: outcome not written (sent again "
+		        "later): %s",
+		        (long long) op->command_id, ax_err_detail());
+}
+
 static void
 control(loader *l, const Ax__ControlOp *op)
 {
 	ax_err rv = AX_OK;
 
-	if (strcmp(op->op, "resync") == 0) {
+	if (strcmp(op->op, "submit") == 0) {
+		for (size_t i = 0; rv == AX_OK && i < op->n_dags; i++) {
+			ax_dag_registry_invalidate(l->ctx->registry,
+			                           op->dags[i]);
+			rv = load_dags(l, op->dags[i]);
+		}
+	} else if (strcmp(op->op, "resync") == 0) {
 		rv = load_dags(l, NULL);
 		if (rv == AX_OK)
 			l->started = 1;
@@ -424,7 +458,9 @@ control(loader *l, const Ax__ControlOp *op)
 		l->started = 0;
 		ax_actor_set_deadline(l->self,
 		                      ax_clock_mono_us() + AX_USEC_PER_SEC);
+		return;
 	}
+	command_done(l, op);
 }
 
 static ax_err

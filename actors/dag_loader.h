@@ -20,7 +20,9 @@
  * gone. Then it warms the registry with the DAGs due in the next ten
  * minutes, soonest first, up to registry.cache_dags. Later it reacts to
  * ControlOp commands: dag_changed, paused, unpaused (that DAG only;
- * dag_changed also invalidates the DAG's cached version) and resync
+ * dag_changed also invalidates the DAG's cached version), submit (each
+ * DAG it names, as dag_changed; its control_command row is marked applied
+ * once they are loaded) and resync
  * (everything, after the control thread lost its connection: every cached
  * current version is invalidated); a DAG that disappeared is removed from the
  * registry and disarmed.

@@ -37,6 +37,7 @@
 #include "flow_util.h"
 #include "store.h"
 #include "store_attempts.h"
+#include "store_commands.h"
 #include "store_deps.h"
 
 #define COMP "dependency_detector"
@@ -1340,6 +1341,50 @@ reload(dd *d, const int64_t *ids, size_t n, int mode)
 /* --- control ops --------------------------------------------------------
  */
 
+/*
+ * Durable commands (engine/store_commands.h): a clear marks its
+ * control_command row applied in the clear's own transaction, and rolls
+ * back when the row is no longer pending (forwarded twice: already
+ * applied); mark and backfill, whose rows the API wrote, claim theirs
+ * before the run is re-read. A command that names no instance is
+ * rejected.
+ */
+static int
+cmd_finish(dd *d, ax_store *s, int64_t id, ax_cmd_status st,
+           const char *result, const char *reason)
+{
+	ax_store_cmd_done c = {
+		.id = id, .status = st, .result_json = result, .reason = reason
+	};
+
+	if (id <= 0)
+		return 1;
+	if (ax_store_commands_finish(s ? s : d->store, &c, 1, NULL) != AX_OK) {
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "command %lld: outcome not written (sent again "
+		        "later): %s",
+		        (long long) id, ax_err_detail());
+		return 0;
+	}
+	if (!c.claimed)
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "command %lld was applied already: skipped",
+		        (long long) id);
+	return c.claimed;
+}
+
+/* Rejects command id when the instance of op does not exist. */
+static void
+cmd_no_instance(dd *d, const Ax__ControlOp *op)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why),
+	         "no task instance %lld (or it belongs to no run)",
+	         (long long) op->instance_id);
+	(void) cmd_finish(d, NULL, op->command_id, AX_CMD_REJECTED, NULL, why);
+}
+
 typedef struct clear_tx {
 	int64_t  run;
 	int64_t *ids;
@@ -1347,6 +1392,8 @@ typedef struct clear_tx {
 	size_t   n, cleared;
 	pev    **evs;
 	size_t   nev;
+	int64_t  command_id; /* 0: none */
+	int      dup;        /* out: the command was applied already */
 } clear_tx;
 
 static ax_err
@@ -1367,6 +1414,23 @@ clear_fn(ax_store *s, void *arg)
 		ax_flow_event_row(&c->evs[i]->e.ev, &rows[i]);
 	rv = ax_store_insert_events(s, rows, c->nev, NULL, NULL);
 	free(rows);
+	if (rv == AX_OK && c->command_id > 0) {
+		ax_store_cmd_done cd = { .id     = c->command_id,
+			                 .status = AX_CMD_APPLIED };
+		char              res[96];
+		snprintf(res, sizeof(res), "{\"run_id\":%lld,\"cleared\":%zu}",
+		         (long long) c->run, c->cleared);
+		cd.result_json = res;
+		c->dup         = 0;
+		if ((rv = ax_store_commands_finish(s, &cd, 1, NULL)) ==
+		        AX_OK &&
+		    !cd.claimed) {
+			c->dup = 1; /* roll the second clear back */
+			rv     = ax_err_set(AX_EEXIST,
+			                    "command %lld was applied already",
+			                    (long long) c->command_id);
+		}
+	}
 	return rv;
 }
 
@@ -1384,8 +1448,11 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	dver     *v   = NULL;
 	drun      tmp;
 
-	if (ax_store_deps_instance_run(d->store, op->instance_id, &run) !=
-	        AX_OK ||
+	ax_err rv =
+	    ax_store_deps_instance_run(d->store, op->instance_id, &run);
+	if (rv == AX_ENOENT)
+		cmd_no_instance(d, op);
+	if (rv != AX_OK ||
 	    ax_store_deps_load_runs(d->store, &run, 1, &res) != AX_OK) {
 		ax_logf(AX_LOG_WARN, COMP, NULL,
 		        &(ax_log_ids) { .instance = op->instance_id },
@@ -1452,17 +1519,20 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	}
 	free(sel);
 	free(que);
-	c.run = run;
+	c.run        = run;
+	c.command_id = op->command_id;
 	if (c.n == 0) {
 		ax_logf(AX_LOG_WARN, COMP, NULL,
 		        &(ax_log_ids) { .instance = op->instance_id },
 		        "clear: instance not found in its run");
+		cmd_no_instance(d, op);
 		goto out;
 	}
 	if (ax_store_tx(d->store, clear_fn, &c) != AX_OK) {
-		ax_logf(AX_LOG_ERROR, COMP, NULL,
+		ax_logf(c.dup ? AX_LOG_INFO : AX_LOG_ERROR, COMP, NULL,
 		        &(ax_log_ids) { .instance = op->instance_id },
-		        "clear failed: %s", ax_err_detail());
+		        "clear %s: %s", c.dup ? "skipped" : "failed",
+		        ax_err_detail());
 		goto out;
 	}
 	for (size_t i = 0; i < c.nev; i++)
@@ -1493,13 +1563,21 @@ do_mark(dd *d, const Ax__ControlOp *op)
 {
 	int64_t run;
 
-	if (ax_store_deps_instance_run(d->store, op->instance_id, &run) !=
-	    AX_OK) {
+	char   res[96];
+	ax_err rv =
+	    ax_store_deps_instance_run(d->store, op->instance_id, &run);
+	if (rv == AX_ENOENT)
+		cmd_no_instance(d, op);
+	if (rv != AX_OK) {
 		ax_logf(AX_LOG_WARN, COMP, NULL,
 		        &(ax_log_ids) { .instance = op->instance_id },
 		        "mark dropped: %s", ax_err_detail());
 		return;
 	}
+	snprintf(res, sizeof(res), "{\"run_id\":%lld,\"state\":\"%s\"}",
+	         (long long) run, op->state ? op->state : "");
+	if (!cmd_finish(d, NULL, op->command_id, AX_CMD_APPLIED, res, NULL))
+		return;
 	ax_logf(AX_LOG_INFO, COMP, NULL,
 	        &(ax_log_ids) { .run = run, .instance = op->instance_id },
 	        "instance marked %s: run re-read", op->state);
@@ -1513,11 +1591,27 @@ on_control(dd *d, const Ax__ControlOp *op)
 		do_clear(d, op);
 	else if (strcmp(op->op, "mark") == 0)
 		do_mark(d, op);
-	else if (strcmp(op->op, "backfill") == 0)
-		reload(d, op->run_ids, op->n_run_ids,
-		       strcmp(op->mode, "parallel") == 0 ? M_BACKFILL_PARALLEL
-		                                         : M_BACKFILL_SERIAL);
-	else
+	else if (strcmp(op->op, "backfill") == 0) {
+		/* result: {"run_ids":[...]}, the runs the API created */
+		char  *res = malloc(op->n_run_ids * 22 + 16);
+		size_t w   = 0;
+		if (res != NULL) {
+			w = (size_t) sprintf(res, "{\"run_ids\":[");
+			for (size_t i = 0; i < op->n_run_ids; i++)
+				w += (size_t) sprintf(
+				    res + w, "%s%lld", i ? "," : "",
+				    (long long) op->run_ids[i]);
+			strcpy(res + w, "]}");
+		}
+		if (res != NULL &&
+		    cmd_finish(d, NULL, op->command_id, AX_CMD_APPLIED, res,
+		               NULL))
+			reload(d, op->run_ids, op->n_run_ids,
+			       strcmp(op->mode, "parallel") == 0
+			           ? M_BACKFILL_PARALLEL
+			           : M_BACKFILL_SERIAL);
+		free(res);
+	} else
 		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
 		        "control op '%s' is not the dependency detector's: "
 		        "dropped",

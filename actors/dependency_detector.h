@@ -40,7 +40,11 @@
  *    downstreams. "backfill" {run_ids, mode}: the API created the runs;
  *    they are planned like Due ones, bypassing the DAG's overlap policy:
  *    serial = one backfill run of the DAG at a time, in logical order;
- *    parallel = all at once.
+ *    parallel = all at once. An op with a command_id (a control_command
+ *    row) is applied once: a clear marks its row applied in the clear's
+ *    own transaction and rolls back when the row is no longer pending;
+ *    mark and backfill claim their row before the run is re-read; an op
+ *    naming no instance is rejected.
  *  - Restart: the first tick (or the first batch, whichever comes first)
  *    reads every unfinished run with its instances in ONE query, rebuilds
  *    the counters (SUCCESS counts as met), re-sends InstanceReady for

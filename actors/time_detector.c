@@ -28,6 +28,7 @@
 #include "flow_util.h"
 #include "store.h"
 #include "store_attempts.h"
+#include "store_commands.h"
 #include "store_sched.h"
 #include "timing_wheel.h"
 
@@ -80,6 +81,7 @@ typedef struct fire {
 	                       by the flush) */
 	char   *dag;
 	int64_t version_id;
+	int64_t command_id; /* manual: control_command.id (0: none) */
 	int     manual, catchup;
 } fire;
 
@@ -627,11 +629,71 @@ on_fire(void *arg, ax_wheel_timer *t)
 /* --- the batch: one transaction, then Due ------------------------------
  */
 
+/*
+ * The outcome of the batch's triggers that came from a control_command
+ * row, in the transaction that creates their runs: applied with the new
+ * run's id, or rejected when the DAG had a run at that logical date. A
+ * trigger whose row is no longer pending (forwarded twice) created no run
+ * (its logical date is the first one's), so it changes nothing.
+ */
+static ax_err
+finish_triggers(tdet *d, ax_store *st)
+{
+	ax_store_cmd_done *done = NULL;
+	char(*txt)[160]         = NULL;
+	size_t n = 0, cap = 0;
+	ax_err rv = AX_OK;
+
+	for (size_t i = 0; i < d->nrows; i++)
+		if (d->fires[i].command_id > 0)
+			cap++;
+	if (cap == 0)
+		return AX_OK;
+	done = calloc(cap, sizeof(*done));
+	txt  = calloc(cap, sizeof(*txt));
+	if (done == NULL || txt == NULL) {
+		rv = ax_err_set(AX_ENOMEM, "%s: out of memory", COMP);
+		goto out;
+	}
+	for (size_t i = 0; i < d->nrows; i++) {
+		ax_store_run_row *r = &d->rows[i];
+		if (d->fires[i].command_id <= 0)
+			continue;
+		done[n].id = d->fires[i].command_id;
+		if (r->run_id > 0) {
+			snprintf(txt[n], sizeof(txt[n]),
+			         "{\"run_id\":%lld,\"logical_date_us\":%lld}",
+			         (long long) r->run_id,
+			         (long long) r->logical_us);
+			done[n].status      = AX_CMD_APPLIED;
+			done[n].result_json = txt[n];
+		} else {
+			snprintf(txt[n], sizeof(txt[n]),
+			         "DAG '%.60s' already has a run at logical "
+			         "date %lld (UTC us); clear its instances to "
+			         "run it again",
+			         d->fires[i].dag, (long long) r->logical_us);
+			done[n].status = AX_CMD_REJECTED;
+			done[n].reason = txt[n];
+		}
+		n++;
+	}
+	rv = ax_store_commands_finish(st, done, n, NULL);
+out:
+	free(done);
+	free(txt);
+	return rv;
+}
+
 static ax_err
 write_batch(ax_store *st, void *arg)
 {
-	tdet *d = arg;
-	return ax_store_sched_create_runs(st, d->rows, d->nrows);
+	tdet  *d = arg;
+	ax_err rv;
+
+	if ((rv = ax_store_sched_create_runs(st, d->rows, d->nrows)) != AX_OK)
+		return rv;
+	return finish_triggers(d, st);
 }
 
 static void
@@ -698,7 +760,8 @@ flush_batch(tdet *d)
 	if (rv != AX_OK) {
 		/* nothing was committed: the schedules go back to their
 		 * previous next fire and refire in 0.5 s; manual runs are
-		 * dropped (logged: the caller may trigger again) */
+		 * dropped (logged; a trigger recorded as a control_command
+		 * stays pending and the control thread sends it again) */
 		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
 		        "%zu run(s) not created, retrying in 0.5 s: %s",
 		        d->nrows, ax_err_detail());
@@ -1002,6 +1065,28 @@ trigger_entry(tdet *d, const char *dag)
 	return e;
 }
 
+/* Rejects the command of a trigger whose DAG does not exist (a store
+ * error leaves it pending: the control thread sends it again). */
+static void
+reject_trigger(tdet *d, const Ax__ControlOp *op)
+{
+	char              why[400];
+	ax_store_cmd_done c = { .id     = op->command_id,
+		                .status = AX_CMD_REJECTED };
+
+	if (op->command_id <= 0 || d->store == NULL)
+		return;
+	snprintf(why, sizeof(why),
+	         "no DAG named '%.300s' with an active version (deleted, or "
+	         "never loaded); submit it and trigger again",
+	         op->dag ? op->dag : "");
+	c.reason = why;
+	if (ax_store_commands_finish(d->store, &c, 1, NULL) != AX_OK)
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "command %lld not rejected (sent again later): %s",
+		        (long long) op->command_id, ax_err_detail());
+}
+
 /* A manual run (control op trigger): due now. */
 static void
 trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
@@ -1009,10 +1094,14 @@ trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
 	ax_dag_entry *e;
 	ax_period     p;
 
+	for (size_t i = 0; op->command_id > 0 && i < d->nrows; i++)
+		if (d->fires[i].command_id == op->command_id)
+			return; /* forwarded twice into one batch */
 	if (op->dag == NULL || (e = trigger_entry(d, op->dag)) == NULL) {
 		ax_logf(AX_LOG_WARN, COMP, "UNKNOWN_DAG",
 		        &(ax_log_ids) { .dag = op->dag },
 		        "trigger of a DAG that is not loaded: dropped");
+		reject_trigger(d, op);
 		return;
 	}
 	p.logical_us = op->logical_date_us ? op->logical_date_us : utc_now;
@@ -1028,7 +1117,9 @@ trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
 		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
 		        "trigger dropped: out of memory");
 		ax_dag_entry_release(e);
+		return;
 	}
+	d->fires[d->nrows - 1].command_id = op->command_id;
 }
 
 /* --- actor --------------------------------------------------------------

@@ -5,7 +5,10 @@
  *
  * Role: ScheduleArmed / ScheduleDisarmed from the DAG loader; TimerSet /
  * TimerCancel from the result handler (and other actors); ControlOp
- * "trigger" from the control thread. When schedules come due it creates
+ * "trigger" from the control thread (a trigger with a command_id marks
+ * its control_command row applied, with the run id, in the transaction
+ * that creates the run, or rejected when its DAG does not exist or has a
+ * run at that logical date). When schedules come due it creates
  * their DAG runs and advances their next fire times in ONE transaction per
  * tick, then sends Due to the dependency detector. A retry timer sends the
  * InstanceReady it carries to the resource detector; other timers send

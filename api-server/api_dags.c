@@ -8,6 +8,8 @@
  */
 #include "api_dags.h"
 
+#include "api_commands.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,10 +95,14 @@ ax_api_dags_submit(ax_api_req *q, ax_api_resp *r)
 	const char         *file = ax_api_query(q, "file");
 	ax_dagset          *set  = NULL;
 	json_t             *dags = json_array(), *tpls = json_array();
+	json_t             *changed = json_array(), *body = NULL;
+	json_t             *payload = NULL;
 	ax_dag_store_result res;
 	ax_err              rv;
 	int                 created = 0;
 
+	if (ax_api_cmd_replay(q, r))
+		goto out;
 	if (file == NULL || *file == '\0')
 		file = "api";
 	if (q->body_len == 0) {
@@ -151,23 +157,24 @@ ax_api_dags_submit(ax_api_req *q, ax_api_resp *r)
 		}
 		created |= res.outcome == AX_DAG_CREATED;
 		json_array_append_new(dags, result_json(d->name, &res));
-		if (res.outcome == AX_DAG_UNCHANGED)
-			continue;
-		/* dag_store commits each submission in its own
-		 * transaction, so the notification follows the commit. */
-		json_t *n = json_pack("{s:s,s:s}", "op", "dag_changed", "dag",
-		                      d->name);
-		rv        = ax_api_notify(q->st, n);
-		json_decref(n);
-		if (rv != AX_OK) {
-			ax_api_reply_err(r, rv);
-			goto out;
-		}
+		if (res.outcome != AX_DAG_UNCHANGED)
+			json_array_append_new(changed, json_string(d->name));
 	}
-	ax_api_reply_json(
-	    r, created ? 201 : 200,
+	/* dag_store commits each submission in its own transaction; the
+	 * command records what was stored and wakes axd to load the
+	 * changed DAGs (none changed: nothing to apply) */
+	body = json_pack("{s:s,s:O,s:O}", "file", file, "dags", dags,
+	                 "templates", tpls);
+	if (json_array_size(changed) > 0)
+		payload =
+		    json_pack("{s:s,s:O}", "op", "submit", "dags", changed);
+	ax_api_cmd_commit(
+	    q, r, "submit", body, payload, NULL, created ? 201 : 200,
 	    json_pack("{s:O,s:O}", "dags", dags, "templates", tpls));
 out:
+	json_decref(body);
+	json_decref(payload);
+	json_decref(changed);
 	json_decref(dags);
 	json_decref(tpls);
 	ax_dagset_free(set);
@@ -292,9 +299,11 @@ set_paused(ax_api_req *q, ax_api_resp *r, int paused)
 {
 	ax_err  rv;
 	int64_t id;
-	json_t *n;
+	json_t *n, *b;
 
 	const char *p[] = { q->params[0], paused ? "true" : "false" };
+	if (ax_api_cmd_replay(q, r))
+		return;
 	if ((rv = ax_store_begin(q->st)) != AX_OK) {
 		ax_api_reply_err(r, rv);
 		return;
@@ -310,21 +319,19 @@ set_paused(ax_api_req *q, ax_api_resp *r, int paused)
 		                   q->params[0]);
 		return;
 	}
-	n = json_pack("{s:s,s:s}", "op", paused ? "paused" : "unpaused", "dag",
-	              q->params[0]);
-	if (rv == AX_OK)
-		rv = ax_api_notify(q->st, n);
-	json_decref(n);
-	if (rv == AX_OK)
-		rv = ax_store_commit(q->st);
 	if (rv != AX_OK) {
 		ax_store_rollback(q->st);
 		ax_api_reply_err(r, rv);
 		return;
 	}
-	ax_api_reply_json(r, 200,
+	n = json_pack("{s:s,s:s}", "op", paused ? "paused" : "unpaused", "dag",
+	              q->params[0]);
+	b = json_pack("{s:s}", "dag", q->params[0]);
+	ax_api_cmd_commit(q, r, paused ? "pause" : "unpause", b, n, NULL, 200,
 	                  json_pack("{s:s,s:I,s:b}", "dag", q->params[0], "id",
 	                            (json_int_t) id, "paused", paused));
+	json_decref(n);
+	json_decref(b);
 }
 
 void
@@ -346,12 +353,14 @@ ax_api_dag_trigger(ax_api_req *q, ax_api_resp *r)
 {
 	static const char *const fields[] = { "logical_date", "params", NULL };
 	json_t                  *b = ax_api_body_object(q, r), *params, *n;
+	json_t                  *cb;
 	int64_t                  id, ld, existing;
 	int                      paused;
 	char                     ids[24], lds[24], buf[48];
 	ax_err                   rv;
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r))
+	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
+	    ax_api_cmd_replay(q, r))
 		goto out;
 	params = json_object_get(b, "params");
 	if (params != NULL && !json_is_object(params)) {
@@ -384,22 +393,23 @@ ax_api_dag_trigger(ax_api_req *q, ax_api_resp *r)
 		ax_api_reply_err(r, rv);
 		goto out;
 	}
-	n  = json_pack("{s:s,s:s,s:I,s:o}", "op", "trigger", "dag",
-	               q->params[0], "logical_date_us", (json_int_t) ld,
-	               "params", params ? json_incref(params) : json_object());
-	rv = ax_api_notify(q->st, n);
-	json_decref(n);
-	if (rv != AX_OK) {
-		ax_api_reply_err(r, rv);
-		goto out;
-	}
+	/* the command fixes the logical date: applied twice, it would
+	 * find its own run and create none */
+	cb = json_pack("{s:s,s:I,s:o}", "dag", q->params[0], "logical_date_us",
+	               (json_int_t) ld, "params",
+	               params ? json_incref(params) : json_object());
+	n  = cb ? json_copy(cb) : NULL;
+	if (n != NULL)
+		json_object_set_new(n, "op", json_string("trigger"));
 	ax_tz_format(ax_tz_utc(), ld, buf, sizeof(buf));
 	if (strlen(buf) > 6 && !strcmp(buf + strlen(buf) - 6, "+00:00"))
 		strcpy(buf + strlen(buf) - 6, "Z");
-	ax_api_reply_json(r, 202,
+	ax_api_cmd_commit(q, r, "trigger", cb, n, NULL, 202,
 	                  json_pack("{s:s,s:s,s:I,s:b}", "dag", q->params[0],
 	                            "logical_date", buf, "logical_date_us",
 	                            (json_int_t) ld, "paused", paused));
+	json_decref(n);
+	json_decref(cb);
 out:
 	json_decref(b);
 }
@@ -521,11 +531,12 @@ array_text(const ax_period *p, size_t n, int which)
 	return buf;
 }
 
-/* Inserts the runs and notifies, in one transaction. */
+/* Inserts the runs in a transaction it leaves open on success (the
+ * command row joins it); *ids receives their ids. */
 static ax_err
 insert_runs(ax_api_req *q, const char *dag_id, const char *ver_id,
-            const ax_period *p, size_t n, const char *mode, json_t *conf,
-            PGresult **res)
+            const ax_period *p, size_t n, json_t *conf, PGresult **res,
+            json_t *ids)
 {
 	char  *a[3] = { array_text(p, n, 0), array_text(p, n, 1),
 		        array_text(p, n, 2) };
@@ -550,21 +561,10 @@ insert_runs(ax_api_req *q, const char *dag_id, const char *ver_id,
 	    "ON CONFLICT (dag_id, logical_date) DO NOTHING "
 	    "RETURNING id, logical_date",
 	    6, params, res);
-	if (rv == AX_OK && PQntuples(*res) > 0) {
-		json_t *ids = json_array();
-		for (int i = 0; i < PQntuples(*res); i++)
-			json_array_append_new(
-			    ids,
-			    json_integer(
-			        strtoll(PQgetvalue(*res, i, 0), NULL, 10)));
-		json_t *nt =
-		    json_pack("{s:s,s:s,s:s,s:o}", "op", "backfill", "dag",
-		              q->params[0], "mode", mode, "run_ids", ids);
-		rv = ax_api_notify(q->st, nt);
-		json_decref(nt);
-	}
-	if (rv == AX_OK)
-		rv = ax_store_commit(q->st);
+	for (int i = 0; rv == AX_OK && i < PQntuples(*res); i++)
+		json_array_append_new(
+		    ids,
+		    json_integer(strtoll(PQgetvalue(*res, i, 0), NULL, 10)));
 	if (rv != AX_OK) {
 		ax_store_rollback(q->st);
 		PQclear(*res);
@@ -584,7 +584,8 @@ ax_api_dag_backfill(ax_api_req *q, ax_api_resp *r)
 	static const char *const fields[] = { "start", "end", "mode", "params",
 		                              NULL };
 	json_t      *b = ax_api_body_object(q, r), *def = NULL, *conf = NULL;
-	json_t      *params;
+	json_t      *params, *cb = NULL, *nt = NULL, *applied = NULL;
+	json_t      *ids  = json_array();
 	const char  *mode = "serial";
 	int64_t      from, to;
 	ax_tz       *tz    = NULL;
@@ -594,7 +595,8 @@ ax_api_dag_backfill(ax_api_req *q, ax_api_resp *r)
 	PGresult    *res = NULL, *ins = NULL;
 	ax_err       rv;
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r))
+	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
+	    ax_api_cmd_replay(q, r))
 		goto out;
 	if (json_object_get(b, "mode") != NULL) {
 		mode = json_string_value(json_object_get(b, "mode"));
@@ -661,18 +663,30 @@ ax_api_dag_backfill(ax_api_req *q, ax_api_resp *r)
 	conf = json_pack("{s:s,s:o}", "backfill_mode", mode, "params",
 	                 params ? json_incref(params) : json_object());
 	rv = insert_runs(q, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), per,
-	                 n, mode, conf, &ins);
+	                 n, conf, &ins, ids);
 	if (rv != AX_OK) {
 		ax_api_reply_err(r, rv);
 		goto out;
 	}
-	ax_api_reply_json(r, 201,
+	cb = json_pack("{s:s,s:s,s:O,s:O,s:O}", "dag", q->params[0], "mode",
+	               mode, "start", json_object_get(b, "start"), "end",
+	               json_object_get(b, "end"), "run_ids", ids);
+	if (json_array_size(ids) > 0)
+		nt = json_pack("{s:s,s:s,s:s,s:O}", "op", "backfill", "dag",
+		               q->params[0], "mode", mode, "run_ids", ids);
+	else /* every period had a run: nothing for axd to do */
+		applied = json_pack("{s:[]}", "run_ids");
+	ax_api_cmd_commit(q, r, "backfill", cb, nt, applied, 201,
 	                  json_pack("{s:s,s:s,s:i,s:i,s:o}", "dag",
 	                            q->params[0], "mode", mode, "created",
 	                            PQntuples(ins), "skipped",
 	                            (int) n - PQntuples(ins), "runs",
 	                            ax_api_rows_json(ins)));
 out:
+	json_decref(cb);
+	json_decref(nt);
+	json_decref(applied);
+	json_decref(ids);
 	PQclear(ins);
 	PQclear(res);
 	free(per);

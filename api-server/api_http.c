@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/control.h"
 #include "log.h"
 #include "tz.h"
 
@@ -385,19 +384,6 @@ ax_api_rows_json(const PGresult *res)
 		}
 	}
 	return a;
-}
-
-ax_err
-ax_api_notify(ax_store *st, json_t *payload)
-{
-	char  *text = json_dumps(payload, JSON_COMPACT);
-	ax_err rv;
-
-	if (text == NULL)
-		return ax_err_set(AX_ENOMEM, "control payload");
-	rv = ax_control_notify(st, text);
-	free(text);
-	return rv;
 }
 
 int

@@ -6,7 +6,7 @@
  *
  * Role: api_server.c builds an ax_api_req per request, runs the handler
  * the route table (api_routes.h) names, and sends the ax_api_resp.
- * Handlers live in api_dags.c, api_runs.c and api_misc.c.
+ * Handlers live in api_dags.c, api_runs.c, api_commands.c and api_misc.c.
  *
  * Invariants: a handler runs on one MHD connection thread with a store
  * borrowed from the server's pool for the duration of the call (nobody
@@ -135,13 +135,6 @@ json_t *ax_api_rows_json(const PGresult *res);
 
 /* Row i of res as one object (see ax_api_rows_json). */
 json_t *ax_api_row_json(const PGresult *res, int i);
-
-/*
- * Sends the control notification payload (a JSON object) to axd:
- * SELECT pg_notify('ax_control', payload). Inside an open transaction
- * it is delivered at COMMIT, together with the rows written before.
- */
-ax_err ax_api_notify(ax_store *st, json_t *payload);
 
 /*
  * Parses an instant given as RFC 3339 / ISO 8601 text (a date alone is

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api_commands.h"
 #include "api_dags.h"
 #include "api_misc.h"
 #include "api_runs.h"
@@ -56,6 +57,8 @@ const ax_api_route ax_api_routes[] = {
 	  "log of an attempt: tail, offset, follow" },
 	{ "GET", "/api/v1/instances/{id}/lineage", ax_api_instance_lineage, V,
 	  "upstream and downstream instances in the same run" },
+	{ "GET", "/api/v1/commands/{id}", ax_api_command_show, V,
+	  "one control command: pending, applied (result) or rejected" },
 	{ "GET", "/api/v1/workers", ax_api_workers_list, V, "list workers" },
 	{ "GET", "/api/v1/events", ax_api_events_list, V, "query events" },
 };

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api_commands.h"
 #include "api_server.h"
 #include "clock.h"
 #include "log.h"
@@ -253,23 +254,23 @@ instance_state(ax_api_req *q, ax_api_resp *r, int64_t id, ax_ti_state *st)
 	return 1;
 }
 
+/* Records command kind (payload n: its op and members; the reference is
+ * taken) and answers 202 with it as "requested". */
 static void
-notify_reply(ax_api_req *q, ax_api_resp *r, json_t *n, int64_t id,
-             ax_ti_state st)
+command_reply(ax_api_req *q, ax_api_resp *r, const char *kind, json_t *n,
+              int64_t id, ax_ti_state st)
 {
-	ax_err  rv   = ax_api_notify(q->st, n);
-	json_t *body = json_deep_copy(n);
+	json_t *body = json_deep_copy(n), *req = json_deep_copy(n);
 
+	if (body != NULL)
+		json_object_del(body, "op");
+	ax_api_cmd_commit(q, r, kind, body, n, NULL, 202,
+	                  req ? json_pack("{s:I,s:s,s:o}", "instance_id",
+	                                  (json_int_t) id, "state",
+	                                  ax_state_name(st), "requested", req)
+	                      : NULL);
+	json_decref(body);
 	json_decref(n);
-	if (rv != AX_OK) {
-		json_decref(body);
-		ax_api_reply_err(r, rv);
-		return;
-	}
-	ax_api_reply_json(r, 202,
-	                  json_pack("{s:I,s:s,s:o}", "instance_id",
-	                            (json_int_t) id, "state",
-	                            ax_state_name(st), "requested", body));
 }
 
 void
@@ -278,7 +279,8 @@ ax_api_instance_kill(ax_api_req *q, ax_api_resp *r)
 	int64_t     id;
 	ax_ti_state st;
 
-	if (!path_id(q, r, &id) || !instance_state(q, r, id, &st))
+	if (ax_api_cmd_replay(q, r) || !path_id(q, r, &id) ||
+	    !instance_state(q, r, id, &st))
 		return;
 	if (ax_state_terminal(st)) {
 		ax_api_reply_error(r, 409, "illegal_state",
@@ -287,10 +289,10 @@ ax_api_instance_kill(ax_api_req *q, ax_api_resp *r)
 		                   id, ax_state_name(st));
 		return;
 	}
-	notify_reply(q, r,
-	             json_pack("{s:s,s:I}", "op", "kill", "instance_id",
-	                       (json_int_t) id),
-	             id, st);
+	command_reply(q, r, "kill",
+	              json_pack("{s:s,s:I}", "op", "kill", "instance_id",
+	                        (json_int_t) id),
+	              id, st);
 }
 
 void
@@ -301,7 +303,8 @@ ax_api_instance_clear(ax_api_req *q, ax_api_resp *r)
 	int64_t                  id;
 	ax_ti_state              st;
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r))
+	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
+	    ax_api_cmd_replay(q, r))
 		goto out;
 	ds = json_object_get(b, "downstream");
 	if (ds != NULL && !json_is_boolean(ds)) {
@@ -319,11 +322,11 @@ ax_api_instance_clear(ax_api_req *q, ax_api_resp *r)
 		                   id, ax_state_name(st));
 		goto out;
 	}
-	notify_reply(q, r,
-	             json_pack("{s:s,s:I,s:b}", "op", "clear", "instance_id",
-	                       (json_int_t) id, "downstream",
-	                       ds != NULL && json_is_true(ds)),
-	             id, st);
+	command_reply(q, r, "clear",
+	              json_pack("{s:s,s:I,s:b}", "op", "clear", "instance_id",
+	                        (json_int_t) id, "downstream",
+	                        ds != NULL && json_is_true(ds)),
+	              id, st);
 out:
 	json_decref(b);
 }
@@ -333,13 +336,15 @@ ax_api_instance_mark(ax_api_req *q, ax_api_resp *r)
 {
 	static const char *const fields[] = { "state", NULL };
 	json_t                  *b        = ax_api_body_object(q, r);
+	json_t                  *cb, *n;
 	const char              *want;
 	int64_t                  id, got;
 	ax_ti_state              from, to;
 	ax_err                   rv;
 	char                     payload[160];
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r))
+	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
+	    ax_api_cmd_replay(q, r))
 		goto out;
 	want = json_string_value(json_object_get(b, "state"));
 	if (want != NULL && !strcasecmp(want, "success"))
@@ -384,15 +389,23 @@ ax_api_instance_mark(ax_api_req *q, ax_api_resp *r)
 		                   id, ax_state_name(from));
 		goto out;
 	}
-	if (rv == AX_OK)
-		rv = ax_store_commit(q->st);
 	if (rv != AX_OK)
 		goto fail;
-	ax_api_reply_json(
-	    r, 200,
+	/* the state is written; the command tells axd to re-read the run
+	 * (downstreams released, the run completed) */
+	cb =
+	    json_pack("{s:I,s:s,s:s}", "instance_id", (json_int_t) id, "state",
+	              ax_state_name(to), "from", ax_state_name(from));
+	n = cb ? json_copy(cb) : NULL;
+	if (n != NULL)
+		json_object_set_new(n, "op", json_string("mark"));
+	ax_api_cmd_commit(
+	    q, r, "mark", cb, n, NULL, 200,
 	    json_pack("{s:I,s:s,s:s,s:s}", "instance_id", (json_int_t) id,
 	              "from", ax_state_name(from), "state", ax_state_name(to),
 	              "reason", "MANUAL_MARK"));
+	json_decref(cb);
+	json_decref(n);
 	goto out;
 fail:
 	ax_store_rollback(q->st);

@@ -379,6 +379,14 @@ kill_ends_task(void)
 	EXPECT_RC(0, "dag", "trigger", "e2e.api.slow");
 	run      = wait_run("e2e.api.slow", 0, NULL, 15);
 	deadline = ax_clock_mono_us() + 20 * AX_USEC_PER_SEC;
+	for (;;) { /* the run row comes before its plan's instance rows */
+		json_t *a = instances(run);
+		size_t  n = json_array_size(a);
+		json_decref(a);
+		if (n > 0)
+			break;
+		check_deadline(deadline, "the sleep task's instance");
+	}
 	for (;;) {
 		t           = instance_of(run, "s");
 		id          = jid(t);

@@ -31,6 +31,7 @@ static char   *body;
 static size_t  body_len;
 static char    hdrs[4096];
 static json_t *js;
+static char    req_header[320]; /* one more request header ("": none) */
 
 static void
 setup(void)
@@ -107,6 +108,8 @@ req(const char *method, const char *path, const char *token, const char *data,
 		h = curl_slist_append(h, auth);
 	}
 	h = curl_slist_append(h, "Expect:");
+	if (req_header[0] != '\0')
+		h = curl_slist_append(h, req_header);
 	if (chunked)
 		h = curl_slist_append(h, "Transfer-Encoding: chunked");
 	if (data != NULL) {
@@ -160,9 +163,10 @@ submit_chain(void)
 	/* the notification is delivered asynchronously: wait for it, so a
 	 * late arrival is not mistaken for the next request's */
 	n = ax_api_fixture_notify(&fx);
-	cr_assert_not_null(n, "no dag_changed after a submit");
+	cr_assert_not_null(n, "no submit notification after a submit");
 	cr_assert_str_eq(json_string_value(json_object_get(n, "op")),
-	                 "dag_changed");
+	                 "submit");
+	cr_assert_gt(json_integer_value(json_object_get(n, "command_id")), 0);
 	json_decref(n);
 	ax_api_fixture_drain(&fx);
 }
@@ -322,11 +326,12 @@ Test(api, dag_submit_list_show_versions)
 	cr_expect_str_eq(json_string_value(json_object_get(d0, "outcome")),
 	                 "created");
 	n = ax_api_fixture_notify(&fx);
-	cr_assert_not_null(n, "no dag_changed notification");
+	cr_assert_not_null(n, "no submit notification");
 	cr_expect_str_eq(json_string_value(json_object_get(n, "op")),
-	                 "dag_changed");
-	cr_expect_str_eq(json_string_value(json_object_get(n, "dag")),
-	                 "demo.chain");
+	                 "submit");
+	cr_expect_str_eq(
+	    json_string_value(json_array_get(json_object_get(n, "dags"), 0)),
+	    "demo.chain");
 	json_decref(n);
 	cr_expect_eq(req("POST", "/api/v1/dags", fx.admin, chain, -1, 0), 200);
 	d0 = json_array_get(json_object_get(js, "dags"), 0);
@@ -340,7 +345,7 @@ Test(api, dag_submit_list_show_versions)
 	        chain);
 	cr_expect_eq(req("POST", "/api/v1/dags", fx.admin, v2, -1, 0), 200);
 	free(v2);
-	json_decref(ax_api_fixture_notify(&fx)); /* the change's dag_changed */
+	json_decref(ax_api_fixture_notify(&fx)); /* the change's submit */
 	ax_api_fixture_drain(&fx);
 
 	cr_expect_eq(req("GET", "/api/v1/dags", fx.viewer, NULL, 0, 0), 200);
@@ -798,4 +803,123 @@ Test(api, metrics_format)
 	int rc = system(cmd);
 	unlink(path);
 	cr_expect_eq(rc, 0, "promtool check metrics failed");
+}
+
+/* Every state-changing answer carries the id of its control_command row,
+ * recorded with the request in one transaction; Idempotency-Key replays
+ * the first answer; GET /api/v1/commands/{id} reads the row. */
+Test(api, commands_recorded_idempotent_and_readable)
+{
+	json_t *first;
+	char    p[128];
+	int64_t id;
+
+	submit_chain();
+	cr_expect_eq(ax_api_fixture_int(&fx,
+	                                "SELECT count(*) FROM "
+	                                "control_command WHERE kind = "
+	                                "'submit' AND status = "
+	                                "'pending'"),
+	             1, "a submit that stored a DAG waits for axd");
+
+	cr_assert_eq(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
+	                 "{\"logical_date\": \"2024-04-01T00:00:00Z\"}", -1,
+	                 0),
+	             202, "%s", body);
+	id = json_integer_value(json_object_get(js, "command_id"));
+	cr_assert_gt(id, 0, "%s", body);
+	json_t *n = ax_api_fixture_notify(&fx);
+	cr_assert_not_null(n);
+	cr_expect_eq(json_integer_value(json_object_get(n, "command_id")), id);
+	json_decref(n);
+	cr_expect_eq(
+	    ax_api_fixture_int(&fx,
+	                       "SELECT count(*) FROM control_command "
+	                       "WHERE id = %lld AND kind = 'trigger' "
+	                       "AND status = 'pending' AND "
+	                       "(body->>'logical_date_us')::bigint = "
+	                       "1711929600000000 AND body->>'dag' = "
+	                       "'demo.chain' AND token_id IS NOT NULL",
+	                       (long long) id),
+	    1, "the row holds the resolved request and the token");
+
+	/* GET: viewer and up; 404 / 400 */
+	snprintf(p, sizeof(p), "/api/v1/commands/%lld", (long long) id);
+	cr_assert_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200, "%s", body);
+	cr_expect_str_eq(json_string_value(json_object_get(js, "status")),
+	                 "pending");
+	cr_expect_str_eq(json_string_value(json_object_get(js, "kind")),
+	                 "trigger");
+	cr_expect(json_is_null(json_object_get(js, "applied_at")));
+	cr_expect(json_is_string(json_object_get(js, "created_at")));
+	expect_error(req("GET", p, NULL, NULL, 0, 0), 401, "unauthorized",
+	             "no token");
+	expect_error(
+	    req("GET", "/api/v1/commands/424242", fx.viewer, NULL, 0, 0), 404,
+	    "not_found", "unknown command");
+	expect_error(req("GET", "/api/v1/commands/x1", fx.viewer, NULL, 0, 0),
+	             400, "invalid", "non-numeric command id");
+	ax_api_fixture_sql(&fx,
+	                   "UPDATE control_command SET status = 'applied', "
+	                   "applied_at = now(), result = '{\"run_id\": 9}' "
+	                   "WHERE id = %lld",
+	                   (long long) id);
+	cr_assert_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200, "%s", body);
+	cr_expect_eq(json_integer_value(json_object_get(
+	                 json_object_get(js, "result"), "run_id")),
+	             9);
+
+	/* Idempotency-Key: the first answer again, no second row or NOTIFY */
+	ax_api_fixture_drain(&fx);
+	snprintf(req_header, sizeof(req_header), "Idempotency-Key: key-a");
+	cr_assert_eq(
+	    req("POST", "/api/v1/dags/demo.chain/pause", fx.oper, NULL, 0, 0),
+	    200, "%s", body);
+	first = json_incref(js);
+	cr_assert_gt(json_integer_value(json_object_get(first, "command_id")),
+	             0);
+	json_decref(ax_api_fixture_notify(&fx));
+	ax_api_fixture_sql(&fx, "UPDATE dags SET paused = false");
+	cr_assert_eq(
+	    req("POST", "/api/v1/dags/demo.chain/pause", fx.oper, NULL, 0, 0),
+	    200, "%s", body);
+	cr_expect(json_equal(first, js), "repeat: %s", body);
+	cr_expect_null(ax_api_fixture_notify(&fx),
+	               "a repeat notifies nothing");
+	cr_expect_eq(ax_api_fixture_int(&fx, "SELECT paused::int FROM dags"),
+	             0, "a repeat has no second effect");
+	cr_expect_eq(ax_api_fixture_int(&fx,
+	                                "SELECT count(*) FROM "
+	                                "control_command WHERE "
+	                                "idempotency_key = 'key-a'"),
+	             1);
+	/* the same key for another request */
+	expect_error(req("POST", "/api/v1/dags/demo.chain/unpause", fx.oper,
+	                 NULL, 0, 0),
+	             422, "idempotency_key_reused", "key on another path");
+	cr_expect_not_null(strstr(body, "Idempotency-Key"), "%s", body);
+	/* another token has its own keys */
+	cr_assert_eq(
+	    req("POST", "/api/v1/dags/demo.chain/pause", fx.admin, NULL, 0, 0),
+	    200, "%s", body);
+	cr_expect_neq(
+	    json_integer_value(json_object_get(js, "command_id")),
+	    json_integer_value(json_object_get(first, "command_id")));
+	/* a bad key */
+	snprintf(req_header, sizeof(req_header), "Idempotency-Key: a b");
+	expect_error(
+	    req("POST", "/api/v1/dags/demo.chain/pause", fx.oper, NULL, 0, 0),
+	    400, "invalid", "key with a space");
+	req_header[0] = '\0';
+	json_decref(first);
+
+	/* a 4xx is not recorded */
+	int64_t before =
+	    ax_api_fixture_int(&fx, "SELECT count(*) FROM control_command");
+	expect_error(
+	    req("POST", "/api/v1/dags/nope/trigger", fx.oper, NULL, 0, 0), 404,
+	    "not_found", "trigger of an unknown DAG");
+	cr_expect_eq(
+	    ax_api_fixture_int(&fx, "SELECT count(*) FROM control_command"),
+	    before);
 }

@@ -1,0 +1,426 @@
+/*
+ * test_commands.c - durable control end to end: real PostgreSQL, axd, one
+ * ax-worker and the ax-api binary, driven over HTTP (libcurl).
+ *
+ * The scenario an operator meets: axd is down (kill -9) while users go
+ * on calling the API. Every trigger, kill, clear and mark answered then
+ * must take effect once axd is back, exactly once: 40 triggers make 40
+ * runs, a trigger repeated with one Idempotency-Key makes one, and every
+ * command reads applied (a trigger with its run id). Before the commands
+ * were recorded in PostgreSQL, all of them were a NOTIFY nobody heard:
+ * the runs never appeared.
+ *
+ * Waits poll PostgreSQL with deadlines sized for a loaded 2-core machine
+ * (the restart waits for the killed axd's lease to lapse: 3 s here).
+ */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_token.h"
+#include "clock.h"
+#include "e2e_harness.h"
+#include "store.h"
+
+static ax_e2e *e;
+static char    url[64], token[AX_API_TOKEN_LEN];
+
+static void
+setup(void)
+{
+	setenv("AX_WORKER_HEARTBEAT", "500ms", 1);
+	setenv("AX_WORKER_KILL_GRACE", "1s", 1);
+	unsetenv("AX_API_TLS_CERT");
+	unsetenv("AX_API_TLS_KEY");
+	cr_assert_not_null(getenv("AX_BIN_DIR"), "AX_BIN_DIR is not set");
+	e = NULL;
+}
+
+static void
+teardown(void)
+{
+	ax_e2e_free(e);
+	e = NULL;
+}
+
+TestSuite(commands, .init = setup, .fini = teardown, .timeout = 240);
+
+/* --- HTTP ---------------------------------------------------------------
+ */
+
+typedef struct answer {
+	long    status;
+	json_t *js; /* parsed body (NULL when not JSON) */
+	char    body[8192];
+	size_t  len;
+} answer;
+
+static size_t
+on_body(char *p, size_t sz, size_t n, void *u)
+{
+	answer *a = u;
+	size_t  k = sz * n;
+	if (a->len + k < sizeof(a->body)) {
+		memcpy(a->body + a->len, p, k);
+		a->len += k;
+		a->body[a->len] = '\0';
+	}
+	return k;
+}
+
+/* Sends method path (body may be NULL, key the Idempotency-Key or NULL)
+ * with the test's admin token; the answer in *a (json_decref a->js). */
+static void
+call(const char *method, const char *path, const char *body, const char *key,
+     answer *a)
+{
+	CURL              *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char               u[512], auth[128], idem[320];
+
+	memset(a, 0, sizeof(*a));
+	snprintf(u, sizeof(u), "%s%s", url, path);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+	h = curl_slist_append(h, auth);
+	h = curl_slist_append(h, "Expect:");
+	if (key != NULL) {
+		snprintf(idem, sizeof(idem), "Idempotency-Key: %s", key);
+		h = curl_slist_append(h, idem);
+	}
+	curl_easy_setopt(c, CURLOPT_URL, u);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+	if (body != NULL)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	else if (strcmp(method, "POST") == 0)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	CURLcode rc = curl_easy_perform(c);
+	cr_assert_eq(rc, CURLE_OK, "%s %s: %s", method, path,
+	             curl_easy_strerror(rc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	a->js = json_loadb(a->body, a->len, 0, NULL);
+}
+
+/* POSTs and asserts the status; returns the answer's command_id (0 when
+ * the answer has none). */
+static int64_t
+post(const char *path, const char *body, const char *key, long want)
+{
+	answer  a;
+	int64_t id;
+
+	call("POST", path, body, key, &a);
+	if (a.status != want)
+		ax_e2e_dump(e);
+	cr_assert_eq(a.status, want, "POST %s: %ld, want %ld: %s", path,
+	             a.status, want, a.body);
+	id = json_integer_value(json_object_get(a.js, "command_id"));
+	json_decref(a.js);
+	return id;
+}
+
+/* --- the stack ----------------------------------------------------------
+ */
+
+static const char *one_yaml = "kind: DAG\n"
+                              "name: e2e.cmd\n"
+                              "concurrency: {max_active_runs: 64, "
+                              "policy: parallel}\n"
+                              "tasks:\n"
+                              "  - {name: t, command: \"echo ran\"}\n";
+
+static const char *ops_yaml =
+    "kind: DAG\n"
+    "name: e2e.ops\n"
+    "concurrency: {max_active_runs: 4, policy: parallel}\n"
+    "tasks:\n"
+    "  - {name: a, command: \"echo a\"}\n"
+    "  - {name: s, command: \"sleep 120\"}\n";
+
+static void
+start_stack(void)
+{
+	ax_store *st;
+
+	e = ax_e2e_new(1, "scheduler:\n  lease_ttl: 3s\n");
+	ax_e2e_load(e, "one", NULL, one_yaml);
+	ax_e2e_load(e, "ops", NULL, ops_yaml);
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ax_e2e_start_api(e));
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(e->pg), &st), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(
+	    ax_api_token_create(st, AX_API_ROLE_ADMIN, "e2e", token, NULL),
+	    AX_OK, "%s", ax_err_detail());
+	ax_store_close(st);
+}
+
+/* The id of task's instance in the e2e.ops run at logical date day. */
+static int64_t
+ops_instance(const char *day, const char *task)
+{
+	return ax_e2e_int(e,
+	                  "SELECT i.id FROM task_instances i JOIN dag_runs r "
+	                  "ON r.id = i.dag_run_id JOIN dags d ON d.id = "
+	                  "r.dag_id WHERE d.name = 'e2e.ops' AND "
+	                  "r.logical_date = '%s' AND i.task = '%s'",
+	                  day, task);
+}
+
+/* Prints the commands and runs (after the daemons' logs) when a wait
+ * fails, so the failure says which command or run is stuck. */
+static void
+dump_state(void)
+{
+	PGresult *r = PQexec(
+	    e->db,
+	    "SELECT 'command ' || id || ' ' || kind || ' ' || status || "
+	    "' ' || coalesce(result::text, '-') || ' ' || "
+	    "coalesce(reason, '-') FROM control_command ORDER BY id");
+	for (int i = 0;
+	     PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
+		fprintf(stderr, "%s\n", PQgetvalue(r, i, 0));
+	PQclear(r);
+	r = PQexec(e->db,
+	           "SELECT 'run ' || id || ' ' || run_type || ' ' || "
+	           "state FROM dag_runs ORDER BY id");
+	for (int i = 0;
+	     PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
+		fprintf(stderr, "%s\n", PQgetvalue(r, i, 0));
+	PQclear(r);
+}
+
+/* ax_e2e_wait with the commands and runs printed on failure. */
+static void
+wait_sql(double secs, const char *what, const char *sql)
+{
+	int64_t deadline = ax_clock_mono_us() + (int64_t) (secs * 1e6);
+
+	while (ax_e2e_int(e, "%s", sql) <= 0) {
+		if (ax_clock_mono_us() > deadline) {
+			dump_state();
+			ax_e2e_wait(e, 0.1, what, "%s", sql);
+		}
+		ax_clock_sleep_us(100 * AX_USEC_PER_MSEC);
+	}
+}
+
+#define N_TRIGGERS 40
+
+Test(commands, applied_once_after_axd_was_down)
+{
+	int64_t ids[N_TRIGGERS], idem, kill, clear, mark;
+	char    path[128];
+	answer  a, b;
+
+	start_stack();
+	/* two runs of e2e.ops: a done, s running */
+	post("/api/v1/dags/e2e.ops/trigger",
+	     "{\"logical_date\": \"2024-01-01T00:00:00Z\"}", NULL, 202);
+	post("/api/v1/dags/e2e.ops/trigger",
+	     "{\"logical_date\": \"2024-01-02T00:00:00Z\"}", NULL, 202);
+	ax_e2e_wait(e, 60, "both e2e.ops runs: a SUCCESS, s RUNNING",
+	            "SELECT count(*) = 4 FROM task_instances i JOIN dags d ON "
+	            "d.id = i.dag_id WHERE d.name = 'e2e.ops' AND ((i.task = "
+	            "'a' AND i.state = 'SUCCESS') OR (i.task = 's' AND "
+	            "i.state = 'RUNNING'))");
+	int64_t s1 = ops_instance("2024-01-01", "s");
+	int64_t a1 = ops_instance("2024-01-01", "a");
+	int64_t s2 = ops_instance("2024-01-02", "s");
+
+	ax_e2e_kill_axd(e, SIGKILL);
+
+	/* while no axd listens: the API answers, nothing happens yet */
+	for (int i = 0; i < N_TRIGGERS; i++)
+		ids[i] = post("/api/v1/dags/e2e.cmd/trigger", NULL, NULL, 202);
+	call("POST", "/api/v1/dags/e2e.cmd/trigger",
+	     "{\"params\": {\"k\": \"v\"}}", "e2e-key-1", &a);
+	cr_assert_eq(a.status, 202, "%s", a.body);
+	for (int i = 0; i < 2; i++) {
+		call("POST", "/api/v1/dags/e2e.cmd/trigger",
+		     "{\"params\": {\"k\": \"v\"}}", "e2e-key-1", &b);
+		cr_assert_eq(b.status, 202, "repeat: %s", b.body);
+		cr_assert(json_equal(a.js, b.js),
+		          "a repeat gets the first answer: %s vs %s", a.body,
+		          b.body);
+		json_decref(b.js);
+	}
+	idem = json_integer_value(json_object_get(a.js, "command_id"));
+	json_decref(a.js);
+	/* the same key for another request: 422 naming the header */
+	call("POST", "/api/v1/dags/e2e.cmd/trigger",
+	     "{\"params\": {\"k\": \"other\"}}", "e2e-key-1", &b);
+	cr_assert_eq(b.status, 422, "%s", b.body);
+	cr_assert_str_eq(json_string_value(json_object_get(b.js, "error")),
+	                 "idempotency_key_reused");
+	cr_assert_not_null(strstr(b.body, "Idempotency-Key"), "%s", b.body);
+	json_decref(b.js);
+
+	snprintf(path, sizeof(path), "/api/v1/instances/%lld/kill",
+	         (long long) s1);
+	kill = post(path, NULL, NULL, 202);
+	snprintf(path, sizeof(path), "/api/v1/instances/%lld/clear",
+	         (long long) a1);
+	clear = post(path, NULL, NULL, 202);
+	snprintf(path, sizeof(path), "/api/v1/instances/%lld/mark",
+	         (long long) s2);
+	mark = post(path, "{\"state\": \"success\"}", NULL, 200);
+	ax_clock_sleep_us(500 * AX_USEC_PER_MSEC);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM dag_runs r JOIN dags "
+	                        "d ON d.id = r.dag_id WHERE d.name = "
+	                        "'e2e.cmd'"),
+	             0, "no axd ran: no run yet");
+
+	ax_e2e_start_axd(e);
+
+	/* every trigger made its run, the repeated key one */
+	wait_sql(90, "41 runs of e2e.cmd, each with its task SUCCESS",
+	         "SELECT (count(*) FILTER (WHERE i.state = 'SUCCESS') = 41)"
+	         "::int FROM task_instances i JOIN dags d ON d.id = i.dag_id "
+	         "WHERE d.name = 'e2e.cmd'");
+	ax_e2e_wait(e, 30, "no command pending",
+	            "SELECT count(*) = 0 FROM control_command WHERE status = "
+	            "'pending'");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM dag_runs r JOIN dags "
+	                        "d ON d.id = r.dag_id WHERE d.name = "
+	                        "'e2e.cmd'"),
+	             41);
+	/* exactly once: one attempt per instance, one instance per run */
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(*) FROM attempts a JOIN "
+	               "task_instances i ON i.id = a.instance_id JOIN "
+	               "dags d ON d.id = i.dag_id WHERE d.name = "
+	               "'e2e.cmd'"),
+	    41, "one attempt per trigger");
+	for (int i = 0; i < N_TRIGGERS; i++) {
+		cr_assert_gt(ids[i], 0, "trigger %d has a command id", i);
+		cr_assert_eq(
+		    ax_e2e_int(e,
+		               "SELECT count(*) FROM control_command c JOIN "
+		               "dag_runs r ON r.id = (c.result->>'run_id')::"
+		               "bigint WHERE c.id = %lld AND c.status = "
+		               "'applied' AND c.applied_epoch IS NOT NULL",
+		               (long long) ids[i]),
+		    1, "command %lld applied with its run id",
+		    (long long) ids[i]);
+	}
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(DISTINCT result->>'run_id') FROM "
+	               "control_command WHERE kind = 'trigger' AND "
+	               "body->>'dag' = 'e2e.cmd'"),
+	    41, "41 distinct runs for 41 commands");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM control_command WHERE "
+	                        "idempotency_key = 'e2e-key-1'"),
+	             1);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM dag_runs WHERE id = "
+	                        "(SELECT (result->>'run_id')::bigint FROM "
+	                        "control_command WHERE id = %lld) AND "
+	                        "conf->>'k' = 'v'",
+	                        (long long) idem),
+	             1, "the keyed trigger's run has its params");
+
+	/* kill: the running s ended CANCELED; clear: a ran again; mark:
+	 * applied (axd re-read the run) */
+	ax_e2e_wait(
+	    e, 60, "kill applied",
+	    "SELECT status = 'applied' FROM control_command WHERE id = "
+	    "%lld",
+	    (long long) kill);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances WHERE id "
+	                        "= %lld AND state = 'CANCELED'",
+	                        (long long) s1),
+	             1);
+	ax_e2e_wait(
+	    e, 60, "cleared a ran again",
+	    "SELECT count(*) = 2 FROM attempts a JOIN task_instances i "
+	    "ON i.id = a.instance_id WHERE i.id = %lld AND i.state = "
+	    "'SUCCESS'",
+	    (long long) a1);
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(*) FROM control_command WHERE id "
+	               "= %lld AND status = 'applied' AND "
+	               "(result->>'cleared')::int = 1",
+	               (long long) clear),
+	    1);
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(*) FROM control_command WHERE id "
+	               "= %lld AND status = 'applied'",
+	               (long long) mark),
+	    1);
+
+	/* GET /api/v1/commands/{id} */
+	snprintf(path, sizeof(path), "/api/v1/commands/%lld",
+	         (long long) ids[0]);
+	call("GET", path, NULL, NULL, &a);
+	cr_assert_eq(a.status, 200, "%s", a.body);
+	cr_assert_str_eq(json_string_value(json_object_get(a.js, "status")),
+	                 "applied");
+	cr_assert_str_eq(json_string_value(json_object_get(a.js, "kind")),
+	                 "trigger");
+	cr_assert_gt(json_integer_value(json_object_get(
+	                 json_object_get(a.js, "result"), "run_id")),
+	             0, "%s", a.body);
+	cr_assert(json_is_string(json_object_get(a.js, "applied_at")));
+	json_decref(a.js);
+	call("GET", "/api/v1/commands/99999999", NULL, NULL, &a);
+	cr_assert_eq(a.status, 404, "%s", a.body);
+	json_decref(a.js);
+	call("GET", "/api/v1/commands/abc", NULL, NULL, &a);
+	cr_assert_eq(a.status, 400, "%s", a.body);
+	json_decref(a.js);
+}
+
+/* A command that cannot be applied is rejected with a reason. */
+Test(commands, rejected_with_a_reason)
+{
+	int64_t id, run;
+	char    path[128];
+	answer  a;
+
+	start_stack();
+	/* the DAG is gone by the time axd applies the trigger */
+	ax_e2e_kill_axd(e, SIGKILL);
+	id          = post("/api/v1/dags/e2e.cmd/trigger",
+	                   "{\"logical_date\": \"2024-05-01T00:00:00Z\"}", NULL, 202);
+	PGresult *r = PQexec(e->db,
+	                     "UPDATE dags SET active_version_id = NULL WHERE "
+	                     "name = 'e2e.cmd'");
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+	             PQerrorMessage(e->db));
+	PQclear(r);
+	ax_e2e_start_axd(e);
+	ax_e2e_wait(
+	    e, 60, "the trigger rejected",
+	    "SELECT status = 'rejected' FROM control_command WHERE id = "
+	    "%lld",
+	    (long long) id);
+	snprintf(path, sizeof(path), "/api/v1/commands/%lld", (long long) id);
+	call("GET", path, NULL, NULL, &a);
+	cr_assert_eq(a.status, 200, "%s", a.body);
+	cr_assert_not_null(
+	    strstr(json_string_value(json_object_get(a.js, "reason")),
+	           "e2e.cmd"),
+	    "the reason names the DAG: %s", a.body);
+	json_decref(a.js);
+	run = ax_e2e_int(e, "SELECT count(*) FROM dag_runs");
+	cr_assert_eq(run, 0, "a rejected trigger makes no run");
+}
