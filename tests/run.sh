@@ -32,6 +32,15 @@ while [ $# -gt 0 ]; do
 done
 build=${1:-build-test}
 bash deploy/install-deps.sh # as root, or through sudo
+# the ha suite also needs Patroni and etcd (Debian packages)
+if [[ " ${suites[*]} " == *" ha "* ]] &&
+	! { command -v patroni && command -v etcd; } >/dev/null 2>&1; then
+	if [ "$(id -u)" -eq 0 ]; then
+		apt-get install -y patroni etcd-server
+	else
+		sudo apt-get install -y patroni etcd-server
+	fi
+fi
 if [ -d "$build" ]; then
 	meson setup --reconfigure "$build" -Dwerror=true
 else
