@@ -95,6 +95,9 @@ static const cfg_key cfg_keys[] = {
 	  "attempt logs; empty = <home>/logs" },
 	{ "worker.kill_grace", CFG_DURATION, "10s",
 	  "SIGTERM to SIGKILL delay on timeout or kill" },
+	{ "worker.cgroups", CFG_BOOL, "true",
+	  "each task in a cgroup v2 of its own where the worker can make "
+	  "one (killed whole with cgroup.kill)" },
 	{ "worker.state_dir", CFG_STRING, "",
 	  "records of running tasks, killed by the next start with the "
 	  "same worker.id; empty = <home>/state/worker" },

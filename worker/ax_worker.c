@@ -166,6 +166,7 @@ main(int argc, char **argv)
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),
 		.state_dir = state,
+		.cgroups   = ax_config_bool(cfg, "worker.cgroups"),
 	};
 	if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
 		fprintf(stderr, "ax-worker: pipe: %s\n", strerror(errno));

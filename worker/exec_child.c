@@ -102,6 +102,62 @@ shim_send(int fd, const ax_shim_msg *m)
 		;
 }
 
+/* Writes s to the file path (a cgroup control file); 1 when it took. */
+static int
+write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int ok;
+	if (fd < 0)
+		return 0;
+	ok = write(fd, s, strlen(s)) == (ssize_t) strlen(s);
+	close(fd);
+	return ok;
+}
+
+/* Reaps the task main (flags: WNOHANG or 0) and reports its end; 1
+ * when it was reaped. */
+static int
+report_end(pid_t t, int flags)
+{
+	struct rusage ru;
+	ax_shim_msg   m;
+	int           st = 0;
+
+	memset(&ru, 0, sizeof(ru));
+	while (wait4(t, &st, flags, &ru) != t)
+		if (flags != 0 || errno != EINTR)
+			return 0;
+	memset(&m, 0, sizeof(m));
+	m.kind     = AX_SHIM_ENDED;
+	m.wstatus  = st;
+	m.mono     = ax_clock_mono_us();
+	m.utime_us = (int64_t) ru.ru_utime.tv_sec * AX_USEC_PER_SEC +
+	    ru.ru_utime.tv_usec;
+	m.stime_us = (int64_t) ru.ru_stime.tv_sec * AX_USEC_PER_SEC +
+	    ru.ru_stime.tv_usec;
+	m.maxrss_kb = ru.ru_maxrss;
+	shim_send(4, &m);
+	return 1;
+}
+
+/*
+ * Kills everything in the attempt's cgroup. The shim leaves the cgroup
+ * first and removes it once empty (up to 1 s): nobody else may be left
+ * to do it.
+ */
+static void
+cg_kill_all(const ax_child_args *a)
+{
+	int out = write_file(a->cg_out, "0");
+	write_file(a->cg_kill, "1"); /* kills us too unless we left */
+	for (int i = 0; out && i < 100; i++) {
+		if (rmdir(a->cg_dir) == 0 || errno != EBUSY)
+			return;
+		poll(NULL, 0, 10);
+	}
+}
+
 void
 ax_child_shim_main(const ax_child_args *tmpl)
 {
@@ -113,7 +169,7 @@ ax_child_shim_main(const ax_child_args *tmpl)
 	struct sigaction sa;
 	sigset_t         none;
 	ax_shim_msg      m;
-	int              src[6], hi[6], pfd, fenced = 0, ended = 0;
+	int              src[6], hi[6], pfd, fenced = 0, ended = 0, in_cg;
 	int64_t          lease = a.lease;
 	pid_t            t;
 
@@ -148,6 +204,8 @@ ax_child_shim_main(const ax_child_args *tmpl)
 	a.in_fd     = 0;
 	a.out_fd    = 1;
 	a.status_fd = 5;
+	/* into the attempt's cgroup first: the task is born in it */
+	in_cg = a.cg_procs != NULL && write_file(a.cg_procs, "0");
 
 	t = _Fork();
 	if (t < 0)
@@ -157,8 +215,9 @@ ax_child_shim_main(const ax_child_args *tmpl)
 	setpgid(t, t); /* also here: no window for a group kill to miss */
 	close(5);
 	memset(&m, 0, sizeof(m));
-	m.kind = AX_SHIM_PID;
-	m.pid  = t;
+	m.kind    = AX_SHIM_PID;
+	m.pid     = t;
+	m.wstatus = in_cg;
 	shim_send(4, &m);
 	pfd = pidfd_open(t, 0); /* without it: a 20 ms tick */
 
@@ -183,6 +242,13 @@ ax_child_shim_main(const ax_child_args *tmpl)
 				}
 				kill(-t, SIGKILL);
 				fenced = 1;
+				if (in_cg) {
+					/* what left the group dies too, and
+					 * so do we, once the end is told */
+					if (!ended)
+						ended = report_end(t, 0);
+					cg_kill_all(&a);
+				}
 			} else {
 				int64_t ms = (lease - now + 999) / 1000;
 				to         = ms > 3600000 ? 3600000 : (int) ms;
@@ -199,30 +265,11 @@ ax_child_shim_main(const ax_child_args *tmpl)
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			/* EOF: the worker is gone (killed, crashed) */
 			kill(-t, SIGKILL);
+			if (in_cg)
+				cg_kill_all(&a);
 			_exit(0);
 		}
-		if (!ended) {
-			struct rusage ru;
-			int           st = 0;
-			memset(&ru, 0, sizeof(ru));
-			if (wait4(t, &st, WNOHANG, &ru) == t) {
-				ended = 1;
-				memset(&m, 0, sizeof(m));
-				m.kind     = AX_SHIM_ENDED;
-				m.wstatus  = st;
-				m.mono     = ax_clock_mono_us();
-				m.utime_us = (int64_t) ru.ru_utime.tv_sec *
-				        AX_USEC_PER_SEC +
-				    ru.ru_utime.tv_usec;
-				m.stime_us = (int64_t) ru.ru_stime.tv_sec *
-				        AX_USEC_PER_SEC +
-				    ru.ru_stime.tv_usec;
-				m.maxrss_kb = ru.ru_maxrss;
-				shim_send(4, &m);
-				if (pfd >= 0)
-					close(pfd);
-				pfd = -1;
-			}
-		}
+		if (!ended)
+			ended = report_end(t, WNOHANG);
 	}
 }

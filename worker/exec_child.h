@@ -11,9 +11,14 @@
  * AX_SHIM_FENCED if the lease lapsed first, then AX_SHIM_ENDED with the
  * task main's wait status and rusage. It reads int64 lease deadlines
  * (monotonic us; INT64_MAX: none) from ctrl_fd, a SOCK_SEQPACKET socket
- * whose EOF means the worker died. The task reports a setup failure as
- * an ax_child_report on status_fd, which is close-on-exec: EOF there
- * means the exec succeeded.
+ * whose EOF means the worker died. With a cgroup (cg_procs), the shim
+ * moves itself into it before it forks the task, and on EOF or a lapsed
+ * lease also writes cgroup.kill, which kills what left the process group
+ * (setsid); the shim first moves itself back to the parent cgroup, so
+ * that it survives to remove the emptied cgroup (if that move fails, it
+ * dies in the cgroup.kill and the worker removes it). The task reports a setup
+ * failure as an ax_child_report on status_fd, which is close-on-exec: EOF
+ * there means the exec succeeded.
  */
 #ifndef AX_EXEC_CHILD_H
 #define AX_EXEC_CHILD_H
@@ -53,6 +58,10 @@ typedef struct ax_child_args {
 	int            ctrl_fd;   /* shim's end of the control socket */
 	int            report_fd; /* write end of the report pipe */
 	int64_t        lease;     /* lease deadline at start, mono us */
+	const char    *cg_procs;  /* <cgroup>/cgroup.procs, or NULL */
+	const char    *cg_kill;   /* <cgroup>/cgroup.kill, or NULL */
+	const char    *cg_dir;    /* <cgroup>, or NULL */
+	const char    *cg_out;    /* the parent cgroup's cgroup.procs */
 	ax_exec_limits limits;
 } ax_child_args;
 
@@ -61,7 +70,8 @@ enum { AX_SHIM_PID = 1, AX_SHIM_FENCED, AX_SHIM_ENDED };
 
 typedef struct ax_shim_msg {
 	int32_t kind;
-	int32_t wstatus; /* AX_SHIM_ENDED: as from wait4 */
+	int32_t wstatus; /* AX_SHIM_ENDED: as from wait4; AX_SHIM_PID: 1
+	                  * when shim and task are in the cgroup */
 	int64_t pid;     /* AX_SHIM_PID: the task main */
 	int64_t mono;    /* AX_SHIM_FENCED, AX_SHIM_ENDED: when, mono us */
 	int64_t utime_us, stime_us, maxrss_kb; /* AX_SHIM_ENDED: rusage */

@@ -137,6 +137,18 @@ ax_exec_set_state_dir(ax_exec *ex, const char *dir)
 	return ex->ops->set_state_dir(ex->self, dir);
 }
 
+ax_err
+ax_exec_use_cgroups(ax_exec *ex)
+{
+	if (ex == NULL)
+		return ax_err_set(AX_EINVAL,
+		                  "ax_exec_use_cgroups: NULL argument");
+	if (ex->ops->use_cgroups == NULL)
+		return ax_err_set(AX_EINVAL, "executor %s runs no processes",
+		                  ex->ops->name);
+	return ex->ops->use_cgroups(ex->self);
+}
+
 void
 ax_exec_limits_from_resources(double cpu, int64_t memory_bytes,
                               int64_t timeout_us, ax_exec_limits *out)

@@ -44,7 +44,8 @@
  *    sequence, also after a normal exit: an attempt is reported only once
  *    its process group is empty (or SIGKILL was sent and a further 2 s
  *    passed), so no orphan survives it. A process that leaves the group on
- *    purpose (setsid, setpgid) escapes this; only cgroups would catch it.
+ *    purpose (setsid, setpgid) escapes this unless the attempt has a
+ *    cgroup (see below), which is killed whole when the attempt ends.
  *  - reaping: one pidfd per child, all in one epoll set (ax_exec_fd); no
  *    SIGCHLD handler. The executor makes its process a child subreaper
  *    (prctl), so processes orphaned by a task are reparented to the worker
@@ -53,9 +54,10 @@
  *    child it did not start. So: in a process that uses the local
  *    executor (ax-worker), every child process belongs to it; do not set
  *    SIGCHLD to SIG_IGN, and do not wait for children elsewhere.
- *  - cgroups are not used (the worker may run unprivileged, and not every
- *    host has a writable cgroup v2 tree): limits are rlimits, kills go to
- *    process groups.
+ *  - cgroups (ax_exec_use_cgroups, where a cgroup v2 tree is writable):
+ *    each attempt gets a cgroup; the shim joins it before forking the
+ *    task; cgroup.kill catches what left the process group. Limits stay
+ *    rlimits (no controller is enabled).
  *
  * Noop executor (executor_noop.c): an attempt succeeds at once, inside
  * the worker, with no process; for measuring the scheduler without
@@ -158,6 +160,7 @@ typedef struct ax_exec_ops {
 	void (*set_lease)(void *self, int64_t deadline_mono_us);
 	void (*fence)(void *self, int64_t lapsed_at_mono_us);
 	ax_err (*set_state_dir)(void *self, const char *dir);
+	ax_err (*use_cgroups)(void *self);
 } ax_exec_ops;
 
 extern const ax_exec_ops ax_exec_local_ops; /* "bash" */
@@ -247,6 +250,19 @@ void ax_exec_set_lease(ax_exec *ex, int64_t deadline_mono_us);
  * from ax_exec_poll().
  */
 void ax_exec_fence(ax_exec *ex, int64_t lapsed_at_mono_us);
+
+/*
+ * Puts each later attempt in a cgroup v2 of its own, made under the
+ * cgroup this process is in, if a probe shows that works here (a child
+ * can join a new cgroup there and cgroup.kill exists). Its processes
+ * then die by cgroup.kill when the worker dies, when the lease lapses
+ * and when the attempt ends: those that left the process group (setsid,
+ * double fork into a new session) included. Without it (the default, or
+ * when this fails) kills go to process groups only. Errors: AX_ENOENT
+ * (no cgroup v2 hierarchy), AX_EPERM (not usable here: detail says why),
+ * AX_EINVAL (an executor without processes).
+ */
+ax_err ax_exec_use_cgroups(ax_exec *ex);
 
 /*
  * Keeps one record per running attempt in dir (created if missing) until

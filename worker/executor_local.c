@@ -30,6 +30,10 @@
  *          kill(-pgid, 0) says ESRCH (or AX_EXEC_REAP_AFTER_KILL after the
  *          SIGKILL, when it is reported anyway with a warning); then the
  *          shim is killed and reaped.
+ *   cgroup (ax_exec_use_cgroups): made before the fork, joined by the
+ *          shim before it forks the task; at the end, after the group
+ *          emptied, cgroup.kill takes what left the group (setsid) and
+ *          the shim, and the cgroup is removed once empty.
  *   fence: the lease lapsed (the shim's own deadline or ax_exec_fence):
  *          SIGKILL to the group; the attempt ends FENCED unless its main
  *          process had ended before the lapse.
@@ -105,6 +109,8 @@ typedef struct attempt {
 	int64_t        kill_at;    /* mono us of the SIGKILL, or INT64_MAX */
 	int64_t        probe_at;   /* mono us of the next group probe */
 	int64_t        give_up_at; /* mono us: report even if not empty */
+	char          *cg;         /* the attempt's cgroup dir, or NULL */
+	int64_t        cg_until;   /* mono us: stop waiting for it to empty */
 	int64_t        cpu_user_us; /* rusage of the main process and the */
 	int64_t        cpu_sys_us;  /* descendants it waited for */
 	int64_t        max_rss_kb;
@@ -118,6 +124,8 @@ typedef struct local {
 	size_t    cap;
 	int64_t   lease;     /* lease deadline, mono us; INT64_MAX: none */
 	char     *state_dir; /* records of running attempts, or NULL */
+	char     *cg_base;   /* cgroup v2 dir for the attempts', or NULL */
+	uint64_t  cg_seq;    /* names of the attempts' cgroups */
 } local;
 
 /* ------------------------------------------------------------------ */
@@ -529,6 +537,89 @@ close_fds(int *fds, size_t n)
 		}
 }
 
+/* Writes s to the file dir/name (a cgroup control file); 0 on success,
+ * else an errno. */
+static int
+cg_write(const char *dir, const char *name, const char *s)
+{
+	char path[PATH_MAX];
+	int  fd, e = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return errno;
+	if (write(fd, s, strlen(s)) != (ssize_t) strlen(s))
+		e = errno ? errno : EIO;
+	close(fd);
+	return e;
+}
+
+/* Kills every process of the attempt's cgroup (those that left its
+ * process group too). */
+static void
+cg_kill(const attempt *at)
+{
+	int e;
+	if (at->cg != NULL && (e = cg_write(at->cg, "cgroup.kill", "1")) != 0)
+		ax_logf(AX_LOG_WARN, "executor", NULL,
+		        &(ax_log_ids) { .run_id = at->run_id },
+		        "cgroup.kill of %s: %s", at->cg, strerror(e));
+}
+
+/* Removes the attempt's cgroup once empty; 1 when it is gone (or when
+ * waiting for it is over: it is then left, with a warning). */
+static int
+cg_remove(attempt *at, int64_t now)
+{
+	if (at->cg == NULL)
+		return 1;
+	if (rmdir(at->cg) < 0 && errno != ENOENT) {
+		if (now < at->cg_until)
+			return 0;
+		ax_logf(AX_LOG_WARN, "executor", NULL,
+		        &(ax_log_ids) { .run_id = at->run_id },
+		        "cgroup %s still busy after cgroup.kill (%s); left in "
+		        "place",
+		        at->cg, strerror(errno));
+	}
+	free(at->cg);
+	at->cg = NULL;
+	return 1;
+}
+
+/*
+ * Makes the cgroup of a new attempt under lx->cg_base; NULL without
+ * cgroups or when mkdir fails (the attempt runs with its process group
+ * only, logged).
+ */
+static char *
+cg_make(local *lx, const char *run_id)
+{
+	char *dir;
+
+	if (lx->cg_base == NULL)
+		return NULL;
+	for (int tries = 0; tries < 8; tries++) {
+		if (asprintf(&dir, "%s/ax-%d-%llu", lx->cg_base,
+		             (int) getpid(),
+		             (unsigned long long) ++lx->cg_seq) < 0)
+			return NULL;
+		if (mkdir(dir, 0755) == 0)
+			return dir;
+		int e = errno;
+		free(dir);
+		if (e != EEXIST) {
+			ax_logf(AX_LOG_WARN, "executor", NULL,
+			        &(ax_log_ids) { .run_id = run_id },
+			        "cannot create a cgroup under %s: %s; the "
+			        "attempt runs in its process group only",
+			        lx->cg_base, strerror(e));
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
 /* Kills and reaps the shim and task of a start that failed. */
 static void
 discard_shim(attempt *at)
@@ -544,6 +635,10 @@ discard_shim(attempt *at)
 			;
 	close_fds(&at->rfd, 1);
 	close_fds(&at->cfd, 1);
+	cg_kill(at);
+	at->cg_until = ax_clock_mono_us() + AX_EXEC_REAP_AFTER_KILL;
+	while (!cg_remove(at, ax_clock_mono_us()))
+		ax_clock_sleep_us(AX_LOCAL_TICK);
 }
 
 /*
@@ -559,6 +654,8 @@ spawn(local *lx, const ax_exec_spec *spec, const ax_child_args *tmpl,
 	ax_child_report r      = { 0 };
 	ax_shim_msg     m      = { 0 };
 	int             fds[6] = { -1, -1, -1, -1, -1, -1 };
+	char            cg_procs[PATH_MAX + 16], cg_kill[PATH_MAX + 16];
+	char            cg_out[PATH_MAX + 16];
 	ssize_t         got;
 	pid_t           shim;
 
@@ -574,7 +671,18 @@ spawn(local *lx, const ax_exec_spec *spec, const ax_child_args *tmpl,
 	a.report_fd = fds[3];
 	a.ctrl_fd   = fds[5];
 	a.lease     = lx->lease;
-	shim        = fork();
+	if (at->cg != NULL) {
+		snprintf(cg_procs, sizeof(cg_procs), "%s/cgroup.procs",
+		         at->cg);
+		snprintf(cg_kill, sizeof(cg_kill), "%s/cgroup.kill", at->cg);
+		snprintf(cg_out, sizeof(cg_out), "%s/cgroup.procs",
+		         lx->cg_base);
+		a.cg_procs = cg_procs;
+		a.cg_kill  = cg_kill;
+		a.cg_dir   = at->cg;
+		a.cg_out   = cg_out;
+	}
+	shim = fork();
 	if (shim < 0) {
 		int e = errno;
 		close_fds(fds, 6);
@@ -595,6 +703,16 @@ spawn(local *lx, const ax_exec_spec *spec, const ax_child_args *tmpl,
 	/* the shim sends the task's pid first (EOF: it could not fork) */
 	if (read_full(at->rfd, &m, sizeof(m)) == 1 && m.kind == AX_SHIM_PID)
 		at->pid = (pid_t) m.pid;
+	if (at->pid > 0 && at->cg != NULL && m.wstatus != 1) {
+		ax_logf(AX_LOG_WARN, "executor", NULL,
+		        &(ax_log_ids) { .run_id = spec->run_id },
+		        "could not join cgroup %s; the attempt runs in its "
+		        "process group only",
+		        at->cg);
+		rmdir(at->cg);
+		free(at->cg);
+		at->cg = NULL;
+	}
 	do
 		got = read(fds[0], &r, sizeof(r));
 	while (got < 0 && errno == EINTR);
@@ -656,6 +774,7 @@ attempt_free(attempt *at)
 	if (at->record != NULL)
 		ax_task_record_remove(at->record, at->run_id);
 	free(at->record);
+	free(at->cg);
 	free(at->log_path);
 	free(at);
 }
@@ -710,6 +829,7 @@ local_start(void *self, const ax_exec_spec *spec)
 	a.in_fd                       = lx->devnull;
 	a.out_fd                      = logfd >= 0 ? logfd : lx->devnull;
 	a.limits                      = spec->limits;
+	at->cg                        = cg_make(lx, spec->run_id);
 	if ((rv = spawn(lx, spec, &a, at)) != AX_OK)
 		goto out;
 
@@ -729,11 +849,14 @@ local_start(void *self, const ax_exec_spec *spec)
 		goto out;
 	}
 	if (lx->state_dir != NULL)
-		at->record =
-		    ax_task_record_write(lx->state_dir, at->run_id, at->pid);
+		at->record = ax_task_record_write(lx->state_dir, at->run_id,
+		                                  at->pid, at->cg);
 	at = NULL; /* owned by lx now */
 out:
 	if (at != NULL) {
+		if (at->cg != NULL)
+			rmdir(at->cg);
+		free(at->cg);
 		free(at->log_path);
 		close_fds(&at->rfd, 1);
 		close_fds(&at->cfd, 1);
@@ -885,12 +1008,20 @@ reap_shim(local *lx, attempt *at, int64_t now)
 	kill_group_now(at, now);
 }
 
-/* The group is gone (or given up on): kill the shim; done once reaped. */
+/*
+ * The group is gone (or given up on): kill what is left in the cgroup
+ * (processes that left the group) and the shim; done once the shim is
+ * reaped and the cgroup removed.
+ */
 static void
 release(local *lx, attempt *at, int64_t now)
 {
-	if (!at->releasing && at->pidfd >= 0)
-		kill(at->shim, SIGKILL);
+	if (!at->releasing) {
+		cg_kill(at);
+		if (at->pidfd >= 0)
+			kill(at->shim, SIGKILL);
+		at->cg_until = now + AX_EXEC_REAP_AFTER_KILL;
+	}
 	at->releasing = 1;
 	reap_shim(lx, at, now);
 }
@@ -946,7 +1077,7 @@ advance(local *lx, attempt *at, int64_t now)
 	} else {
 		reap_shim(lx, at, now);
 	}
-	if (at->releasing && at->pidfd < 0) {
+	if (at->releasing && at->pidfd < 0 && cg_remove(at, now)) {
 		at->done     = 1;
 		at->ended_at = ax_clock_utc_us();
 	} else {
@@ -1147,6 +1278,85 @@ local_set_state_dir(void *self, const char *dir)
 	return AX_OK;
 }
 
+/*
+ * The cgroup v2 directory this process is in (mount point of the
+ * cgroup2 hierarchy + our path from /proc/self/cgroup), or NULL.
+ */
+static char *
+cg_self_dir(void)
+{
+	char  line[4096], mnt[PATH_MAX] = "", path[PATH_MAX] = "", *dir;
+	FILE *f;
+
+	if ((f = fopen("/proc/self/mountinfo", "re")) != NULL) {
+		while (!*mnt && fgets(line, sizeof(line), f) != NULL) {
+			char *sep = strstr(line, " - cgroup2 ");
+			if (sep != NULL &&
+			    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+				mnt[0] = '\0';
+		}
+		fclose(f);
+	}
+	if ((f = fopen("/proc/self/cgroup", "re")) != NULL) {
+		while (!*path && fgets(line, sizeof(line), f) != NULL)
+			if (strncmp(line, "0::", 3) == 0)
+				snprintf(path, sizeof(path), "%.*s",
+				         (int) strcspn(line + 3, "\n"),
+				         line + 3);
+		fclose(f);
+	}
+	if (!*mnt || !*path)
+		return NULL;
+	if (asprintf(&dir, "%s%s", mnt, strcmp(path, "/") == 0 ? "" : path) <
+	    0)
+		return NULL;
+	return dir;
+}
+
+static ax_err
+local_use_cgroups(void *self)
+{
+	local *lx = self;
+	char  *base, probe[PATH_MAX];
+	int    st = 0, e;
+	pid_t  p;
+
+	if (lx->cg_base != NULL)
+		return AX_OK;
+	if ((base = cg_self_dir()) == NULL)
+		return ax_err_set(AX_ENOENT,
+		                  "no cgroup v2 hierarchy is mounted (see "
+		                  "/proc/self/mountinfo)");
+	/* A child must be able to join a new cgroup there, and
+	 * cgroup.kill must exist (Linux 5.14): try it once. */
+	snprintf(probe, sizeof(probe), "%s/ax-probe-%d", base, (int) getpid());
+	if (mkdir(probe, 0755) < 0 && errno != EEXIST) {
+		e = errno;
+		free(base);
+		return ax_err_set(errno_to_ax(e),
+		                  "cannot create cgroup %s: %s", probe,
+		                  strerror(e));
+	}
+	if ((p = fork()) == 0)
+		_exit(cg_write(probe, "cgroup.procs", "0") == 0 ? 0 : 1);
+	while (p > 0 && waitpid(p, &st, 0) < 0 && errno == EINTR)
+		;
+	e = access(strcat(probe, "/cgroup.kill"), W_OK) == 0 ? 0 : errno;
+	probe[strlen(probe) - strlen("/cgroup.kill")] = '\0';
+	rmdir(probe);
+	if (p < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || e != 0) {
+		free(base);
+		return ax_err_set(AX_EPERM,
+		                  "cgroup %s: a process cannot join it or it "
+		                  "has no cgroup.kill (needs write access to "
+		                  "a cgroup v2 tree without internal-process "
+		                  "restrictions, Linux 5.14+)",
+		                  probe);
+	}
+	lx->cg_base = base;
+	return AX_OK;
+}
+
 static ax_err
 local_init(void **self)
 {
@@ -1195,13 +1405,20 @@ local_fini(void *self)
 		}
 		close_fds(&at->rfd, 1);
 		close_fds(&at->cfd, 1);
+		cg_kill(at);
 		/* the task and its orphans are our children (subreaper) */
 		while (waitpid(-at->pid, NULL, 0) > 0 || errno == EINTR)
 			;
+		at->cg_until = ax_clock_mono_us() + AX_EXEC_REAP_AFTER_KILL;
+		while (!cg_remove(at, ax_clock_mono_us())) {
+			reap_strays(lx, ax_clock_mono_us());
+			ax_clock_sleep_us(AX_LOCAL_TICK);
+		}
 		attempt_free(at);
 	}
 	free(lx->v);
 	free(lx->state_dir);
+	free(lx->cg_base);
 	close(lx->epfd);
 	close(lx->devnull);
 	free(lx);
@@ -1220,4 +1437,5 @@ const ax_exec_ops ax_exec_local_ops = {
 	.set_lease     = local_set_lease,
 	.fence         = local_fence,
 	.set_state_dir = local_set_state_dir,
+	.use_cgroups   = local_use_cgroups,
 };

@@ -88,7 +88,8 @@ record_path(const char *dir, const char *run_id)
 
 /* Writes the record of a started attempt (see the header). */
 char *
-ax_task_record_write(const char *dir, const char *run_id, pid_t pgid)
+ax_task_record_write(const char *dir, const char *run_id, pid_t pgid,
+                     const char *cgroup)
 {
 	char     boot[64], tmp[PATH_MAX];
 	pid_t    g     = 0;
@@ -107,9 +108,9 @@ ax_task_record_write(const char *dir, const char *run_id, pid_t pgid)
 	} else {
 		ok = fprintf(f,
 		             "ax-task 1\nboot %s\npgid %d\nstart %llu\n"
-		             "run_id %s\n",
+		             "run_id %s\ncgroup %s\n",
 		             boot, (int) pgid, (unsigned long long) start,
-		             run_id) > 0;
+		             run_id, cgroup != NULL ? cgroup : "-") > 0;
 		ok = fclose(f) == 0 && ok;
 		ok = ok && rename(tmp, path) == 0;
 	}
@@ -191,6 +192,37 @@ kill_recorded(pid_t pgid, uint64_t start, const char *run_id)
 	return hit;
 }
 
+/*
+ * Kills the processes of a recorded attempt cgroup (named ax-* by the
+ * local executor; anything else is not ours to kill) and removes it,
+ * waiting up to 1 s for it to empty. 1 if it still had processes.
+ */
+static int
+kill_cgroup(const char *dir)
+{
+	const char *base = strrchr(dir, '/');
+	char        path[PATH_MAX + 32], buf[16];
+	int         fd, hit = 0;
+
+	if (base == NULL || strncmp(base, "/ax-", 4) != 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0; /* gone with its processes */
+	hit = read(fd, buf, sizeof(buf)) > 0;
+	close(fd);
+	snprintf(path, sizeof(path), "%s/cgroup.kill", dir);
+	if (hit && (fd = open(path, O_WRONLY | O_CLOEXEC)) >= 0) {
+		if (write(fd, "1", 1) != 1)
+			ax_log_warn("executor", "cgroup.kill of %s: %s", dir,
+			            strerror(errno));
+		close(fd);
+	}
+	for (int i = 0; i < 100 && rmdir(dir) < 0 && errno == EBUSY; i++)
+		usleep(10000);
+	return hit;
+}
+
 ax_err
 ax_task_records_kill_leftovers(const char *dir, int *killed)
 {
@@ -211,9 +243,10 @@ ax_task_records_kill_leftovers(const char *dir, int *killed)
 	while ((e = readdir(d)) != NULL) {
 		size_t len = strlen(e->d_name);
 		char   path[PATH_MAX], rboot[64] = "",
-		                     run_id[AX_EXEC_RUN_ID_MAX];
-		int                pgid  = 0, ok;
-		unsigned long long start = 0;
+		                     run_id[AX_EXEC_RUN_ID_MAX],
+		                     cg[PATH_MAX] = "-";
+		int                pgid           = 0, ok;
+		unsigned long long start          = 0;
 		FILE              *f;
 
 		if (len < 6 || strcmp(e->d_name + len - 5, ".task") != 0)
@@ -223,8 +256,8 @@ ax_task_records_kill_leftovers(const char *dir, int *killed)
 			continue;
 		ok = fscanf(f,
 		            "ax-task 1\nboot %63s\npgid %d\nstart %llu\n"
-		            "run_id %127s\n",
-		            rboot, &pgid, &start, run_id) == 4;
+		            "run_id %127s\ncgroup %4095s",
+		            rboot, &pgid, &start, run_id, cg) >= 4;
 		fclose(f);
 		if (!ok || pgid <= 1)
 			ax_log_warn(
@@ -232,7 +265,8 @@ ax_task_records_kill_leftovers(const char *dir, int *killed)
 			    "state record %s is not ax-task 1; removed", path);
 		else if (strcmp(rboot, boot) != 0)
 			; /* an earlier boot: its processes are gone */
-		else if (kill_recorded(pgid, start, run_id)) {
+		else if (kill_cgroup(cg) + kill_recorded(pgid, start, run_id) >
+		         0) {
 			n++;
 			ax_logf(AX_LOG_WARN, "executor", "LEFTOVER_KILLED",
 			        &(ax_log_ids) { .run_id = run_id },

@@ -10,12 +10,15 @@
  * tasks otherwise): a whole service cgroup killed, the OOM killer.
  *
  * Format: <dir>/<run_id, '/' as '_'>.task, written to a temporary name
- * and renamed, five lines:
+ * and renamed, six lines (the last is absent in older records):
  *   ax-task 1
  *   boot <kernel boot id>
  *   pgid <process group id = pid of the task's main process>
  *   start <start time of that process, field 22 of /proc/PID/stat>
  *   run_id <run_id>
+ *   cgroup <the attempt's cgroup v2 directory, or ->
+ * A recorded cgroup (named ax-*) still holding processes is killed whole
+ * with cgroup.kill, then removed: no pid reuse can fool that.
  * Pid reuse: a group is killed whole only while its leader is the very
  * process recorded (same start time); once the leader is gone, only the
  * members of the group that started after it and carry
@@ -30,11 +33,13 @@
 #include "ax_err.h"
 
 /*
- * Writes the record of run_id's process group pgid into dir (which must
+ * Writes the record of run_id's process group pgid (and its cgroup
+ * directory, or NULL) into dir (which must
  * exist). Returns the record's path (the caller owns it), or NULL when
  * it could not be written (logged as a warning: the task runs anyway).
  */
-char *ax_task_record_write(const char *dir, const char *run_id, pid_t pgid);
+char *ax_task_record_write(const char *dir, const char *run_id, pid_t pgid,
+                           const char *cgroup);
 
 /* Removes a record written by ax_task_record_write (a warning if not). */
 void ax_task_record_remove(const char *path, const char *run_id);

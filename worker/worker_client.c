@@ -1019,6 +1019,14 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	if (o->state_dir != NULL && *o->state_dir &&
 	    (e = state_dir_open(w, o->state_dir)) != AX_OK)
 		goto fail;
+	if (o->cgroups && ax_exec_use_cgroups(w->ex[0]) != AX_OK)
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "no cgroup per task (%s); tasks are killed by process "
+		        "group",
+		        ax_err_detail());
+	else if (o->cgroups)
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "each task runs in a cgroup v2 of its own");
 	if ((rv = nng_req0_open(&w->sock)) != 0) {
 		e = ax_err_set(AX_ENNG, "worker: REQ socket: %s",
 		               nng_strerror(rv));

@@ -34,6 +34,9 @@
  * it does anything else; the shims (executor.h) enforce the same
  * deadline while the worker cannot. A task never outlives its worker.
  *
+ * With opts->cgroups, each bash task gets a cgroup v2 of its own where
+ * the worker can make one (else process groups only; logged at start).
+ *
  * Restart: with a state dir, the local executor records each running
  * task under <state_dir>/<worker id>; a worker started with the same id
  * kills what its previous life left before it registers.
@@ -65,6 +68,7 @@ typedef struct ax_worker_opts {
 	int64_t     heartbeat_us; /* heartbeat period */
 	int64_t     kill_grace_us; /* TERM -> KILL when a dispatch says 0 */
 	int64_t     poll_us;       /* long-poll length; 0: 10 s */
+	int         cgroups;       /* try a cgroup per bash task */
 	const char *state_dir;     /* records of running tasks (per worker id
 	                            * under it); NULL or "": none */
 } ax_worker_opts;

@@ -203,6 +203,10 @@ Test(worker_fence, restart_with_the_same_id_kills_what_the_last_life_left)
 	/* and it did so before it registered */
 	worker_log(logp, sizeof(logp));
 	killed_at = log_line(logp, "LEFTOVERS_KILLED", 0);
+	for (int i = 0; killed_at == 0 && i < 100; i++) {
+		ax_clock_sleep_us(100 * AX_USEC_PER_MSEC);
+		killed_at = log_line(logp, "LEFTOVERS_KILLED", 0);
+	}
 	cr_assert_gt(killed_at, 0, "no LEFTOVERS_KILLED in %s", logp);
 	reg_at = log_line(logp, "registered as", killed_at);
 	for (int i = 0; reg_at == 0 && i < 100; i++) {

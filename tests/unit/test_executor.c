@@ -555,7 +555,8 @@ read_pids(const char *path, pid_t *pids, int n, int limit_ms)
  * ax-worker does, forever. Returns its pid.
  */
 static pid_t
-fork_worker(const char *run_id, const char *pids_path, const char *state_dir)
+fork_worker_cmd(const char *run_id, const char *cmd, const char *pids_path,
+                const char *state_dir, int cgroups)
 {
 	pid_t w = fork();
 	cr_assert_geq(w, 0);
@@ -574,7 +575,9 @@ fork_worker(const char *run_id, const char *pids_path, const char *state_dir)
 		    ax_exec_set_state_dir(e, state_dir) != AX_OK)
 			_exit(4);
 		snprintf(env, sizeof(env), "PIDS=%s", pids_path);
-		ax_exec_spec s = spec_for(run_id, SPAWNER, log, sizeof(log));
+		if (cgroups && ax_exec_use_cgroups(e) != AX_OK)
+			_exit(6);
+		ax_exec_spec s = spec_for(run_id, cmd, log, sizeof(log));
 		s.env          = envv;
 		if (ax_exec_start(e, &s) != AX_OK)
 			_exit(5);
@@ -586,6 +589,135 @@ fork_worker(const char *run_id, const char *pids_path, const char *state_dir)
 		}
 	}
 	return w;
+}
+
+static pid_t
+fork_worker(const char *run_id, const char *pids_path, const char *state_dir)
+{
+	return fork_worker_cmd(run_id, SPAWNER, pids_path, state_dir, 0);
+}
+
+/* A task with a process that leaves its group and session: writes
+ * "main escapee" pids to $PIDS. */
+#define ESCAPER                                                               \
+	"setsid sleep 100 & sleep 0.05; echo $$ $! > \"$PIDS.tmp\"; "         \
+	"mv \"$PIDS.tmp\" \"$PIDS\"; sleep 100"
+
+/* Skips the test where this process cannot give tasks cgroups. */
+static void
+need_cgroups(void)
+{
+	if (ax_exec_use_cgroups(ex) != AX_OK)
+		cr_skip_test("no usable cgroup v2 here: %s", ax_err_detail());
+}
+
+/* The cgroup v2 path of pid ("" if none). */
+static const char *
+cgroup_of(pid_t pid, char *buf, size_t len)
+{
+	char  path[64], line[512];
+	FILE *f;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return buf;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, "0::", 3) == 0)
+			snprintf(buf, len, "%.*s",
+			         (int) strcspn(line + 3, "\n"), line + 3);
+	fclose(f);
+	return buf;
+}
+
+/* The directory of cgroup path cg (as /proc/PID/cgroup shows it). */
+static const char *
+cgroup_dir(const char *cg, char *buf, size_t len)
+{
+	if (access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0)
+		snprintf(buf, len, "/sys/fs/cgroup/unified%s", cg);
+	else
+		snprintf(buf, len, "/sys/fs/cgroup%s", cg);
+	return buf;
+}
+
+Test(executor, cgroup_takes_an_escaped_process_along_with_a_killed_worker)
+{
+	char    pids_path[128], cg[256], dir[300];
+	pid_t   p[2];
+	int64_t took;
+
+	need_cgroups();
+	snprintf(pids_path, sizeof(pids_path), "%s/pids", tmpdir);
+	pid_t w = fork_worker_cmd("run-esc", ESCAPER, pids_path, NULL, 1);
+	cr_assert_eq(read_pids(pids_path, p, 2, 5000), 2);
+	cr_assert(strstr(cgroup_of(p[1], cg, sizeof(cg)), "/ax-") != NULL,
+	          "the escapee is in cgroup '%s'", cg);
+	kill(w, SIGKILL);
+	cr_assert_eq(waitpid(w, NULL, 0), w);
+	took = ax_test_wait_gone(p, 2, 1000);
+	ax_test_kill_all(p, 2);
+	cr_assert_geq(took, 0, "pids %d %d outlived their worker", p[0], p[1]);
+	/* the shim removed the emptied cgroup: the worker could not */
+	cgroup_dir(cg, dir, sizeof(dir));
+	for (int i = 0; i < 100 && access(dir, F_OK) == 0; i++)
+		ax_clock_sleep_us(10 * AX_USEC_PER_MSEC);
+	cr_assert_eq(access(dir, F_OK), -1, "cgroup %s was left", dir);
+}
+
+Test(executor, cgroup_kills_an_escaped_process_when_the_attempt_ends)
+{
+	char           log[256], env[160], pids_path[128], cg[256], dir[300];
+	char          *envv[] = { env, NULL };
+	pid_t          p[2];
+	ax_exec_result r;
+
+	need_cgroups();
+	snprintf(pids_path, sizeof(pids_path), "%s/pids", tmpdir);
+	snprintf(env, sizeof(env), "PIDS=%s", pids_path);
+	ax_exec_spec s = spec_for("run-esc-end",
+	                          "setsid sleep 100 & sleep 0.05; "
+	                          "echo $$ $! > $PIDS; exit 0",
+	                          log, sizeof(log));
+	s.env          = envv;
+	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(read_pids(pids_path, p, 2, 5000), 2);
+	cgroup_of(p[1], cg, sizeof(cg));
+	cr_assert_eq(drain(ex, &r, 1, 5000), 1);
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	cr_assert_geq(ax_test_wait_gone(&p[1], 1, 1000), 0,
+	              "the setsid process %d survived its attempt", p[1]);
+	/* and the attempt's cgroup is gone */
+	cr_assert(strstr(cg, "/ax-") != NULL, "cgroup '%s'", cg);
+	cgroup_dir(cg, dir, sizeof(dir));
+	cr_assert_eq(access(dir, F_OK), -1, "%s was left", dir);
+}
+
+Test(executor, leftovers_in_a_cgroup_are_killed_whole)
+{
+	char  pa[128], state[128], cg[256], dir[300];
+	pid_t a[2], sa;
+	int   killed = -1;
+
+	need_cgroups();
+	snprintf(pa, sizeof(pa), "%s/pa", tmpdir);
+	snprintf(state, sizeof(state), "%s/state", tmpdir);
+	pid_t wa = fork_worker_cmd("run-cg-left", ESCAPER, pa, state, 1);
+	cr_assert_eq(read_pids(pa, a, 2, 5000), 2);
+	sa = ax_test_ppid(a[0]);
+	cgroup_dir(cgroup_of(a[1], cg, sizeof(cg)), dir, sizeof(dir));
+	kill(wa, SIGSTOP);
+	kill(sa, SIGKILL);
+	kill(wa, SIGKILL);
+	waitpid(wa, NULL, 0);
+	ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	cr_assert(ax_test_alive(a[0]) && ax_test_alive(a[1]));
+	cr_assert_eq(ax_task_records_kill_leftovers(state, &killed), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(killed, 1);
+	cr_assert_geq(ax_test_wait_gone(a, 2, 1000), 0,
+	              "leftovers (the escaped one too) survived");
+	cr_assert_eq(access(dir, F_OK), -1, "cgroup %s was left", dir);
 }
 
 Test(executor, task_and_grandchildren_die_with_a_killed_worker)
