@@ -347,13 +347,28 @@ notice_to_log(void *arg, const char *message)
 	ax_log_debug("store", "postgres: %s", buf);
 }
 
-/* Opens one connection: our defaults first, so the DSN overrides them. */
+/*
+ * Opens one connection: our defaults first, so the DSN overrides them.
+ * Over TCP, keepalives (idle 10 s, then 3 probes 5 s apart) and
+ * tcp_user_timeout (30 s of unacknowledged data) bound how long a call
+ * waits on a peer that vanished (a dead host, a cut network) to about
+ * 30 s instead of the kernel's minutes to hours; a query that merely
+ * runs long is not affected. Unix sockets ignore them.
+ */
 static PGconn *
 connect_once(const char *dsn)
 {
-	const char *keys[] = { "connect_timeout", "fallback_application_name",
-		               "dbname", NULL };
-	const char *vals[] = { "10", "ax", dsn, NULL };
+	const char *keys[] = { "connect_timeout",
+		               "keepalives",
+		               "keepalives_idle",
+		               "keepalives_interval",
+		               "keepalives_count",
+		               "tcp_user_timeout",
+		               "fallback_application_name",
+		               "dbname",
+		               NULL };
+	const char *vals[] = { "10",    "1",  "10", "5", "3",
+		               "30000", "ax", dsn,  NULL };
 	return PQconnectdbParams(keys, vals, 1);
 }
 
