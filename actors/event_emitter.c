@@ -3,12 +3,17 @@
  * OpenLineage, event_log), see event_emitter.h.
  *
  * Invariants: the event_log buffer holds at most `cap` events, oldest
- * first; an event leaves it only once its insert committed. While the
- * buffer is not empty new events queue behind it (order of event_log ids
- * follows arrival order per producer).
+ * first; an event leaves it only once its insert committed, or once
+ * PostgreSQL refused it for its content and it was kept in
+ * event_dead_letter (or, when even that failed, dropped and counted).
+ * While the buffer is not empty new events queue behind it (order of
+ * event_log ids follows arrival order per producer). A database that
+ * cannot be written (connection down, disk full, ...) never dead-letters
+ * an event: the buffer waits and the write is retried with backoff.
  *
  * Workload: every decision and state change of the pipeline passes here
- * (several events per instance): one insert per drained batch.
+ * (several events per instance): one insert per drained batch; a batch
+ * with k refused rows costs about 2 k log2(batch) more inserts.
  */
 #include "event_emitter.h"
 
@@ -47,6 +52,7 @@ struct ax_event_emitter {
 	ax_sink_ol_stats       ol_final;       /* counters after stop */
 	ax_sink_pub_stats      pub_final;
 	_Atomic uint64_t       events, stored, dropped, failures, bad;
+	_Atomic uint64_t       dead_lettered, refused_dropped;
 	_Atomic uint64_t       stats_writes;
 };
 
@@ -155,7 +161,6 @@ buf_push(ax_event_emitter *em, Ax__Event *e)
 	em->buf[(em->head + em->n++) % em->cap] = e;
 }
 
-/* Writes the buffer in chunks; stops at the first failure. */
 /* One chunk of audit rows. Decision events may be lost with the last
  * moments before a PostgreSQL crash (the log line stays), so they are
  * committed without waiting for the WAL flush: see ax_store_tx_relaxed. */
@@ -171,6 +176,122 @@ insert_chunk(ax_store *s, void *arg)
 	return ax_store_insert_events(s, c->rows, c->n, &c->inserted, NULL);
 }
 
+/* Frees the m oldest buffered events. */
+static void
+buf_pop(ax_event_emitter *em, size_t m)
+{
+	for (size_t i = 0; i < m; i++) {
+		ax__event__free_unpacked(em->buf[em->head], NULL);
+		em->head = (em->head + 1) % em->cap;
+	}
+	em->n -= m;
+}
+
+/* 1 for the errors after which PostgreSQL is not reachable now. */
+static int
+db_unreachable(ax_err rv)
+{
+	return rv == AX_EDBCONN || rv == AX_ERETRY || rv == AX_ETIMEDOUT ||
+	    rv == AX_EFENCED || rv == AX_ENOMEM;
+}
+
+/*
+ * 1 when PostgreSQL refused the write for the content of its rows
+ * (SQLSTATE class 22 data exception, 23 integrity constraint, 54 program
+ * limit: an invalid UTF-8 byte, a time out of range), 0 when the database
+ * itself failed (connection, timeout, serialization, disk full, missing
+ * table, ...). Only the first is worth isolating rows for; dead-lettering
+ * on the second would empty the buffer into event_dead_letter (or drop
+ * it) during an outage.
+ */
+static int
+rows_refused(ax_store *s, ax_err rv)
+{
+	const char *st = ax_store_error_sqlstate(s);
+
+	if (db_unreachable(rv))
+		return 0;
+	return strncmp(st, "22", 2) == 0 || strncmp(st, "23", 2) == 0 ||
+	    strncmp(st, "54", 2) == 0;
+}
+
+/*
+ * The oldest buffered event, which event_log refused alone (why: the
+ * error), goes to event_dead_letter with its envelope; when that insert
+ * fails too for another reason than an unreachable database, the event is
+ * dropped, counted and logged. Either way it leaves the buffer (AX_OK);
+ * an unreachable database keeps it there (the error).
+ */
+static ax_err
+dead_letter_head(ax_event_emitter *em, const char *why)
+{
+	Ax__Event *e   = em->buf[em->head];
+	size_t     len = ax__event__get_packed_size(e);
+	uint8_t   *env = malloc(len + 1);
+	ax_err     rv;
+
+	if (env == NULL)
+		return ax_err_set(AX_ENOMEM, "event_emitter: dead letter");
+	ax__event__pack(e, env);
+	ax_store_dead_letter dl = {
+		.event_id = e->id, .envelope = env, .len = len, .error = why
+	};
+	rv = ax_store_dead_letter_event(em->store, &dl);
+	free(env);
+	if (rv == AX_OK) {
+		atomic_fetch_add(&em->dead_lettered, 1);
+		ax_logf(AX_LOG_WARN, "event_emitter", NULL, NULL,
+		        "event %s (%s) refused by event_log, kept in "
+		        "event_dead_letter: %s",
+		        e->id, e->type, why);
+	} else if (db_unreachable(rv)) {
+		return rv;
+	} else {
+		atomic_fetch_add(&em->refused_dropped, 1);
+		ax_logf(AX_LOG_ERROR, "event_emitter", NULL, NULL,
+		        "event %s (%s) dropped: event_log refused it (%s) and "
+		        "event_dead_letter too: %s",
+		        e->id, e->type, why, ax_err_detail());
+	}
+	buf_pop(em, 1);
+	return AX_OK;
+}
+
+/*
+ * Writes the m oldest buffered events and takes them out of the buffer.
+ * A write refused for its rows' content is split in halves, oldest half
+ * first, down to the single rows PostgreSQL refuses, which are
+ * dead-lettered: the good rows of the batch are written, and what has
+ * been handled is always a prefix of the buffer, so an outage in the
+ * middle leaves exactly the rest buffered. rows has room for m rows.
+ */
+static ax_err
+write_head(ax_event_emitter *em, size_t m, ax_store_event_row *rows)
+{
+	char   why[512];
+	ax_err rv;
+
+	for (size_t i = 0; i < m; i++)
+		ax_flow_event_row(em->buf[(em->head + i) % em->cap], &rows[i]);
+	em_chunk c = { rows, m, 0 };
+	if ((rv = ax_store_tx_relaxed(em->store, insert_chunk, &c)) == AX_OK) {
+		atomic_fetch_add(&em->stored, c.inserted);
+		buf_pop(em, m);
+		return AX_OK;
+	}
+	if (!rows_refused(em->store, rv))
+		return rv;
+	if (m == 1) {
+		snprintf(why, sizeof(why), "%s", ax_err_detail());
+		return dead_letter_head(em, why);
+	}
+	if ((rv = write_head(em, m / 2, rows)) != AX_OK)
+		return rv;
+	return write_head(em, m - m / 2, rows);
+}
+
+/* Writes the buffer in chunks; stops at the first failure of the
+ * database (what is not written stays buffered). */
 static ax_err
 flush(ax_event_emitter *em)
 {
@@ -184,23 +305,10 @@ flush(ax_event_emitter *em)
 			return rv;
 		ax_store_set_reconnect_timeout(em->store, EM_RECONNECT_US);
 	}
-	while (em->n > 0) {
-		size_t m = em->n < EM_CHUNK ? em->n : EM_CHUNK, ins = 0;
-		for (size_t i = 0; i < m; i++)
-			ax_flow_event_row(em->buf[(em->head + i) % em->cap],
-			                  &rows[i]);
-		em_chunk c = { rows, m, 0 };
-		if ((rv = ax_store_tx_relaxed(em->store, insert_chunk, &c)) !=
-		    AX_OK)
+	while (em->n > 0)
+		if ((rv = write_head(em, em->n < EM_CHUNK ? em->n : EM_CHUNK,
+		                     rows)) != AX_OK)
 			return rv;
-		ins = c.inserted;
-		atomic_fetch_add(&em->stored, ins);
-		for (size_t i = 0; i < m; i++) {
-			ax__event__free_unpacked(em->buf[em->head], NULL);
-			em->head = (em->head + 1) % em->cap;
-		}
-		em->n -= m;
-	}
 	return AX_OK;
 }
 
@@ -287,6 +395,8 @@ stats_persist(ax_event_emitter *em)
 		                      .value     = (int64_t) (v) }
 	ROW("event_log", "delivered", st.stored);
 	ROW("event_log", "dropped.buffer_full", st.dropped);
+	ROW("event_log", "dead_lettered", st.dead_lettered);
+	ROW("event_log", "dropped.refused", st.refused_dropped);
 	if (st.pub_on) {
 		ROW("pub", "delivered", st.pub_published);
 		ROW("pub", "dropped.send_failed", st.pub_dropped);
@@ -435,14 +545,16 @@ ax_event_emitter_stats_get(const ax_event_emitter *em,
 {
 	ax_event_emitter *m = (ax_event_emitter *) em;
 	memset(out, 0, sizeof(*out));
-	out->events       = atomic_load(&m->events);
-	out->stored       = atomic_load(&m->stored);
-	out->dropped      = atomic_load(&m->dropped);
-	out->failures     = atomic_load(&m->failures);
-	out->bad          = atomic_load(&m->bad);
-	out->buffered     = em->n; /* racy read, for monitoring */
-	out->stats_writes = atomic_load(&m->stats_writes);
-	out->pub_on       = em->pub_on;
+	out->events          = atomic_load(&m->events);
+	out->stored          = atomic_load(&m->stored);
+	out->dropped         = atomic_load(&m->dropped);
+	out->failures        = atomic_load(&m->failures);
+	out->bad             = atomic_load(&m->bad);
+	out->dead_lettered   = atomic_load(&m->dead_lettered);
+	out->refused_dropped = atomic_load(&m->refused_dropped);
+	out->buffered        = em->n; /* racy read, for monitoring */
+	out->stats_writes    = atomic_load(&m->stats_writes);
+	out->pub_on          = em->pub_on;
 	if (em->pub_on) {
 		ax_sink_pub_stats ps = em->pub_final;
 		if (em->pub != NULL)

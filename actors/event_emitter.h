@@ -29,6 +29,13 @@
  * event_log sink keeps a bounded buffer (config events.buffer), counts
  * the events it had to drop, and retries from a tick with backoff (100 ms
  * doubling to 5 s); handling a batch meanwhile costs no database call.
+ *
+ * Never stopped by one event: when PostgreSQL refuses a batch for its
+ * content (an invalid UTF-8 byte, a \u0000 in a payload, ...), the rows
+ * it refuses are isolated by splitting the batch, the others are written,
+ * and each refused event is kept in event_dead_letter (its envelope and
+ * the error; key "dead_lettered", ax_events_dead_lettered_total) or, when
+ * even that insert fails, dropped and counted ("dropped.refused").
  */
 #ifndef AX_EVENT_EMITTER_H
 #define AX_EVENT_EMITTER_H
@@ -41,12 +48,16 @@ typedef struct ax_event_emitter ax_event_emitter;
 
 /* Counters (any thread). */
 typedef struct ax_event_emitter_stats {
-	uint64_t events;   /* events received */
-	uint64_t stored;   /* rows inserted into event_log */
-	uint64_t dropped;  /* events lost because the buffer was full */
-	uint64_t buffered; /* events waiting for event_log now */
-	uint64_t failures; /* failed event_log writes */
-	uint64_t bad;      /* items that were not an ax.Event */
+	uint64_t events;          /* events received */
+	uint64_t stored;          /* rows inserted into event_log */
+	uint64_t dropped;         /* events lost because the buffer was full */
+	uint64_t buffered;        /* events waiting for event_log now */
+	uint64_t failures;        /* failed event_log writes */
+	uint64_t bad;             /* items that were not an ax.Event */
+	uint64_t dead_lettered;   /* refused by event_log, kept in
+	                             event_dead_letter */
+	uint64_t refused_dropped; /* refused by event_log and by
+	                             event_dead_letter: lost */
 	/* PUB sink (0 when off) */
 	int      pub_on;
 	uint64_t pub_published, pub_dropped;

@@ -265,8 +265,14 @@ ax_api_metrics_render_sinks(struct ax_store *st, ax_api_buf *b)
 	            "retries", NULL);
 	sink_family(res, b, "ax_event_sink_dropped_total",
 	            "Events an event sink of axd dropped, by reason "
-	            "(buffer_full, undeliverable, rejected, send_failed).",
+	            "(buffer_full, undeliverable, rejected, send_failed, "
+	            "refused: refused by event_log and by "
+	            "event_dead_letter).",
 	            NULL, "dropped.");
+	sink_family(res, b, "ax_events_dead_lettered_total",
+	            "Events event_log refused for their content, kept in the "
+	            "table event_dead_letter (envelope and error).",
+	            "dead_lettered", NULL);
 	PQclear(res);
 	return AX_OK;
 }

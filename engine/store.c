@@ -55,6 +55,7 @@ struct ax_store {
 	int         fenced_out; /* a check failed: no more transactions */
 	int64_t     fenced_by;  /* the lease's epoch at that check */
 	char        fenced_holder[128]; /* and its holder */
+	char        sqlstate[6]; /* of the last refused statement, or "" */
 };
 
 /* The fence check sent with BEGIN (see store.h, "Fencing"): the lock,
@@ -75,6 +76,12 @@ static void             *fence_hook_arg;
 
 /* ---------------------------------------------------------------------- */
 /* errors */
+
+const char *
+ax_store_error_sqlstate(const ax_store *s)
+{
+	return s->sqlstate;
+}
 
 ax_err
 ax_store_sqlstate_err(const char *st)
@@ -124,6 +131,7 @@ result_error(ax_store *s, PGresult *r, const char *what, int committing)
 	char label[72];
 
 	stmt_label(what, label, sizeof(label));
+	s->sqlstate[0] = '\0';
 	if (s->conn == NULL || PQstatus(s->conn) == CONNECTION_BAD) {
 		int was_tx = s->in_tx;
 		s->in_tx   = 0;
@@ -149,6 +157,8 @@ result_error(ax_store *s, PGresult *r, const char *what, int committing)
 	const char *det  = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
 	const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
 	ax_err      rv   = ax_store_sqlstate_err(st);
+	if (st != NULL && strlen(st) == 5)
+		memcpy(s->sqlstate, st, 6);
 	return ax_err_set(
 	    rv, "store: %s: %s [SQLSTATE %s]%s%s%s%s", label,
 	    msg != NULL ? msg : PQerrorMessage(s->conn), st != NULL ? st : "?",
@@ -804,6 +814,7 @@ begin_with(ax_store *s, const char *begin_sql, int relaxed)
 		    "store: a transaction is already open on this connection");
 	if (s->fenced_out)
 		return fenced_error(s);
+	s->sqlstate[0] = '\0';
 	if (s->fence > 0 &&
 	    (rv = ax_store_prepare_once(s, FENCE_STMT, FENCE_READ, 0)) !=
 	        AX_OK)

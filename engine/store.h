@@ -370,6 +370,16 @@ typedef struct ax_store_ti_reason {
 ax_err ax_store_set_reasons(ax_store *s, ax_store_ti_reason *rows, size_t n,
                             size_t *applied);
 
+/*
+ * The SQLSTATE of the last statement PostgreSQL refused on s since the
+ * last transaction began: "" when none was refused, or when the error was
+ * not PostgreSQL's (a lost connection, a client-side failure). For callers
+ * that must tell a refused row (class 22 data exception, 23 integrity,
+ * 54 program limit) from a failing database; read it right after the
+ * failing call.
+ */
+const char *ax_store_error_sqlstate(const ax_store *s);
+
 /* Maps a SQLSTATE (5 characters; NULL: unknown) to an ax_err. */
 ax_err ax_store_sqlstate_err(const char *sqlstate);
 

@@ -1,6 +1,6 @@
 /*
  * store_attempts.c - admission, attempt results and event_log writes in
- * batches (see store_attempts.h).
+ * batches, and event dead letters (see store_attempts.h).
  *
  * Every statement takes PostgreSQL array literals built here and unnests
  * them, so a batch costs one round trip per statement whatever its size.
@@ -1036,4 +1036,52 @@ ax_store_insert_events(ax_store *s, const ax_store_event_row *rows, size_t n,
 			    "stored while it was written; run it "
 			    "again (it will be left out)");
 	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* event_dead_letter */
+
+#define SQL_DEAD_LETTER                                                       \
+	"INSERT INTO event_dead_letter (event_id, envelope, error) "          \
+	"VALUES ($1::uuid, $2::bytea, $3)"
+
+ax_err
+ax_store_dead_letter_event(ax_store *s, const ax_store_dead_letter *d)
+{
+	static const char hex[] = "0123456789abcdef";
+	const char       *why   = d->error != NULL ? d->error : "";
+	size_t            wlen  = strlen(why);
+	char             *env   = malloc(2 * d->len + 3);
+	char             *err   = malloc(wlen + 1);
+	const char       *p[3];
+	ax_err            rv;
+
+	if (env == NULL || err == NULL) {
+		free(env);
+		free(err);
+		return ax_err_set(AX_ENOMEM, "store: dead letter");
+	}
+	env[0] = '\\';
+	env[1] = 'x';
+	for (size_t i = 0; i < d->len; i++) {
+		env[2 + 2 * i]     = hex[d->envelope[i] >> 4];
+		env[2 + 2 * i + 1] = hex[d->envelope[i] & 15];
+	}
+	env[2 + 2 * d->len] = '\0';
+	for (size_t i = 0; i <= wlen; i++)
+		err[i] = i == wlen ? '\0'
+		    : (unsigned char) why[i] < 0x20 ||
+		        (unsigned char) why[i] > 0x7e
+		    ? '?'
+		    : why[i];
+	p[0] = d->event_id != NULL && ax_uuid_valid(d->event_id) ? d->event_id
+	                                                         : NULL;
+	p[1] = env;
+	p[2] = err;
+	rv = ax_store_prepare_once(s, "ax_sa.dead_letter", SQL_DEAD_LETTER, 3);
+	if (rv == AX_OK)
+		rv = ax_store_write(s, "ax_sa.dead_letter", NULL, 3, p, NULL);
+	free(env);
+	free(err);
+	return rv;
 }

@@ -1,7 +1,8 @@
 /*
  * store_attempts.h - batched SQL of the flow actors: admission of task
  * instances (instance READY + a new attempt), the attempt side of worker
- * results, and the idempotent event_log insert.
+ * results, the idempotent event_log insert and the dead letters of the
+ * events event_log refuses.
  *
  * Role: the instance generator admits instances with ax_store_admit()
  * (after making sure the rows exist with ax_store_insert_instances); the
@@ -9,7 +10,8 @@
  * ax_store_lock_attempts(), moves instances with ax_store_move_instances()
  * and writes the attempt columns with ax_store_update_attempts(); every
  * actor that changes state writes its events with ax_store_insert_events()
- * in the same transaction; the event emitter writes the others. The
+ * in the same transaction; the event emitter writes the others, and keeps
+ * those PostgreSQL refuses with ax_store_dead_letter_event(). The
  * queue service records each dispatch (the worker it goes to) with
  * ax_store_record_dispatches() before sending it, and after a start
  * reads back what may be running with ax_store_load_in_doubt().
@@ -210,5 +212,21 @@ typedef struct ax_store_event_row {
  */
 ax_err ax_store_insert_events(ax_store *s, const ax_store_event_row *rows,
                               size_t n, size_t *inserted, size_t *skipped);
+
+/* One event that event_log refused, for event_dead_letter. */
+typedef struct ax_store_dead_letter {
+	const char    *event_id; /* stored when a valid uuid, else NULL */
+	const uint8_t *envelope; /* the event as received (packed ax.Event) */
+	size_t         len;
+	const char    *error; /* why it was refused */
+} ax_store_dead_letter;
+
+/*
+ * Keeps one refused event in event_dead_letter (migration 0008): its
+ * envelope as bytea and the error, which is stored with every byte
+ * outside printable ASCII as '?' (it may quote the very bytes that were
+ * refused). A write (ax_store_write); errors as ax_store_query, AX_ENOMEM.
+ */
+ax_err ax_store_dead_letter_event(ax_store *s, const ax_store_dead_letter *d);
 
 #endif /* AX_STORE_ATTEMPTS_H */
