@@ -37,7 +37,8 @@
  * The actor sends without blocking (send_nonblock): resource_detector is
  * upstream of us, so a blocking send could close a cycle of full inboxes.
  *
- * Reconciliation (with a database): every dispatch is recorded (attempt
+ * Reconciliation (with a database; queue_reconcile.c, sharing the state
+ * of queue_internal.h): every dispatch is recorded (attempt
  * DISPATCHED, worker_id) before it is sent, so after a start or takeover
  * the attempts a worker may hold are known: they are loaded before
  * anything is dispatched and wait (ST_DOUBT) for that worker, not the
@@ -95,7 +96,7 @@
  * O(workers of a group) loops run once per batch (capacity) or once per
  * routing decision (candidates are the group's waiting workers).
  */
-#include "queue_service.h"
+#include "queue_internal.h"
 
 #include <inttypes.h>
 #include <nng/nng.h>
@@ -118,27 +119,13 @@
 #define QCTX_INITIAL    8
 #define QCTX_SPARE      4    /* contexts kept receiving beyond parked ones */
 #define QCTX_MAX        4096 /* contexts at most */
-#define DISPATCH_MAX    256  /* dispatches per Pull reply */
 #define POLL_MAX_US     (60 * AX_USEC_PER_SEC)
 #define DEFER_MAX_US    (10 * AX_USEC_PER_SEC) /* see reply_ack_deferred */
 #define HOLD_MIN_US     200 /* due sooner than this: queue it now */
 #define HOLD_MAX_US     (2 * 60 * AX_USEC_PER_SEC) /* see att_hold_or_enqueue */
-#define DB_RETRY_US     AX_USEC_PER_SEC            /* see record_dispatches */
 #define DB_RECONNECT_US (200 * AX_USEC_PER_MSEC)   /* keeps the actor live */
 
 /* ------------------------------------------------------------ hash map */
-
-/* String-keyed open-addressing map (linear probing, backward-shift
- * deletion). Keys are borrowed from the values. */
-typedef struct smap_slot {
-	const char *key;
-	void       *val;
-} smap_slot;
-
-typedef struct smap {
-	smap_slot *s;
-	size_t     cap, n; /* cap: power of two */
-} smap;
 
 static uint64_t
 shash(const char *k)
@@ -146,8 +133,8 @@ shash(const char *k)
 	return ax_routing_hash(k);
 }
 
-static void *
-smap_get(const smap *m, const char *k)
+void *
+axq_smap_get(const smap *m, const char *k)
 {
 	if (m->cap == 0)
 		return NULL;
@@ -159,8 +146,8 @@ smap_get(const smap *m, const char *k)
 	}
 }
 
-static int
-smap_put(smap *m, const char *k, void *v)
+int
+axq_smap_put(smap *m, const char *k, void *v)
 {
 	if ((m->n + 1) * 2 > m->cap) {
 		size_t     cap = m->cap ? m->cap * 2 : 64;
@@ -221,183 +208,6 @@ smap_del(smap *m, const char *k)
 	}
 }
 
-/* --------------------------------------------------------------- types */
-
-typedef struct qatt    qatt;
-typedef struct qworker qworker;
-typedef struct qgroup  qgroup;
-typedef struct qctx    qctx;
-
-typedef struct qheap {
-	qatt **v;
-	size_t n, cap;
-} qheap;
-
-enum {
-	ST_QUEUED = 1,
-	ST_DISPATCHED,
-	ST_RUNNING,
-	ST_DONE,
-	ST_HELD,
-	ST_DOUBT, /* may run on a worker that has not reported since a start */
-};
-
-/* One attempt. Owned by the queue; in q->runs by run_id until freed. */
-struct qatt {
-	char                      *run_id;
-	Ax__Command               *cmd; /* owned; NULL for adopted attempts */
-	const Ax__AttemptRendered *ar;  /* cmd's body, or NULL */
-	char                       inst_key[24]; /* instance id text, "" */
-	int                        state;
-	int                        ch;    /* channel index */
-	int                        rank;  /* 1 for P0 */
-	double                     key;   /* priority - enq / aging */
-	uint64_t                   seq;   /* arrival order (ties) */
-	int32_t                    slots; /* >= 1 */
-	qgroup                    *group;
-	const ax_routing_ops      *route;
-	qheap                     *heap; /* while QUEUED */
-	size_t                     hidx;
-	qworker                   *worker; /* DISPATCHED / RUNNING */
-	qatt                      *wnext, *wprev;
-	qatt                      *unext, *uprev; /* unacked FIFO */
-	qatt                      *rnext;         /* retired FIFO */
-	qatt                      *hnext, *hprev; /* held list (ST_HELD) */
-	int64_t                    release_mono;  /* ST_HELD: due, mono us */
-	int64_t                    ack_deadline;  /* mono us */
-	int64_t                    retire_at;     /* mono us */
-	int64_t                    dispatched_at_us, started_at_us; /* UTC */
-	int                        kill; /* cancel requested */
-	char                       kill_reason[32];
-	int      doubt; /* ST_DOUBT: 1 DISPATCHED, 2 RUNNING in the database */
-	qworker *bound; /* dispatch only to this worker until it acks */
-	int64_t  verify; /* mono us; RUNNING, not listed at register: UNKNOWN
-	                    at a heartbeat after this that does not list it,
-	                    unless its result came (0: none) */
-	qatt    *xnext, *xprev; /* holder's in-doubt list (ST_DOUBT) */
-	qworker *holder;        /* ST_DOUBT: the worker that may hold it */
-};
-
-/* One worker id: a live session, or a placeholder pinned attempts wait
- * for. Owned by q->workers; never freed before the queue. */
-struct qworker {
-	char       *id;
-	qgroup     *group; /* last group; NULL until it registers */
-	int         alive, draining;
-	int         joined; /* in group->members and the ring */
-	uint64_t    session, ordinal;
-	int32_t     slots, used, load_x100;
-	char       *hostname;
-	int32_t     pid;
-	int64_t     lease_mono, registered_at_us, heartbeat_at_us;
-	qworker    *lnext, *lprev;   /* lease FIFO (alive) */
-	qworker    *gnext, *gprev;   /* group members (alive) */
-	qworker    *pknext, *pkprev; /* group's waiting workers */
-	qworker    *pdnext, *pdprev; /* park deadline list */
-	qctx       *parked;          /* parked Pull */
-	int32_t     pull_free;       /* free slots of the parked Pull */
-	int32_t     quota;           /* slots routed to it, reply pending */
-	qworker    *fnext;           /* fill list (quota > 0) */
-	int64_t     park_deadline;   /* mono us */
-	qheap       personal;        /* sticky attempts bound to it */
-	qatt       *att;             /* in-flight attempts */
-	int         db_dirty, db_urgent;
-	qworker    *dnext; /* dirty list */
-	const char *db_state;
-	qatt       *doubt;          /* in-doubt attempts, since a start */
-	int64_t     doubt_deadline; /* mono us: then they go UNKNOWN */
-	qworker    *xnext, *xprev;  /* doubt deadline list */
-	int         on_dl;          /* on that list */
-	int32_t     doubt_pid;      /* pid of the session that held them */
-	char       *doubt_host;     /* and its host ("" unknown) */
-	int         held;       /* its reports whose ack waits for a commit */
-	int64_t     held_until; /* mono us: its report channel was blocked */
-};
-
-struct qgroup {
-	char            *name;
-	qheap            heaps[AX_QUEUE_NCHANNELS];
-	qheap            unrouted; /* consistent_hash with no live worker */
-	ax_routing_state rs;
-	ax_routing_ring  ring;
-	qworker         *members, *parked;
-	int32_t          sent_total, sent_free;
-	int              cap_dirty, cap_sent;
-	qgroup          *dnext;
-};
-
-enum { OP_IDLE = 0, OP_RECV, OP_HANDED, OP_SEND };
-
-/* One REP context. op is written by the callback and by the actor thread
- * at points where the other side cannot run (see the file comment). */
-struct qctx {
-	ax_queue *q;
-	nng_ctx   ctx;
-	nng_aio  *aio;
-	int       op;
-	nng_msg  *req;        /* received, handed to the actor */
-	qctx     *ready_next; /* hand-off list (under q->mu) */
-	nng_msg  *deferred;   /* ack waiting for the results' commit */
-	uint64_t  need_seq;   /* ... of results forwarded up to this */
-	int64_t   def_until;  /* mono us: then dropped unanswered */
-	qworker  *dworker;    /* whose report it answers (NULL: unknown) */
-	qctx     *dnext;
-};
-
-struct ax_queue {
-	const ax_pipeline_ctx *pctx;
-	ax_actor              *self;
-	int64_t aging_us, ack_timeout_us, lease_us, hb_us, retain_us;
-	int64_t lease_grace_us;
-	int     hand_back;
-	char    addr[256];
-
-	nng_socket sock;
-	int        sock_open;
-	qctx     **ctxs;
-	size_t     nctx;
-	size_t     nparked, ndeferred;
-
-	/* hand-off, shared with nng callbacks */
-	pthread_mutex_t  mu;
-	qctx            *ready_head, *ready_tail;
-	int              woken, wake_retry, closing;
-	int              wake_start; /* wake once at start (reconcile) */
-	ax_actor_client *client;
-	nng_aio         *wake_aio;
-
-	/* actor-thread state */
-	smap      runs, insts, workers, groups;
-	qatt     *un_head, *un_tail;     /* unacked FIFO */
-	qatt     *ret_head, *ret_tail;   /* retired FIFO */
-	qatt     *held_head, *held_tail; /* ST_HELD, by release_mono */
-	qworker  *lease_head, *lease_tail;
-	qworker  *pd_head, *pd_tail; /* parked by deadline */
-	qworker  *dirty;             /* workers to write */
-	qgroup   *cap_dirty;
-	qctx     *def_head, *def_tail;
-	uint64_t  fwd_seq;   /* results forwarded (AttemptResult.queue_seq) */
-	uint64_t  committed; /* ResultsCommitted watermark */
-	qworker  *fill_head; /* workers with a quota: answered at the end */
-	int       batching;  /* route now, answer Pulls at fill_flush() */
-	uint64_t  seq, ordinal, session_ctr, qseq;
-	ax_store *store;
-	int64_t   db_last;
-	int       reconciled;    /* the in-doubt attempts are loaded */
-	int64_t   reconcile_at;  /* mono us: next try to load them */
-	int64_t   db_down_until; /* mono us: no dispatch (not recordable) */
-	int       fill_blocked;  /* a Pull waits for the database */
-	qworker  *dl_head, *dl_tail; /* workers with in-doubt attempts */
-
-	_Atomic int      drop_acks;
-	_Atomic uint64_t st_depth[AX_QUEUE_NCHANNELS], st_dispatches,
-	    st_resends, st_lease_losses, st_started, st_results, st_cancels,
-	    st_workers, st_registers;
-};
-
-#define STAT(q, f, v)                                                         \
-	atomic_fetch_add_explicit(&(q)->f, (v), memory_order_relaxed)
-
 /* ---------------------------------------------------------------- heap */
 
 static int
@@ -445,8 +255,8 @@ heap_down(qheap *h, size_t i)
 	}
 }
 
-static ax_err
-heap_push(qheap *h, qatt *a)
+ax_err
+axq_heap_push(qheap *h, qatt *a)
 {
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 16;
@@ -463,8 +273,8 @@ heap_push(qheap *h, qatt *a)
 	return AX_OK;
 }
 
-static void
-heap_remove(qatt *a)
+void
+axq_heap_remove(qatt *a)
 {
 	qheap *h = a->heap;
 	size_t i = a->hidx;
@@ -503,8 +313,8 @@ ax_queue_channel(const char *name)
 	return -1;
 }
 
-static ax_log_ids
-att_ids(const qatt *a)
+ax_log_ids
+axq_att_ids(const qatt *a)
 {
 	ax_log_ids ids = { 0 };
 	ids.run_id     = a->run_id;
@@ -529,8 +339,8 @@ send_cmd(ax_queue *q, const char *dest, Ax__Command *cmd)
 		        ax_err_detail());
 }
 
-static void
-emit(ax_queue *q, const char *type, const char *reason, const char *json)
+void
+axq_emit(ax_queue *q, const char *type, const char *reason, const char *json)
 {
 	ax_err rv = ax_pipeline_event(q->self, type, reason, NULL, json, 0);
 	if (rv != AX_OK && rv != AX_ENOENT)
@@ -600,12 +410,12 @@ forward(ax_queue *q, const qatt *a, const char *run_id, int status,
 static qgroup *
 group_get(ax_queue *q, const char *name)
 {
-	qgroup *g = smap_get(&q->groups, name);
+	qgroup *g = axq_smap_get(&q->groups, name);
 	if (g != NULL)
 		return g;
 	if ((g = calloc(1, sizeof(*g))) == NULL ||
 	    (g->name = strdup(name)) == NULL ||
-	    smap_put(&q->groups, g->name, g) != 0) {
+	    axq_smap_put(&q->groups, g->name, g) != 0) {
 		if (g)
 			free(g->name);
 		free(g);
@@ -726,15 +536,15 @@ db_flush(ax_queue *q, int64_t now)
 	}
 }
 
-static qworker *
-worker_get(ax_queue *q, const char *id)
+qworker *
+axq_worker_get(ax_queue *q, const char *id)
 {
-	qworker *w = smap_get(&q->workers, id);
+	qworker *w = axq_smap_get(&q->workers, id);
 	if (w != NULL)
 		return w;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
 	    (w->id = strdup(id)) == NULL ||
-	    smap_put(&q->workers, w->id, w) != 0) {
+	    axq_smap_put(&q->workers, w->id, w) != 0) {
 		if (w)
 			free(w->id);
 		free(w);
@@ -743,50 +553,6 @@ worker_get(ax_queue *q, const char *id)
 	}
 	return w;
 }
-
-#define LIST_UNLINK(head, tail, x, nx, pv)                                    \
-	do {                                                                  \
-		if ((x)->pv)                                                  \
-			(x)->pv->nx = (x)->nx;                                \
-		else                                                          \
-			(head) = (x)->nx;                                     \
-		if ((x)->nx)                                                  \
-			(x)->nx->pv = (x)->pv;                                \
-		else                                                          \
-			(tail) = (x)->pv;                                     \
-		(x)->nx = (x)->pv = NULL;                                     \
-	} while (0)
-
-#define LIST_APPEND(head, tail, x, nx, pv)                                    \
-	do {                                                                  \
-		(x)->nx = NULL;                                               \
-		(x)->pv = (tail);                                             \
-		if (tail)                                                     \
-			(tail)->nx = (x);                                     \
-		else                                                          \
-			(head) = (x);                                         \
-		(tail) = (x);                                                 \
-	} while (0)
-
-/* Inserts x into a list sorted by key, walking back from the tail (items
- * arrive almost in key order, so the walk is a step or two); x goes
- * after the items with an equal key. */
-#define LIST_INSERT_SORTED(head, tail, x, nx, pv, key)                        \
-	do {                                                                  \
-		__typeof__(x) p_ = (tail);                                    \
-		while (p_ != NULL && p_->key > (x)->key)                      \
-			p_ = p_->pv;                                          \
-		(x)->pv = p_;                                                 \
-		(x)->nx = p_ ? p_->nx : (head);                               \
-		if ((x)->nx)                                                  \
-			(x)->nx->pv = (x);                                    \
-		else                                                          \
-			(tail) = (x);                                         \
-		if (p_)                                                       \
-			p_->nx = (x);                                         \
-		else                                                          \
-			(head) = (x);                                         \
-	} while (0)
 
 /* Unlinked singly-headed (no tail) lists use a dummy tail variable. */
 static void
@@ -993,11 +759,6 @@ park_answer_empty(ax_queue *q, qworker *w, uint64_t seq)
 	reply_now(q, c, &m);
 }
 
-static void att_link_worker(ax_queue *q, qatt *a, qworker *w);
-static void att_unlink_worker(ax_queue *q, qatt *a);
-static void att_retire(ax_queue *q, qatt *a);
-static void doubt_unlink(qatt *a);
-
 static qatt *
 best_for(qworker *w)
 {
@@ -1062,62 +823,6 @@ dispatch_open(const ax_queue *q)
 }
 
 /*
- * Records the dispatches batch[0..*n) to w before they are sent, so
- * that whoever runs the queue next knows w may hold them (see
- * "Reconciliation" in the file comment). On a database error nothing
- * is sent: the attempts go back to the heaps they came from (from[]),
- * dispatching pauses for DB_RETRY_US and 0 is returned. An attempt the
- * database no longer has waiting (RUNNING, ended or UNKNOWN there: e.g.
- * an ack timeout re-queued it while its Started was being committed) is
- * not sent and is retired; *n is what is left.
- */
-static int
-record_dispatches(ax_queue *q, qworker *w, qatt **batch, qheap **from,
-                  size_t *n)
-{
-	ax_store_dispatch_row rows[DISPATCH_MAX];
-	size_t                k = 0;
-
-	if (q->store == NULL)
-		return 1;
-	for (size_t i = 0; i < *n; i++)
-		rows[i] = (ax_store_dispatch_row) {
-			.run_id           = batch[i]->run_id,
-			.worker_id        = w->id,
-			.dispatched_at_us = batch[i]->dispatched_at_us,
-		};
-	if (ax_store_record_dispatches(q->store, rows, *n) != AX_OK) {
-		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
-		        "%zu dispatches to %s not recorded, so not sent "
-		        "(kept queued): %s",
-		        *n, w->id, ax_err_detail());
-		for (size_t i = 0; i < *n; i++) {
-			qatt *a = batch[i];
-			att_unlink_worker(q, a);
-			a->state = ST_QUEUED;
-			if (heap_push(from[i], a) == AX_OK)
-				STAT(q, st_depth[a->ch], 1);
-		}
-		q->db_down_until = ax_clock_mono_us() + DB_RETRY_US;
-		return 0;
-	}
-	for (size_t i = 0; i < *n; i++) {
-		if (rows[i].recorded) {
-			batch[k++] = batch[i];
-			continue;
-		}
-		ax_log_ids ids = att_ids(batch[i]);
-		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "NOT_DISPATCHED", &ids,
-		        "the database has this attempt no longer waiting for "
-		        "a worker (started, ended or lost): not sent to %s",
-		        w->id);
-		att_retire(q, batch[i]);
-	}
-	*n = k;
-	return 1;
-}
-
-/*
  * Answers w's parked Pull with up to its free slots of the best work
  * for it (personal heap and its group's channel heaps). Returns the
  * number of dispatches (0: nothing fit or nothing may leave now; the
@@ -1151,12 +856,12 @@ try_fill(ax_queue *q, qworker *w)
 			break;
 		free_ -= s;
 		from[n] = a->heap;
-		heap_remove(a);
+		axq_heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
-		att_link_worker(q, a, w);
+		axq_att_link_worker(q, a, w);
 		batch[n++] = a;
 	}
-	if (n == 0 || !record_dispatches(q, w, batch, from, &n) || n == 0)
+	if (n == 0 || !axq_record_dispatches(q, w, batch, from, &n) || n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (batch[i]->ar != NULL)
@@ -1234,8 +939,8 @@ fill_flush(ax_queue *q)
 
 /* ------------------------------------------------------------ attempts */
 
-static void
-att_link_worker(ax_queue *q, qatt *a, qworker *w)
+void
+axq_att_link_worker(ax_queue *q, qatt *a, qworker *w)
 {
 	a->state  = ST_DISPATCHED;
 	a->worker = w;
@@ -1251,8 +956,8 @@ att_link_worker(ax_queue *q, qatt *a, qworker *w)
 	cap_mark(q, w->group);
 }
 
-static void
-att_unlink_worker(ax_queue *q, qatt *a)
+void
+axq_att_unlink_worker(ax_queue *q, qatt *a)
 {
 	qworker *w = a->worker;
 	if (w == NULL)
@@ -1275,22 +980,22 @@ att_unlink_worker(ax_queue *q, qatt *a)
 
 /* Moves a to the retired FIFO: it keeps answering late reports for a
  * while, then is freed by the tick. */
-static void
-att_retire(ax_queue *q, qatt *a)
+void
+axq_att_retire(ax_queue *q, qatt *a)
 {
 	if (a->state == ST_DONE)
 		return;
 	if (a->state == ST_QUEUED) {
-		heap_remove(a);
+		axq_heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
 	}
 	if (a->state == ST_HELD)
 		LIST_UNLINK(q->held_head, q->held_tail, a, hnext, hprev);
 	if (a->state == ST_DOUBT)
-		doubt_unlink(a);
-	att_unlink_worker(q, a);
+		axq_doubt_unlink(a);
+	axq_att_unlink_worker(q, a);
 	if (a->inst_key[0])
-		if (smap_get(&q->insts, a->inst_key) == a)
+		if (axq_smap_get(&q->insts, a->inst_key) == a)
 			smap_del(&q->insts, a->inst_key);
 	a->state     = ST_DONE;
 	a->retire_at = ax_clock_mono_us() + q->retain_us;
@@ -1315,8 +1020,8 @@ att_free(qatt *a)
  * Puts a (QUEUED from now) where its route says and tries to hand it to
  * a waiting worker at once.
  */
-static void
-att_enqueue(ax_queue *q, qatt *a)
+void
+axq_att_enqueue(ax_queue *q, qatt *a)
 {
 	qgroup  *g = a->group;
 	qworker *w = NULL;
@@ -1326,7 +1031,7 @@ att_enqueue(ax_queue *q, qatt *a)
 	STAT(q, st_depth[a->ch], 1);
 	if (a->bound != NULL) { /* see doubt_resolve */
 		w = a->bound;
-		if (heap_push(&w->personal, a) != AX_OK)
+		if (axq_heap_push(&w->personal, a) != AX_OK)
 			goto nomem;
 		if (w->parked != NULL)
 			want_fill(q, w,
@@ -1337,16 +1042,16 @@ att_enqueue(ax_queue *q, qatt *a)
 		const char *key = a->ar ? a->ar->routing_key : "";
 		const char *pin = a->ar ? a->ar->pinned_worker : "";
 		const char *t   = a->route->target(&g->ring, key, pin);
-		w               = t != NULL ? worker_get(q, t) : NULL;
+		w               = t != NULL ? axq_worker_get(q, t) : NULL;
 		h               = w != NULL ? &w->personal : &g->unrouted;
-		if (heap_push(h, a) != AX_OK)
+		if (axq_heap_push(h, a) != AX_OK)
 			goto nomem;
 		if (w != NULL && w->parked != NULL)
 			want_fill(q, w,
 			          a->slots > w->slots ? w->slots : a->slots);
 		return;
 	}
-	if (heap_push(&g->heaps[a->ch], a) != AX_OK)
+	if (axq_heap_push(&g->heaps[a->ch], a) != AX_OK)
 		goto nomem;
 	if (g->parked != NULL) {
 		ax_routing_cand cands[64];
@@ -1392,7 +1097,7 @@ att_hold_or_enqueue(ax_queue *q, qatt *a)
 	int64_t utc = ax_clock_utc_us(), wait = a->ar->due_at_us - utc;
 
 	if (wait < HOLD_MIN_US) {
-		att_enqueue(q, a);
+		axq_att_enqueue(q, a);
 		return;
 	}
 	if (wait > HOLD_MAX_US)
@@ -1404,24 +1109,24 @@ att_hold_or_enqueue(ax_queue *q, qatt *a)
 }
 
 /* Reports a QUEUED or unacknowledged attempt as canceled. */
-static void
-att_cancel_now(ax_queue *q, qatt *a)
+void
+axq_att_cancel_now(ax_queue *q, qatt *a)
 {
 	forward(q, a, a->run_id, AX__ATTEMPT_STATUS__ATTEMPT_CANCELED, NULL,
 	        NULL, 0, a->kill_reason[0] ? a->kill_reason : "CANCELED");
-	att_retire(q, a);
+	axq_att_retire(q, a);
 }
 
 /* Back to the queue: its dispatch was never acknowledged. */
 static void
 att_requeue(ax_queue *q, qatt *a)
 {
-	att_unlink_worker(q, a);
+	axq_att_unlink_worker(q, a);
 	if (a->kill) {
-		att_cancel_now(q, a);
+		axq_att_cancel_now(q, a);
 		return;
 	}
-	att_enqueue(q, a);
+	axq_att_enqueue(q, a);
 }
 
 /*
@@ -1460,12 +1165,12 @@ att_setup(ax_queue *q, qatt *a, Ax__Command *cmd)
 		else
 			snprintf(err, sizeof(err), "%s", ax_err_detail());
 		r.error        = err;
-		ax_log_ids ids = att_ids(a);
+		ax_log_ids ids = axq_att_ids(a);
 		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "BAD_ATTEMPT", &ids, "%s",
 		        err);
 		forward(q, a, a->run_id, AX__ATTEMPT_STATUS__ATTEMPT_FAILED,
 		        NULL, &r, 0, "BAD_ATTEMPT");
-		att_retire(q, a);
+		axq_att_retire(q, a);
 		return -1;
 	}
 	a->ch    = ch;
@@ -1478,7 +1183,7 @@ att_setup(ax_queue *q, qatt *a, Ax__Command *cmd)
 	if (ar->instance != NULL && ar->instance->instance_id != 0) {
 		snprintf(a->inst_key, sizeof(a->inst_key), "%" PRId64,
 		         ar->instance->instance_id);
-		smap_put(&q->insts, a->inst_key, a);
+		axq_smap_put(&q->insts, a->inst_key, a);
 	}
 	return 0;
 }
@@ -1504,8 +1209,8 @@ att_complete(ax_queue *q, qatt *a, Ax__Command *cmd)
 	if (a->worker != NULL)
 		a->slots = slots; /* its worker counted it so */
 	if (a->state == ST_DOUBT && a->bound != NULL) {
-		doubt_unlink(a);
-		att_enqueue(q, a);
+		axq_doubt_unlink(a);
+		axq_att_enqueue(q, a);
 	}
 }
 
@@ -1521,7 +1226,7 @@ on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
 		ax__command__free_unpacked(cmd, NULL);
 		return;
 	}
-	if ((a = smap_get(&q->runs, ar->run_id)) != NULL) {
+	if ((a = axq_smap_get(&q->runs, ar->run_id)) != NULL) {
 		if (a->cmd == NULL) {
 			att_complete(q, a, cmd);
 			return;
@@ -1539,7 +1244,7 @@ on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
 		return;
 	}
 	a->seq = ++q->seq;
-	if (smap_put(&q->runs, a->run_id, a) != 0) {
+	if (axq_smap_put(&q->runs, a->run_id, a) != 0) {
 		att_free(a);
 		ax__command__free_unpacked(cmd, NULL);
 		return;
@@ -1556,11 +1261,11 @@ on_cancel(ax_queue *q, const Ax__CancelInstance *ci)
 
 	STAT(q, st_cancels, 1);
 	if (ci->run_id != NULL && *ci->run_id)
-		a = smap_get(&q->runs, ci->run_id);
+		a = axq_smap_get(&q->runs, ci->run_id);
 	if (a == NULL && ci->instance != NULL &&
 	    ci->instance->instance_id != 0) {
 		snprintf(k, sizeof(k), "%" PRId64, ci->instance->instance_id);
-		a = smap_get(&q->insts, k);
+		a = axq_smap_get(&q->insts, k);
 	}
 	if (a == NULL || a->state == ST_DONE)
 		return; /* not here (or already over): nothing to kill */
@@ -1568,7 +1273,7 @@ on_cancel(ax_queue *q, const Ax__CancelInstance *ci)
 	snprintf(a->kill_reason, sizeof(a->kill_reason), "%s",
 	         ci->reason && *ci->reason ? ci->reason : "CANCELED");
 	if (a->state == ST_QUEUED || a->state == ST_HELD)
-		att_cancel_now(q, a);
+		axq_att_cancel_now(q, a);
 	/* dispatched or running: in the worker's next HeartbeatReply */
 }
 
@@ -1584,9 +1289,9 @@ group_join(ax_queue *q, qworker *w, qgroup *g)
 	/* consistent_hash attempts that had nobody to go to */
 	while (g->unrouted.n > 0) {
 		qatt *a = heap_top(&g->unrouted);
-		heap_remove(a);
+		axq_heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
-		att_enqueue(q, a);
+		axq_att_enqueue(q, a);
 	}
 	cap_mark(q, g);
 }
@@ -1609,9 +1314,9 @@ group_leave(ax_queue *q, qworker *w)
 		qatt *a = w->personal.v[i];
 		if (a->route == &ax_routing_consistent_hash &&
 		    a->bound == NULL) {
-			heap_remove(a);
+			axq_heap_remove(a);
 			STAT(q, st_depth[a->ch], -1);
-			att_enqueue(q, a);
+			axq_att_enqueue(q, a);
 			i = 0; /* the heap changed under us */
 		} else {
 			i++;
@@ -1622,15 +1327,15 @@ group_leave(ax_queue *q, qworker *w)
 /* Reports a UNKNOWN with reason (worker wid may hold it; its late
  * reports are still forwarded) and retires it: the result handler
  * retries it per policy under a new run_id. */
-static void
-att_lost(ax_queue *q, qatt *a, const char *wid, const char *reason)
+void
+axq_att_lost(ax_queue *q, qatt *a, const char *wid, const char *reason)
 {
-	ax_log_ids ids = att_ids(a);
+	ax_log_ids ids = axq_att_ids(a);
 	ax_logf(AX_LOG_WARN, AX_A_QUEUE, reason, &ids,
 	        "worker %s: attempt outcome unknown", wid);
 	forward(q, a, a->run_id, AX__ATTEMPT_STATUS__ATTEMPT_UNKNOWN, wid,
 	        NULL, 0, reason);
-	att_retire(q, a);
+	axq_att_retire(q, a);
 }
 
 static int
@@ -1664,16 +1369,16 @@ session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
 			att_requeue(q, a);
 			continue;
 		}
-		att_lost(q, a, w->id, reason);
+		axq_att_lost(q, a, w->id, reason);
 	}
 	for (a = w->doubt; a != NULL; a = next) { /* bound, not rendered */
 		next = a->xnext;
 		if (!listed(keep, nkeep, a->run_id)) {
-			att_lost(q, a, w->id, reason);
+			axq_att_lost(q, a, w->id, reason);
 			continue;
 		}
-		doubt_unlink(a);
-		att_link_worker(q, a, w);
+		axq_doubt_unlink(a);
+		axq_att_link_worker(q, a, w);
 		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
 		a->state = ST_RUNNING;
 	}
@@ -1683,7 +1388,7 @@ session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
 			i++;
 			continue;
 		}
-		att_lost(q, a, w->id, reason);
+		axq_att_lost(q, a, w->id, reason);
 		i = 0; /* the heap changed under us */
 	}
 	if (state != NULL) {
@@ -1707,7 +1412,7 @@ worker_lost(ax_queue *q, qworker *w)
 	STAT(q, st_lease_losses, 1);
 	session_end(q, w, "TIMEOUT_HEARTBEAT", "LOST", NULL, 0);
 	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
-	emit(q, "worker.lost", "TIMEOUT_HEARTBEAT", json);
+	axq_emit(q, "worker.lost", "TIMEOUT_HEARTBEAT", json);
 }
 
 /*
@@ -1745,11 +1450,11 @@ adopt(ax_queue *q, qworker *w, const char *run_id)
 	}
 	a->slots = 1;
 	a->seq   = ++q->seq;
-	if (smap_put(&q->runs, a->run_id, a) != 0) {
+	if (axq_smap_put(&q->runs, a->run_id, a) != 0) {
 		att_free(a);
 		return;
 	}
-	att_link_worker(q, a, w);
+	axq_att_link_worker(q, a, w);
 	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
 	a->state = ST_RUNNING;
 }
@@ -1762,15 +1467,15 @@ adopt(ax_queue *q, qworker *w, const char *run_id)
 static void
 ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
 {
-	qatt   *a = smap_get(&q->runs, run_id);
+	qatt   *a = axq_smap_get(&q->runs, run_id);
 	int64_t dispatched;
 	if (a == NULL)
 		return;
 	if (a->state == ST_QUEUED && w->alive) {
 		dispatched = a->dispatched_at_us;
-		heap_remove(a);
+		axq_heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
-		att_link_worker(q, a, w);
+		axq_att_link_worker(q, a, w);
 		a->dispatched_at_us = dispatched;
 	}
 	if (a->worker != w || a->state != ST_DISPATCHED)
@@ -1778,237 +1483,6 @@ ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
 	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
 	a->state = ST_RUNNING;
 	a->bound = NULL; /* w has it: from now on like any attempt */
-}
-
-/* ------------------------------------------------------ reconciliation */
-
-static void
-doubt_unlink(qatt *a)
-{
-	qworker *w = a->holder;
-	if (w == NULL)
-		return;
-	if (a->xprev)
-		a->xprev->xnext = a->xnext;
-	else
-		w->doubt = a->xnext;
-	if (a->xnext)
-		a->xnext->xprev = a->xprev;
-	a->xnext = a->xprev = NULL;
-	a->holder           = NULL;
-}
-
-static void
-doubt_link(qworker *w, qatt *a)
-{
-	a->holder = w;
-	a->xprev  = NULL;
-	a->xnext  = w->doubt;
-	if (w->doubt)
-		w->doubt->xprev = a;
-	w->doubt = a;
-}
-
-static void
-dl_remove(ax_queue *q, qworker *w)
-{
-	if (!w->on_dl)
-		return;
-	LIST_UNLINK(q->dl_head, q->dl_tail, w, xnext, xprev);
-	w->on_dl = 0;
-}
-
-/* Puts w on the doubt deadline list, sorted by doubt_deadline. */
-static void
-dl_insert(ax_queue *q, qworker *w)
-{
-	LIST_INSERT_SORTED(q->dl_head, q->dl_tail, w, xnext, xprev,
-	                   doubt_deadline);
-	w->on_dl = 1;
-}
-
-/*
- * Settles one in-doubt attempt of w, whose session just reported its
- * running set (is_listed: a is in it) or registered before the doubts
- * were loaded. same: the session is the process that was sent a (same
- * pid and host as recorded). The worker lists what it still runs, so:
- *  - listed: it runs there; adopted as RUNNING, never sent again;
- *  - DISPATCHED, not listed, same process: never received, or finished
- *    with its result still in the worker's outbox: sent again to w
- *    only (bound), where a copy it already ran is acknowledged and not
- *    run again, and its result arrives in its next report;
- *  - RUNNING, not listed, same process: it ended and the result comes in
- *    a report, or it is lost: adopted with verify, and UNKNOWN at a
- *    heartbeat that does not list it once a report had time to come;
- *  - not listed by a new process: its previous life may have started it
- *    and is gone (fenced): UNKNOWN, retried per policy under a new
- *    run_id.
- */
-static void
-doubt_resolve(ax_queue *q, qworker *w, qatt *a, int is_listed, int same)
-{
-	if (is_listed || (a->doubt == 2 && same)) {
-		doubt_unlink(a);
-		att_link_worker(q, a, w);
-		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
-		a->state = ST_RUNNING;
-		/* its result may be in a report the worker re-sends only
-		 * after its retry interval (twice: one timed out) */
-		if (!is_listed)
-			a->verify = ax_clock_mono_us() +
-			    2 * q->ack_timeout_us + q->hb_us;
-		return;
-	}
-	if (!same || a->doubt == 2) {
-		att_lost(q, a, w->id, "WORKER_RESTARTED");
-		return;
-	}
-	if (a->kill) {
-		att_cancel_now(q, a);
-		return;
-	}
-	a->bound = w;
-	if (a->ar != NULL) {
-		doubt_unlink(a);
-		att_enqueue(q, a);
-	} /* else it waits on w->doubt for its rendered attempt */
-}
-
-/* w registered (r): settles every attempt it may hold since a start. */
-static void
-doubt_settle(ax_queue *q, qworker *w, const Ax__Register *r)
-{
-	qatt *a, *next;
-	int   same = w->doubt_pid == 0 ||
-	    (w->doubt_pid == r->pid &&
-	     (w->doubt_host == NULL || *w->doubt_host == '\0' ||
-	      (r->hostname != NULL &&
-	       strcmp(w->doubt_host, r->hostname) == 0)));
-	size_t n = 0;
-
-	if (!w->on_dl)
-		return;
-	dl_remove(q, w);
-	for (size_t i = 0; i < r->n_running_run_ids; i++) {
-		a = smap_get(&q->runs, r->running_run_ids[i]);
-		if (a != NULL && a->state == ST_DOUBT && a->holder == w &&
-		    a->bound == NULL) {
-			doubt_resolve(q, w, a, 1, same);
-			n++;
-		}
-	}
-	for (a = w->doubt; a != NULL; a = next) {
-		next = a->xnext;
-		if (a->bound == NULL) {
-			doubt_resolve(q, w, a, 0, same);
-			n++;
-		}
-	}
-	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
-	        "worker %s is back (%s process): %zu attempts it may hold "
-	        "reconciled against its running set",
-	        w->id, same ? "same" : "a new", n);
-}
-
-/* w did not come back within its lease + grace after a start: it has
- * fenced itself, its attempts are lost. */
-static void
-doubt_lapse(ax_queue *q, qworker *w)
-{
-	qatt *a, *next;
-	char  json[300];
-
-	dl_remove(q, w);
-	ax_logf(AX_LOG_WARN, AX_A_QUEUE, "TIMEOUT_HEARTBEAT", NULL,
-	        "worker %s did not come back within its lease: the attempts "
-	        "it may hold go UNKNOWN",
-	        w->id);
-	for (a = w->doubt; a != NULL; a = next) {
-		next = a->xnext;
-		att_lost(q, a, w->id, "TIMEOUT_HEARTBEAT");
-	}
-	STAT(q, st_lease_losses, 1);
-	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
-	emit(q, "worker.lost", "TIMEOUT_HEARTBEAT", json);
-}
-
-/*
- * Loads what the previous axd may have left running (DISPATCHED and
- * RUNNING attempts with their worker) before anything is dispatched.
- * Each attempt waits for its worker (doubt_settle) or for the worker's
- * lease to lapse, measured on the database clock from the lease the
- * previous axd last wrote, plus one heartbeat interval (it writes a
- * worker at most that often) plus queue.lease_grace (doubt_lapse). A
- * failure is retried a second later; dispatching waits.
- */
-static void
-reconcile_load(ax_queue *q)
-{
-	ax_store_in_doubt *v;
-	size_t             n, held = 0;
-	int64_t            now = ax_clock_mono_us();
-
-	if (ax_store_load_in_doubt(q->store, &v, &n) != AX_OK) {
-		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
-		        "attempts in flight not read (nothing is dispatched "
-		        "until they are): %s",
-		        ax_err_detail());
-		q->reconcile_at = now + DB_RETRY_US;
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		qatt    *a = smap_get(&q->runs, v[i].run_id);
-		qworker *w = worker_get(q, v[i].worker_id);
-		if (w == NULL)
-			break;
-		if (a == NULL) {
-			if ((a = calloc(1, sizeof(*a))) == NULL ||
-			    (a->run_id = strdup(v[i].run_id)) == NULL ||
-			    smap_put(&q->runs, a->run_id, a) != 0) {
-				if (a != NULL)
-					free(a->run_id);
-				free(a);
-				break;
-			}
-			a->slots = 1;
-			a->seq   = ++q->seq;
-		} else if (a->state == ST_QUEUED) {
-			heap_remove(a);
-			STAT(q, st_depth[a->ch], -1);
-		} else if (a->state == ST_HELD) {
-			LIST_UNLINK(q->held_head, q->held_tail, a, hnext,
-			            hprev);
-		} else {
-			continue; /* already with a worker */
-		}
-		a->state = ST_DOUBT;
-		a->doubt = strcmp(v[i].state, "RUNNING") == 0 ? 2 : 1;
-		doubt_link(w, a);
-		held++;
-		if (w->alive) { /* registered before we could read this */
-			doubt_resolve(q, w, a, 0,
-			              v[i].worker_pid == 0 ||
-			                  v[i].worker_pid == w->pid);
-			continue;
-		}
-		if (w->on_dl)
-			continue;
-		int64_t left      = !v[i].has_lease ? q->lease_us
-		         : v[i].lease_left_us > 0   ? v[i].lease_left_us
-		                                    : 0;
-		w->doubt_deadline = now + left + q->hb_us + q->lease_grace_us;
-		w->doubt_pid      = v[i].worker_pid;
-		free(w->doubt_host);
-		w->doubt_host = strdup(v[i].hostname);
-		dl_insert(q, w);
-	}
-	free(v);
-	q->reconciled   = 1;
-	q->fill_blocked = 1; /* parked Pulls may be served now */
-	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
-	        "%zu attempts may be running on workers: they wait for their "
-	        "worker's running set or lease",
-	        held);
 }
 
 static void
@@ -2031,7 +1505,7 @@ on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 		return;
 	}
 	g = group_get(q, *r->worker_group ? r->worker_group : "default");
-	if (g == NULL || (w = worker_get(q, r->worker_id)) == NULL) {
+	if (g == NULL || (w = axq_worker_get(q, r->worker_id)) == NULL) {
 		reply_error(q, c, m->seq, "INTERNAL", "out of memory");
 		return;
 	}
@@ -2062,14 +1536,14 @@ on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 		group_join(q, w, g);
 	cap_mark(q, g);
 	db_mark(q, w, "ACTIVE", 1);
-	doubt_settle(q, w, r);
+	axq_doubt_settle(q, w, r);
 	if ((cancel = calloc(r->n_running_run_ids + 1, sizeof(*cancel))) ==
 	    NULL) {
 		reply_error(q, c, m->seq, "INTERNAL", "out of memory");
 		return;
 	}
 	for (size_t i = 0; i < r->n_running_run_ids; i++) {
-		qatt *a = smap_get(&q->runs, r->running_run_ids[i]);
+		qatt *a = axq_smap_get(&q->runs, r->running_run_ids[i]);
 		if (a == NULL)
 			adopt(q, w, r->running_run_ids[i]);
 		else if (a->state == ST_DONE && a->kill)
@@ -2092,7 +1566,7 @@ on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 	snprintf(json, sizeof(json),
 	         "{\"worker\":\"%.200s\",\"group\":\"%.100s\",\"slots\":%d}",
 	         w->id, g->name, (int) w->slots);
-	emit(q, "worker.registered", NULL, json);
+	axq_emit(q, "worker.registered", NULL, json);
 }
 
 static void
@@ -2127,7 +1601,7 @@ on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
                 if (a->kill)
                         kill[nk++] = a->run_id;
 	for (size_t i = 0; i < hb->n_running_run_ids; i++) {
-		qatt *a = smap_get(&q->runs, hb->running_run_ids[i]);
+		qatt *a = axq_smap_get(&q->runs, hb->running_run_ids[i]);
 		if (a == NULL) {
 			unknown[nu++] = hb->running_run_ids[i];
 			adopt(q, w, hb->running_run_ids[i]);
@@ -2140,7 +1614,7 @@ on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 	for (qatt *a = w->att, *next; a != NULL; a = next) {
 		next = a->wnext;
 		if (a->verify != 0 && a->verify <= ax_clock_mono_us())
-			att_lost(q, a, w->id, "WORKER_RESTARTED");
+			axq_att_lost(q, a, w->id, "WORKER_RESTARTED");
 	}
 	out.reply_to_seq       = m->seq;
 	out.body_case          = AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
@@ -2187,7 +1661,7 @@ on_started(ax_queue *q, qworker *w, const char *wid, const Ax__Started *s)
 	qatt *a;
 	if (s->run_id == NULL || !*s->run_id)
 		return;
-	a = smap_get(&q->runs, s->run_id);
+	a = axq_smap_get(&q->runs, s->run_id);
 	if (a != NULL && w != NULL)
 		ack_dispatch(q, w, a->run_id);
 	if (a != NULL && a->state != ST_DONE)
@@ -2209,13 +1683,13 @@ on_result(ax_queue *q, qworker *w, const char *wid, const Ax__Result *r)
 	if (st < AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS ||
 	    st > AX__ATTEMPT_STATUS__ATTEMPT_CANCELED)
 		st = AX__ATTEMPT_STATUS__ATTEMPT_FAILED;
-	a = smap_get(&q->runs, r->run_id);
+	a = axq_smap_get(&q->runs, r->run_id);
 	forward(q, a, r->run_id, st, wid, r, 0,
 	        st == AX__ATTEMPT_STATUS__ATTEMPT_CANCELED && a && a->kill
 	            ? a->kill_reason
 	            : reasons[st]);
 	if (a != NULL && a->state != ST_DONE)
-		att_retire(q, a);
+		axq_att_retire(q, a);
 }
 
 static void
@@ -2225,13 +1699,14 @@ on_deregister(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 	char                  json[300];
 	if (d->hand_back)
 		for (size_t i = 0; i < d->n_running_run_ids; i++) {
-			qatt *a = smap_get(&q->runs, d->running_run_ids[i]);
+			qatt *a =
+			    axq_smap_get(&q->runs, d->running_run_ids[i]);
 			if (a != NULL && a->worker == w && a->ar != NULL)
 				att_requeue(q, a);
 		}
 	session_end(q, w, "WORKER_LEFT", "GONE", NULL, 0);
 	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
-	emit(q, "worker.left", NULL, json);
+	axq_emit(q, "worker.left", NULL, json);
 	reply_ack(q, c, m->seq);
 }
 
@@ -2258,7 +1733,7 @@ on_request(ax_queue *q, qctx *c)
 		goto done;
 	}
 	if (m->worker_id && *m->worker_id)
-		w = smap_get(&q->workers, m->worker_id);
+		w = axq_smap_get(&q->workers, m->worker_id);
 	valid = w != NULL && w->alive && w->session == m->session;
 	if (valid)
 		lease_touch(q, w);
@@ -2470,13 +1945,13 @@ timers(ax_queue *q)
 	while (q->held_head != NULL && q->held_head->release_mono <= now) {
 		qatt *a = q->held_head;
 		LIST_UNLINK(q->held_head, q->held_tail, a, hnext, hprev);
-		att_enqueue(q, a);
+		axq_att_enqueue(q, a);
 	}
 	fill_flush(q);
 	while (q->un_head != NULL && q->un_head->ack_deadline <= now) {
 		qatt      *a   = q->un_head;
 		qworker   *w   = a->worker;
-		ax_log_ids ids = att_ids(a);
+		ax_log_ids ids = axq_att_ids(a);
 		if (w != NULL && (w->held > 0 || w->held_until > now)) {
 			/* w's acknowledgement (its Started) may be waiting
 			 * behind a report whose ack we hold for a commit:
@@ -2497,9 +1972,9 @@ timers(ax_queue *q)
 	while (q->lease_head != NULL && q->lease_head->lease_mono <= now)
 		worker_lost(q, q->lease_head);
 	while (q->dl_head != NULL && q->dl_head->doubt_deadline <= now)
-		doubt_lapse(q, q->dl_head);
+		axq_doubt_lapse(q, q->dl_head);
 	if (q->store != NULL && !q->reconciled && now >= q->reconcile_at)
-		reconcile_load(q);
+		axq_reconcile_load(q);
 	if (q->fill_blocked && dispatch_open(q)) {
 		/* Pulls that waited for the database or the reconciliation */
 		q->fill_blocked = 0;
@@ -2515,7 +1990,7 @@ timers(ax_queue *q)
 		q->ret_head = a->rnext;
 		if (q->ret_head == NULL)
 			q->ret_tail = NULL;
-		if (smap_get(&q->runs, a->run_id) == a)
+		if (axq_smap_get(&q->runs, a->run_id) == a)
 			smap_del(&q->runs, a->run_id);
 		att_free(a);
 	}
@@ -2554,7 +2029,7 @@ queue_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 	q->self = self;
 	if (q->store != NULL && !q->reconciled &&
 	    ax_clock_mono_us() >= q->reconcile_at)
-		reconcile_load(q); /* before anything can be dispatched */
+		axq_reconcile_load(q); /* before anything can be dispatched */
 	q->batching = 1; /* one reply per worker for the whole batch */
 	for (size_t i = 0; i < n; i++) {
 		Ax__Command *cmd;
