@@ -21,6 +21,7 @@ struct ax_api_client {
 	char *url;        /* base URL, no trailing slash */
 	char *token;      /* bearer token, NULL when none was found */
 	char *token_from; /* where the token came from, for the 401 hint */
+	char *idem;       /* Idempotency-Key of POSTs; NULL: none */
 };
 
 /* ---- options ------------------------------------------------------------ */
@@ -174,7 +175,34 @@ ax_api_client_free(ax_api_client *c)
 	free(c->url);
 	free(c->token);
 	free(c->token_from);
+	free(c->idem);
 	free(c);
+}
+
+ax_err
+ax_api_client_set_idempotency_key(ax_api_client *c, const char *key)
+{
+	char *k = NULL;
+
+	if (key != NULL) {
+		size_t n = strlen(key);
+		if (n == 0 || n > 255)
+			return ax_err_set(AX_EINVAL,
+			                  "an idempotency key is 1 to 255 "
+			                  "printable ASCII characters");
+		for (size_t i = 0; i < n; i++)
+			if (key[i] < 0x21 || key[i] > 0x7e)
+				return ax_err_set(
+				    AX_EINVAL,
+				    "an idempotency key is printable "
+				    "ASCII without spaces, got '%s'",
+				    key);
+		if ((k = strdup(key)) == NULL)
+			return ax_err_set(AX_ENOMEM, "idempotency key");
+	}
+	free(c->idem);
+	c->idem = k;
+	return AX_OK;
 }
 
 const char *
@@ -308,6 +336,10 @@ ax_api_client_call(ax_api_client *c, const char *method, const char *path,
 	}
 	hdr = curl_slist_append(hdr, "Expect:");
 	hdr = curl_slist_append(hdr, "Accept: application/json");
+	if (c->idem != NULL && strcmp(method, "POST") == 0) {
+		snprintf(line, sizeof(line), "Idempotency-Key: %s", c->idem);
+		hdr = curl_slist_append(hdr, line);
+	}
 	if (body != NULL) {
 		snprintf(line, sizeof(line), "Content-Type: %s",
 		         ctype ? ctype : "application/json");

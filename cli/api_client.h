@@ -67,6 +67,13 @@ ax_err ax_api_client_new(const ax_api_opts *o, ax_api_client **out);
 /* Frees c; accepts NULL. */
 void ax_api_client_free(ax_api_client *c);
 
+/*
+ * Sends `Idempotency-Key: key` with every later POST of c (key copied;
+ * NULL stops it): a repeat of the same request with the same key gets
+ * the server's first answer and has no second effect.
+ */
+ax_err ax_api_client_set_idempotency_key(ax_api_client *c, const char *key);
+
 /* The base URL in use (no trailing slash). Owned by c. */
 const char *ax_api_client_url(const ax_api_client *c);
 

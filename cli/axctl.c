@@ -17,6 +17,7 @@
 #include "cmd_run.h"
 #include "cmd_worker.h"
 #include "cmd_cron.h"
+#include "cmd_command.h"
 #include "cmd_db.h"
 #include "cmd_drill.h"
 #include "cmd_token.h"
@@ -33,6 +34,8 @@ static const ax_cmd commands[] = {
 	  "task instances: list, show, logs, kill, clear, mark" },
 	{ "worker", ax_cmd_worker, "workers: list" },
 	{ "events", ax_cmd_events, "the event log: query, --follow" },
+	{ "command", ax_cmd_command,
+	  "control commands: show (pending, applied, rejected), --wait" },
 	{ "db", ax_cmd_db, "database: up, down, status, migrate, psql" },
 	{ "drill", ax_cmd_drill,
 	  "fault drills: kill, stop and restart parts of AX mid-run" },

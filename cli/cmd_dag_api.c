@@ -16,24 +16,35 @@
 #include <string.h>
 
 #include "api_cmd.h"
+#include "cmd_command.h"
 #include "cmd_dag.h"
 #include "table.h"
 
 #define MAX_PARAMS 64
+
+/* What the state-changing subcommands share: each request is a durable
+ * command on the server (cmd_command.h). */
+typedef struct change_opts {
+	int         wait;       /* --wait: until applied or rejected */
+	int64_t     timeout_us; /* --timeout */
+	const char *idem_key;   /* --idempotency-key */
+} change_opts;
 
 static void
 usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: axctl dag submit FILE...\n"
+	    "usage: axctl dag submit FILE... [--wait]\n"
 	    "       axctl dag list\n"
 	    "       axctl dag show NAME\n"
-	    "       axctl dag pause NAME | unpause NAME\n"
-	    "       axctl dag trigger NAME [--date ISO] [--param K=V]...\n"
+	    "       axctl dag pause NAME | unpause NAME [CHANGE]\n"
+	    "       axctl dag trigger NAME [--date ISO] [--param K=V]... "
+	    "[CHANGE]\n"
 	    "       axctl dag backfill NAME --start ISO --end ISO\n"
-	    "                          [--mode serial|parallel]\n"
+	    "                          [--mode serial|parallel] [CHANGE]\n"
 	    "       (all with [--server URL] [--token-file FILE] [--json])\n"
+	    "  CHANGE: [--wait] [--timeout SECONDS] [--idempotency-key K]\n"
 	    "\n"
 	    "Through a running ax-api:\n"
 	    "  submit    store DAG / TaskTemplate YAML files (admin token);\n"
@@ -45,6 +56,13 @@ usage(FILE *f)
 	    "            --param K=V adds a string param, repeatable)\n"
 	    "  backfill  create runs for the schedule's periods whose\n"
 	    "            logical date is in [start, end] (at most 1000)\n"
+	    "\n"
+	    "Each change is a command the scheduler applies once, also when\n"
+	    "it was down at the time; its id is printed (`axctl command show\n"
+	    "ID`). --wait waits until it is applied (printing e.g. the run\n"
+	    "of a trigger) or rejected (exit 1), at most --timeout seconds\n"
+	    "(default 60). --idempotency-key K: a repeat with the same K\n"
+	    "gets the first answer and changes nothing again.\n"
 	    "\n" AX_API_OPTS_HELP "\n");
 }
 
@@ -134,9 +152,10 @@ add_results(ax_table *t, json_t *arr, const char *kind)
 	}
 }
 
-/* Submits one file; 0 ok, 1 failed, -1 server unreachable (stop). */
+/* Submits one file; 0 ok, 1 failed, -1 server unreachable (stop). The
+ * answer's command id goes to *cid (0: none). */
 static int
-submit_one(ax_api_cmd *cmd, const char *file, ax_table *t)
+submit_one(ax_api_cmd *cmd, const char *file, ax_table *t, int64_t *cid)
 {
 	ax_api_reply rep = { 0 };
 	ax_api_path  p;
@@ -157,6 +176,8 @@ submit_one(ax_api_cmd *cmd, const char *file, ax_table *t)
 	if (cmd->opts.json && rep.json != NULL)
 		ax_api_cmd_print_json(rep.json);
 	if (rv == AX_OK) {
+		*cid = json_integer_value(
+		    json_object_get(rep.json, "command_id"));
 		add_results(t, json_object_get(rep.json, "templates"),
 		            "template");
 		add_results(t, json_object_get(rep.json, "dags"), "dag");
@@ -176,17 +197,18 @@ submit_one(ax_api_cmd *cmd, const char *file, ax_table *t)
 }
 
 static int
-cmd_submit(ax_api_cmd *cmd)
+cmd_submit(ax_api_cmd *cmd, const change_opts *ch)
 {
-	static const char *const hdr[]  = { "KIND", "NAME", "OUTCOME",
-		                            "VERSION", "ID" };
-	ax_table                *t      = ax_table_new(5, hdr);
-	int                      failed = 0;
+	static const char *const hdr[] = { "KIND", "NAME", "OUTCOME",
+		                           "VERSION", "ID" };
+	ax_table                *t     = ax_table_new(5, hdr);
+	int64_t                  cids[AX_API_CMD_MAX_POS] = { 0 };
+	int                      failed                   = 0;
 
 	if (t == NULL)
 		return 1;
 	for (int i = 0; i < cmd->npos; i++) {
-		int r = submit_one(cmd, cmd->pos[i], t);
+		int r = submit_one(cmd, cmd->pos[i], t, &cids[i]);
 		if (r != 0)
 			failed = 1;
 		if (r < 0)
@@ -195,6 +217,19 @@ cmd_submit(ax_api_cmd *cmd)
 	if (!cmd->opts.json && ax_table_rows(t) > 0)
 		ax_table_print(t, stdout);
 	ax_table_free(t);
+	for (int i = 0; i < cmd->npos; i++) {
+		json_t *a;
+		if (cids[i] <= 0)
+			continue;
+		a = json_pack("{s:I}", "command_id", (json_int_t) cids[i]);
+		if (!cmd->opts.json)
+			printf("%s: ", cmd->pos[i]);
+		if (ax_cmd_command_after(cmd, a, ch->wait, ch->timeout_us))
+			failed = 1;
+		if (cmd->opts.json && ch->wait)
+			ax_api_cmd_print_json(json_object_get(a, "command"));
+		json_decref(a);
+	}
 	return failed;
 }
 
@@ -328,7 +363,7 @@ cmd_show(ax_api_cmd *cmd)
 
 /* ---- pause / trigger / backfill ----------------------------------------- */
 
-/* POSTs body to /api/v1/dags/NAME/verb; prints the JSON with --json. */
+/* POSTs body to /api/v1/dags/NAME/verb. */
 static int
 dag_post(ax_api_cmd *cmd, const char *verb, json_t *body, json_t **out)
 {
@@ -341,26 +376,38 @@ dag_post(ax_api_cmd *cmd, const char *verb, json_t *body, json_t **out)
 	if (ax_api_client_post(cmd->client, ax_api_path_str(&p), body, out) !=
 	    AX_OK)
 		return ax_api_cmd_fail(cmd);
-	if (cmd->opts.json)
-		ax_api_cmd_print_json(*out);
 	return 0;
 }
 
+/* After the text of a change: its command (printed, waited for with
+ * --wait), then the JSON with --json (with "command" after a wait). */
 static int
-cmd_pause(ax_api_cmd *cmd, int paused)
+dag_after(ax_api_cmd *cmd, const change_opts *ch, json_t *answer)
+{
+	int rc = ax_cmd_command_after(cmd, answer, ch->wait, ch->timeout_us);
+
+	if (cmd->opts.json)
+		ax_api_cmd_print_json(answer);
+	return rc;
+}
+
+static int
+cmd_pause(ax_api_cmd *cmd, int paused, const change_opts *ch)
 {
 	json_t *j  = NULL;
 	int     rc = dag_post(cmd, paused ? "pause" : "unpause", NULL, &j);
 
 	if (rc == 0 && !cmd->opts.json)
 		printf("%s %s\n", paused ? "paused" : "unpaused", cmd->pos[0]);
+	if (rc == 0)
+		rc = dag_after(cmd, ch, j);
 	json_decref(j);
 	return rc;
 }
 
 static int
 cmd_trigger(ax_api_cmd *cmd, const char *date, const char **params,
-            int nparams)
+            int nparams, const change_opts *ch)
 {
 	json_t *b = json_object(), *pj = json_object(), *j = NULL;
 	int     rc;
@@ -396,6 +443,8 @@ cmd_trigger(ax_api_cmd *cmd, const char *date, const char **params,
 			       "`axctl dag unpause %s`\n",
 			       cmd->pos[0], cmd->pos[0]);
 	}
+	if (rc == 0)
+		rc = dag_after(cmd, ch, j);
 	json_decref(b);
 	json_decref(j);
 	return rc;
@@ -403,7 +452,7 @@ cmd_trigger(ax_api_cmd *cmd, const char *date, const char **params,
 
 static int
 cmd_backfill(ax_api_cmd *cmd, const char *start, const char *end,
-             const char *mode)
+             const char *mode, const change_opts *ch)
 {
 	static const char *const hdr[]  = { "RUN", "LOGICAL_DATE" };
 	static const char *const keys[] = { "id", "logical_date" };
@@ -445,6 +494,8 @@ cmd_backfill(ax_api_cmd *cmd, const char *start, const char *end,
 			ax_table_print(t, stdout);
 		ax_table_free(t);
 	}
+	if (rc == 0)
+		rc = dag_after(cmd, ch, j);
 	json_decref(j);
 	return rc;
 }
@@ -467,7 +518,8 @@ static int
 run_sub(int argc, char **argv)
 {
 	const char *sub = argv[0], *date = NULL, *start = NULL, *end = NULL,
-	           *mode = NULL;
+	           *mode = NULL, *timeout = NULL;
+	change_opts ch = { 0 };
 	const char *params[MAX_PARAMS];
 	int         nparams = 0, rc, min = 1, max = 1;
 	char        prog[64];
@@ -479,12 +531,29 @@ run_sub(int argc, char **argv)
 		  .many  = params,
 		  .nmany = &nparams,
 		  .cap   = MAX_PARAMS },
+		{ .name = "--wait", .set = &ch.wait },
+		{ .name = "--timeout", .value = &timeout },
+		{ .name = "--idempotency-key", .value = &ch.idem_key },
 		{ 0 },
 	};
 	const ax_api_flag backfill_flags[] = {
 		{ .name = "--start", .value = &start },
 		{ .name = "--end", .value = &end },
 		{ .name = "--mode", .value = &mode },
+		{ .name = "--wait", .set = &ch.wait },
+		{ .name = "--timeout", .value = &timeout },
+		{ .name = "--idempotency-key", .value = &ch.idem_key },
+		{ 0 },
+	};
+	const ax_api_flag pause_flags[] = {
+		{ .name = "--wait", .set = &ch.wait },
+		{ .name = "--timeout", .value = &timeout },
+		{ .name = "--idempotency-key", .value = &ch.idem_key },
+		{ 0 },
+	};
+	const ax_api_flag submit_flags[] = {
+		{ .name = "--wait", .set = &ch.wait },
+		{ .name = "--timeout", .value = &timeout },
 		{ 0 },
 	};
 	const ax_api_flag *flags = NULL;
@@ -493,33 +562,45 @@ run_sub(int argc, char **argv)
 	cmd.prog = prog;
 	if (strcmp(sub, "list") == 0)
 		min = max = 0;
-	else if (strcmp(sub, "submit") == 0)
-		max = AX_API_CMD_MAX_POS;
-	else if (strcmp(sub, "trigger") == 0)
+	else if (strcmp(sub, "submit") == 0) {
+		max   = AX_API_CMD_MAX_POS;
+		flags = submit_flags;
+	} else if (strcmp(sub, "trigger") == 0)
 		flags = trigger_flags;
 	else if (strcmp(sub, "backfill") == 0)
 		flags = backfill_flags;
+	else if (strcmp(sub, "pause") == 0 || strcmp(sub, "unpause") == 0)
+		flags = pause_flags;
 	rc = ax_api_cmd_parse(&cmd, argc, argv, flags, min, max);
 	if (rc < 0) {
 		usage(stdout);
 		return 0;
 	}
-	if (rc != 0)
+	if (rc != 0 ||
+	    (rc = ax_cmd_command_timeout(&cmd, timeout, &ch.timeout_us)) != 0)
 		return rc;
 	if ((rc = ax_api_cmd_connect(&cmd)) != 0)
 		return rc;
+	if (ch.idem_key != NULL &&
+	    ax_api_client_set_idempotency_key(cmd.client, ch.idem_key) !=
+	        AX_OK) {
+		fprintf(stderr, "%s: --idempotency-key: %s\n", cmd.prog,
+		        ax_err_detail());
+		ax_api_cmd_fini(&cmd);
+		return 2;
+	}
 	if (strcmp(sub, "submit") == 0)
-		rc = cmd_submit(&cmd);
+		rc = cmd_submit(&cmd, &ch);
 	else if (strcmp(sub, "list") == 0)
 		rc = cmd_list(&cmd);
 	else if (strcmp(sub, "show") == 0)
 		rc = cmd_show(&cmd);
 	else if (strcmp(sub, "pause") == 0 || strcmp(sub, "unpause") == 0)
-		rc = cmd_pause(&cmd, sub[0] == 'p');
+		rc = cmd_pause(&cmd, sub[0] == 'p', &ch);
 	else if (strcmp(sub, "trigger") == 0)
-		rc = cmd_trigger(&cmd, date, params, nparams);
+		rc = cmd_trigger(&cmd, date, params, nparams, &ch);
 	else
-		rc = cmd_backfill(&cmd, start, end, mode);
+		rc = cmd_backfill(&cmd, start, end, mode, &ch);
 	ax_api_cmd_fini(&cmd);
 	return rc;
 }

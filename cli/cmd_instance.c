@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api_cmd.h"
+#include "cmd_command.h"
 #include "table.h"
 
 static void
@@ -192,6 +193,8 @@ cmd_kill(ax_api_cmd *cmd)
 		       cmd->pos[0],
 		       ax_table_text(json_object_get(j, "state"), st,
 		                     sizeof(st)));
+	if (rc == 0) /* the command id */
+		rc = ax_cmd_command_after(cmd, j, 0, 0);
 	json_decref(j);
 	return rc;
 }
@@ -205,6 +208,8 @@ cmd_clear(ax_api_cmd *cmd, int downstream)
 	if (rc == 0 && !cmd->opts.json)
 		printf("clear of instance %s%s requested\n", cmd->pos[0],
 		       downstream ? " and its downstream" : "");
+	if (rc == 0) /* the command id */
+		rc = ax_cmd_command_after(cmd, j, 0, 0);
 	json_decref(b);
 	json_decref(j);
 	return rc;
@@ -232,6 +237,8 @@ cmd_mark(ax_api_cmd *cmd)
 		                     sizeof(from)),
 		       ax_table_text(json_object_get(j, "state"), to,
 		                     sizeof(to)));
+	if (rc == 0) /* the command id */
+		rc = ax_cmd_command_after(cmd, j, 0, 0);
 	json_decref(b);
 	json_decref(j);
 	return rc;

@@ -145,6 +145,9 @@ submit_chain(void)
 	char path[256];
 	write_file("chain.yaml", chain_yaml, path, sizeof(path));
 	EXPECT_RC(0, "dag", "submit", path);
+	/* delivered asynchronously: wait for it, so it is not mistaken
+	 * for the next request's */
+	json_decref(ax_api_fixture_notify(&fx));
 	ax_api_fixture_drain(&fx);
 }
 
@@ -229,7 +232,8 @@ Test(axctl_api, dag_pause_trigger_backfill)
 
 	submit_chain();
 	EXPECT_RC(0, "dag", "pause", "demo.chain");
-	cr_expect_str_eq(out, "paused demo.chain\n");
+	cr_expect(strncmp(out, "paused demo.chain\ncommand ", 26) == 0, "%s",
+	          out);
 	cr_expect_eq(ax_api_fixture_int(&fx, "SELECT paused::int FROM dags"),
 	             1);
 	n = ax_api_fixture_notify(&fx);
@@ -653,6 +657,90 @@ Test(axctl_api, tokens)
 
 /* ---- without a server --------------------------------------------------- */
 
+/* Every change prints its command id; `axctl command show` reads it,
+ * --wait waits for axd (here: the test plays axd, writing the outcome),
+ * --idempotency-key makes a repeat return the first command. */
+Test(axctl_api, command_show_wait_and_idempotency_key)
+{
+	char    ids[24];
+	json_t *j;
+	int64_t id, id2;
+
+	submit_chain();
+	EXPECT_RC(0, "dag", "trigger", "demo.chain", "--date", "2024-06-01",
+	          "--json");
+	j  = out_json();
+	id = json_integer_value(json_object_get(j, "command_id"));
+	json_decref(j);
+	cr_assert_gt(id, 0, "%s", out);
+	snprintf(ids, sizeof(ids), "%lld", (long long) id);
+
+	EXPECT_RC(0, "command", "show", ids);
+	cr_expect(strstr(out, "pending") != NULL, "%s", out);
+	cr_expect(strstr(out, "trigger") != NULL, "%s", out);
+	/* no axd here: --wait gives up after --timeout, exit 1 */
+	EXPECT_RC(1, "command", "show", ids, "--wait", "--timeout", "0.5");
+	cr_expect(strstr(err, "still pending") != NULL, "%s", err);
+	EXPECT_RC(1, "command", "show", "987654");
+	cr_expect(strstr(err, "no command 987654") != NULL, "%s", err);
+	EXPECT_RC(2, "command", "show", "abc");
+	EXPECT_RC(2, "command", "show", ids, "--timeout", "-1");
+	EXPECT_RC(2, "command", "list");
+
+	/* applied: --wait returns at once with the result */
+	ax_api_fixture_sql(&fx,
+	                   "UPDATE control_command SET status = 'applied', "
+	                   "applied_at = now(), result = '{\"run_id\": 77}' "
+	                   "WHERE id = %lld",
+	                   (long long) id);
+	EXPECT_RC(0, "command", "show", ids, "--wait", "--json");
+	j = out_json();
+	cr_expect_str_eq(json_string_value(json_object_get(j, "status")),
+	                 "applied");
+	cr_expect_eq(json_integer_value(json_object_get(
+	                 json_object_get(j, "result"), "run_id")),
+	             77);
+	json_decref(j);
+
+	/* a change with --wait: rejected is exit 1 with the reason */
+	ax_api_fixture_sql(
+	    &fx,
+	    "CREATE FUNCTION t_reject() RETURNS trigger "
+	    "LANGUAGE plpgsql AS $$ BEGIN NEW.status := "
+	    "'rejected'; NEW.applied_at := now(); NEW.reason := "
+	    "'refused by the test'; RETURN NEW; END $$");
+	ax_api_fixture_sql(&fx,
+	                   "CREATE TRIGGER t_reject BEFORE INSERT ON "
+	                   "control_command FOR EACH ROW EXECUTE "
+	                   "FUNCTION t_reject()");
+	EXPECT_RC(1, "dag", "pause", "demo.chain", "--wait");
+	cr_expect(strstr(out, "rejected: refused by the test") != NULL, "%s",
+	          out);
+	ax_api_fixture_sql(&fx, "DROP TRIGGER t_reject ON control_command");
+
+	/* --idempotency-key: the same command again, no second row */
+	EXPECT_RC(0, "dag", "trigger", "demo.chain", "--date", "2024-06-02",
+	          "--idempotency-key", "cli-k1", "--json");
+	j  = out_json();
+	id = json_integer_value(json_object_get(j, "command_id"));
+	json_decref(j);
+	EXPECT_RC(0, "dag", "trigger", "demo.chain", "--date", "2024-06-02",
+	          "--idempotency-key", "cli-k1", "--json");
+	j   = out_json();
+	id2 = json_integer_value(json_object_get(j, "command_id"));
+	json_decref(j);
+	cr_expect_eq(id, id2, "a repeat is the first command");
+	cr_expect_eq(ax_api_fixture_int(&fx,
+	                                "SELECT count(*) FROM control_command "
+	                                "WHERE idempotency_key = 'cli-k1'"),
+	             1);
+	EXPECT_RC(1, "dag", "trigger", "demo.chain", "--date", "2024-06-03",
+	          "--idempotency-key", "cli-k1");
+	cr_expect(strstr(err, "idempotency_key_reused") != NULL, "%s", err);
+	EXPECT_RC(2, "dag", "trigger", "demo.chain", "--idempotency-key",
+	          "has space");
+}
+
 TestSuite(axctl_cli, .timeout = 60);
 
 /* A local port nothing listens on. */
@@ -755,9 +843,9 @@ Test(axctl_cli, help_documents_exit_status)
 	static const char *const groups[][2] = {
 		{ "dag", "--help" },      { "run", "--help" },
 		{ "instance", "--help" }, { "worker", "--help" },
-		{ "events", "--help" },
+		{ "events", "--help" },   { "command", "--help" },
 	};
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < 6; i++) {
 		EXPECT_RC(0, groups[i][0], groups[i][1]);
 		cr_expect(strstr(out, "Exit status: 0 success; 1 failure") !=
 		              NULL,

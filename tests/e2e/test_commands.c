@@ -22,21 +22,27 @@
 #include <string.h>
 
 #include "api_token.h"
+#include "cli_run.h"
 #include "clock.h"
 #include "e2e_harness.h"
 #include "store.h"
 
 static ax_e2e *e;
 static char    url[64], token[AX_API_TOKEN_LEN];
+static char    out[65536], err[16384];
 
 static void
 setup(void)
 {
+	char axctl[PATH_MAX];
+
 	setenv("AX_WORKER_HEARTBEAT", "500ms", 1);
 	setenv("AX_WORKER_KILL_GRACE", "1s", 1);
 	unsetenv("AX_API_TLS_CERT");
 	unsetenv("AX_API_TLS_KEY");
 	cr_assert_not_null(getenv("AX_BIN_DIR"), "AX_BIN_DIR is not set");
+	snprintf(axctl, sizeof(axctl), "%s/axctl", getenv("AX_BIN_DIR"));
+	setenv("AXCTL", axctl, 1);
 	e = NULL;
 }
 
@@ -163,6 +169,8 @@ start_stack(void)
 	    ax_api_token_create(st, AX_API_ROLE_ADMIN, "e2e", token, NULL),
 	    AX_OK, "%s", ax_err_detail());
 	ax_store_close(st);
+	setenv("AX_SERVER", url, 1);
+	setenv("AX_TOKEN", token, 1);
 }
 
 /* The id of task's instance in the e2e.ops run at logical date day. */
@@ -387,6 +395,17 @@ Test(commands, applied_once_after_axd_was_down)
 	call("GET", "/api/v1/commands/abc", NULL, NULL, &a);
 	cr_assert_eq(a.status, 400, "%s", a.body);
 	json_decref(a.js);
+
+	/* axctl: --wait prints the run the trigger made */
+	int rc = AX_CLI_AXCTL("dag", "trigger", "e2e.cmd", "--wait", NULL);
+	cr_assert_eq(rc, 0, "stdout: %s\nstderr: %s", out, err);
+	cr_assert_not_null(strstr(out, "(trigger) applied: run_id="), "%s",
+	                   out);
+	char cid[24];
+	snprintf(cid, sizeof(cid), "%lld", (long long) ids[0]);
+	rc = AX_CLI_AXCTL("command", "show", cid, "--json", NULL);
+	cr_assert_eq(rc, 0, "stdout: %s\nstderr: %s", out, err);
+	cr_assert_not_null(strstr(out, "\"applied\""), "%s", out);
 }
 
 /* A command that cannot be applied is rejected with a reason. */
