@@ -43,6 +43,7 @@ struct ax_control {
 	ax_store              *store;  /* thread only: reads, finishes */
 	sent_cmd              *sent;   /* thread only: by id, ascending */
 	size_t                 nsent, capsent;
+	int                    rescan; /* thread only: the last scan failed */
 	pthread_t              thread;
 	int                    started; /* thread running */
 	int                    wake[2]; /* pipe: main -> thread (stop) */
@@ -654,6 +655,14 @@ scan_pending(ax_control *c)
 	size_t    nnext = 0, cap = 0, from = 0;
 	int       n;
 
+	c->rescan = 1; /* until this scan completes */
+	if (c->store == NULL &&
+	    ax_store_open(c->ctx->dsn, &c->store) != AX_OK) {
+		ax_logf(AX_LOG_WARN, COMP, "DB_UNAVAILABLE", NULL,
+		        "pending commands not read (retried): %s",
+		        ax_err_detail());
+		return;
+	}
 	do {
 		PGresult *res = NULL;
 		if (ax_store_commands_pending(c->store, after, SCAN_SLICE,
@@ -698,6 +707,7 @@ scan_pending(ax_control *c)
 	c->sent    = next;
 	c->nsent   = nnext;
 	c->capsent = cap;
+	c->rescan  = 0;
 }
 
 /* Waits up to us or until stop; 1 when stopping. */
@@ -795,7 +805,7 @@ control_main(void *arg)
 		if (scan)
 			scan_pending(c);
 		p[1].fd = PQsocket(c->conn);
-		rc      = poll(p, 2, c->nsent > 0 ? RESCAN_MS : -1);
+		rc = poll(p, 2, c->nsent > 0 || c->rescan ? RESCAN_MS : -1);
 		if (rc == 0)
 			scan_pending(c); /* retry what is still pending */
 		else if (rc < 0 && errno != EINTR) {
@@ -815,9 +825,6 @@ ax_control_start(ax_control *c, ax_actor_system *sys)
 
 	if (c->started)
 		return ax_err_set(AX_ESTATE, "control thread already started");
-	if (c->store == NULL &&
-	    (rv = ax_store_open(c->ctx->dsn, &c->store)) != AX_OK)
-		return rv;
 	if ((rv = ax_actor_client_new(sys, COMP, &c->client)) != AX_OK)
 		return rv;
 	if ((e = pthread_create(&c->thread, NULL, control_main, c)) != 0) {

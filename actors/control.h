@@ -126,10 +126,10 @@ void ax_control_discard(ax_control *c);
 
 /*
  * Starts the thread forwarding to sys (already started); it opens its own
- * store with ctx->dsn as it is now (axd's fenced DSN) to read and finish
- * commands, and first forwards every pending command. Errors: AX_ESTATE
- * (already started), those of ax_actor_client_new and ax_store_open,
- * AX_ENOMEM.
+ * store with ctx->dsn as it is then (axd's fenced DSN) to read and finish
+ * commands, and first forwards every pending command (a database that is
+ * away is tried again every few seconds). Errors: AX_ESTATE (already
+ * started), those of ax_actor_client_new, AX_ENOMEM.
  */
 ax_err ax_control_start(ax_control *c, ax_actor_system *sys);
 
