@@ -10,6 +10,9 @@
  * were recorded in PostgreSQL, all of them were a NOTIFY nobody heard:
  * the runs never appeared.
  *
+ * The same across a failover: a standby axd takes over from a killed
+ * active one while triggers arrive.
+ *
  * Waits poll PostgreSQL with deadlines sized for a loaded 2-core machine
  * (the restart waits for the killed axd's lease to lapse: 3 s here).
  */
@@ -442,4 +445,77 @@ Test(commands, rejected_with_a_reason)
 	json_decref(a.js);
 	run = ax_e2e_int(e, "SELECT count(*) FROM dag_runs");
 	cr_assert_eq(run, 0, "a rejected trigger makes no run");
+}
+
+/* 1 when the file at path contains text. */
+static int
+file_has(const char *path, const char *text)
+{
+	static char buf[1 << 20];
+	FILE       *f = fopen(path, "r");
+	size_t      n;
+
+	if (f == NULL)
+		return 0;
+	n      = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return strstr(buf, text) != NULL;
+}
+
+/* Triggers sent while the active axd dies and a standby takes over: each
+ * makes one run, applied by whichever axd held the lease. */
+Test(commands, applied_once_across_a_failover)
+{
+	char    log2[PATH_MAX + 32];
+	int64_t ids[N_TRIGGERS], deadline, epoch0;
+
+	start_stack();
+	cr_assert_eq(ax_stack_start_standby(&e->st), AX_OK, "%s",
+	             ax_err_detail());
+	snprintf(log2, sizeof(log2), "%s/axd-standby.log", e->st.log_dir);
+	deadline = ax_clock_mono_us() + 30 * AX_USEC_PER_SEC;
+	while (!file_has(log2, "standby")) {
+		cr_assert_lt(ax_clock_mono_us(), deadline,
+		             "the second axd never stood by");
+		ax_clock_sleep_us(100 * AX_USEC_PER_MSEC);
+	}
+	epoch0 = ax_e2e_int(e, "SELECT epoch FROM scheduler_lease");
+	for (int i = 0; i < N_TRIGGERS; i++) {
+		if (i == N_TRIGGERS / 4)
+			ax_e2e_kill_axd(e, SIGKILL); /* the rest: in the gap */
+		ids[i] = post("/api/v1/dags/e2e.cmd/trigger", NULL, NULL, 202);
+	}
+	wait_sql(90, "40 runs of e2e.cmd, each with its task SUCCESS",
+	         "SELECT (count(*) FILTER (WHERE i.state = 'SUCCESS') = 40)"
+	         "::int FROM task_instances i JOIN dags d ON d.id = i.dag_id "
+	         "WHERE d.name = 'e2e.cmd'");
+	wait_sql(30, "no command pending",
+	         "SELECT (count(*) = 0)::int FROM control_command WHERE "
+	         "status = 'pending'");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM dag_runs r JOIN dags "
+	                        "d ON d.id = r.dag_id WHERE d.name = "
+	                        "'e2e.cmd'"),
+	             N_TRIGGERS);
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(*) FROM attempts a JOIN "
+	               "task_instances i ON i.id = a.instance_id JOIN "
+	               "dags d ON d.id = i.dag_id WHERE d.name = "
+	               "'e2e.cmd'"),
+	    N_TRIGGERS, "one attempt per trigger");
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(DISTINCT result->>'run_id') FROM "
+	               "control_command WHERE id BETWEEN %lld AND "
+	               "%lld AND status = 'applied'",
+	               (long long) ids[0], (long long) ids[N_TRIGGERS - 1]),
+	    N_TRIGGERS, "every command applied with its own run");
+	cr_assert_gt(
+	    ax_e2e_int(e,
+	               "SELECT count(*) FROM control_command WHERE id "
+	               "= %lld AND applied_epoch > %lld",
+	               (long long) ids[N_TRIGGERS - 1], (long long) epoch0),
+	    0, "the last ones were applied by the new leader");
 }
