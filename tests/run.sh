@@ -5,8 +5,8 @@
 # Without --suite: every suite but `ha` (unit, integration, e2e); the
 # test setup `default` in tests/meson.build leaves `ha` out. With --suite
 # NAME (repeatable): only those suites, e.g. `--suite ha`, AX on a Patroni
-# cluster (needs the Debian packages patroni and etcd-server; see
-# docs/operations.md).
+# cluster for about 3 minutes (see docs/operations.md), which .ci/run runs
+# after the default suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suites=()
@@ -32,15 +32,6 @@ while [ $# -gt 0 ]; do
 done
 build=${1:-build-test}
 bash deploy/install-deps.sh # as root, or through sudo
-# the ha suite also needs Patroni and etcd (Debian packages)
-if [[ " ${suites[*]} " == *" ha "* ]] &&
-	! { command -v patroni && command -v etcd; } >/dev/null 2>&1; then
-	if [ "$(id -u)" -eq 0 ]; then
-		apt-get install -y patroni etcd-server
-	else
-		sudo apt-get install -y patroni etcd-server
-	fi
-fi
 if [ -d "$build" ]; then
 	meson setup --reconfigure "$build" -Dwerror=true
 else

@@ -22,8 +22,9 @@
  * AX_HA_KEEP=1 moves it to /tmp/ax-ha-kept-PID first, for a post-mortem.
  *
  * Workload: about 80-100 s per test on a loaded 2-core machine (cluster
- * start 15-25 s, 35-45 s of scheduling, settling, teardown); the suite
- * is opt-in (tests/run.sh --suite ha).
+ * start 15-25 s, 35-45 s of scheduling, settling, teardown). A plain
+ * `meson test` leaves the suite out; .ci/run and tests/run.sh --suite ha
+ * run it.
  */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
