@@ -1016,9 +1016,16 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	if ((e = ax_exec_new(&ax_exec_local_ops, &w->ex[0])) != AX_OK ||
 	    (e = ax_exec_new(&ax_exec_noop_ops, &w->ex[1])) != AX_OK)
 		goto fail;
+	/* Without records a restart cannot find leftovers, but the shims
+	 * still kill every task when the worker dies: run anyway. */
 	if (o->state_dir != NULL && *o->state_dir &&
-	    (e = state_dir_open(w, o->state_dir)) != AX_OK)
-		goto fail;
+	    state_dir_open(w, o->state_dir) != AX_OK)
+		ax_logf(AX_LOG_WARN, COMP, "NO_STATE_DIR", NULL,
+		        "%s; running without task records, so a restart "
+		        "cannot kill what a worker killed with its tasks' "
+		        "supervisors left (set worker.state_dir to a writable "
+		        "directory)",
+		        ax_err_detail());
 	if (o->cgroups && ax_exec_use_cgroups(w->ex[0]) != AX_OK)
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 		        "no cgroup per task (%s); tasks are killed by process "

@@ -39,7 +39,8 @@
  *
  * Restart: with a state dir, the local executor records each running
  * task under <state_dir>/<worker id>; a worker started with the same id
- * kills what its previous life left before it registers.
+ * kills what its previous life left before it registers. A state dir
+ * that cannot be used is logged (NO_STATE_DIR), not fatal.
  * Register.running_run_ids lists every run_id still held: running, or
  * ended with a result not yet acknowledged.
  *

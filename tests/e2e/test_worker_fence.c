@@ -267,3 +267,43 @@ Test(worker_fence, stopped_worker_fences_itself_and_registers_again)
 	ax_clock_sleep_us(5 * AX_USEC_PER_SEC);
 	cr_assert(!task_finished(), "the fenced task finished");
 }
+
+Test(worker_fence, unusable_state_dir_is_reported_and_the_worker_runs)
+{
+	char        bin[PATH_MAX], out[PATH_MAX + 16], addr[PATH_MAX + 16];
+	char        buf[8192];
+	const char *dir = getenv("AX_BIN_DIR");
+	int         st  = 0;
+	size_t      n;
+	FILE       *f;
+	pid_t       w;
+
+	cr_assert_not_null(dir, "AX_BIN_DIR is not set");
+	snprintf(bin, sizeof(bin), "%s/ax-worker", dir);
+	snprintf(out, sizeof(out), "%s/worker.out", marks);
+	snprintf(addr, sizeof(addr), "ipc://%s/nobody.ipc", marks);
+	w = fork();
+	cr_assert_geq(w, 0);
+	if (w == 0) {
+		if (freopen(out, "w", stderr) == NULL)
+			_exit(126);
+		/* /proc refuses a mkdir: records cannot be kept there */
+		setenv("AX_WORKER_STATE_DIR", "/proc/ax-no-such-dir", 1);
+		setenv("AX_HOME", marks, 1);
+		execl(bin, bin, "--server", addr, "--id", "fence-nodir",
+		      (char *) NULL);
+		_exit(127);
+	}
+	ax_clock_sleep_us(1500 * AX_USEC_PER_MSEC);
+	cr_assert_eq(waitpid(w, &st, WNOHANG), 0, "the worker exited");
+	kill(w, SIGTERM);
+	cr_assert_eq(waitpid(w, &st, 0), w);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	cr_assert_not_null(f = fopen(out, "r"));
+	n      = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	cr_assert_not_null(strstr(buf, "NO_STATE_DIR"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "/proc/ax-no-such-dir"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "worker.state_dir"), "%s", buf);
+}
