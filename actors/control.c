@@ -26,8 +26,11 @@
 #define BACKOFF_MIN_US (100 * AX_USEC_PER_MSEC)
 #define BACKOFF_MAX_US (5 * AX_USEC_PER_SEC)
 
-#define RESCAN_MS  5000 /* wake-up while forwarded rows are pending */
-#define SCAN_SLICE 500  /* pending rows read per query */
+#define RESCAN_MS                                                             \
+	1000           /* wake-up while forwarded rows are pending: a         \
+	                * kill is sent again this often, the rest after       \
+	                * AX_CONTROL_RETRY_S; one indexed read each */
+#define SCAN_SLICE 500 /* pending rows read per query */
 
 /* A pending command this thread forwarded, and when (mono us). */
 typedef struct sent_cmd {

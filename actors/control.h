@@ -29,7 +29,7 @@
  * pending, so a command forwarded twice is applied once and a command
  * recorded while no axd ran is applied at the next start. A kill has no
  * transaction of its own (the pre-hook and the queue act in memory, and
- * a restart forgets them): this thread sends it again every few seconds
+ * a restart forgets them): this thread sends it again every second
  * while the instance runs or waits, naming the current attempt's run_id,
  * and marks it applied once the instance is CANCELED (rejected when it
  * ended otherwise). A row that cannot be decoded is rejected with the
@@ -128,7 +128,7 @@ void ax_control_discard(ax_control *c);
  * Starts the thread forwarding to sys (already started); it opens its own
  * store with ctx->dsn as it is then (axd's fenced DSN) to read and finish
  * commands, and first forwards every pending command (a database that is
- * away is tried again every few seconds). Errors: AX_ESTATE (already
+ * away is tried again every second). Errors: AX_ESTATE (already
  * started), those of ax_actor_client_new, AX_ENOMEM.
  */
 ax_err ax_control_start(ax_control *c, ax_actor_system *sys);
