@@ -884,6 +884,8 @@ repetition(drill *d, ax_drill_tally *t)
 		thread = 0;
 	}
 	tally(d, t);
+	for (int k = 0; k < AX_STACK_CHILDREN; k++)
+		t->restarts += d->st.sup[k].restarts;
 	rc = 0;
 out:
 	if (thread) {
@@ -916,8 +918,8 @@ usage(FILE *f)
 	        "  --json       print one JSON object: drill, ok, expected, "
 	        "once,\n"
 	        "               lost, twice, stuck, stuck_runs, disagree,\n"
-	        "               unexpected, refused, starts, recovery_s, "
-	        "*_keys\n"
+	        "               unexpected, refused, starts, restarts,\n"
+	        "               recovery_s, *_keys\n"
 	        "  --repeat N   run the drill N times (1-100); the report "
 	        "sums them\n"
 	        "               and gives recovery_median_s and "

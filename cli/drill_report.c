@@ -179,6 +179,7 @@ ax_drill_tally_add(ax_drill_tally *a, const ax_drill_tally *b)
 	a->unexpected += b->unexpected;
 	a->refused += b->refused;
 	a->starts += b->starts;
+	a->restarts += b->restarts;
 	if (b->recovery_s > a->recovery_s)
 		a->recovery_s = b->recovery_s;
 }
@@ -234,11 +235,13 @@ ax_drill_print(FILE *f, const char *drill, const ax_drill_tally *t,
 	        "  stuck (not terminal):   %ld (%ld runs)\n"
 	        "  database disagrees:     %ld\n"
 	        "  unexpected keys:        %ld\n"
-	        "  triggers refused:       %ld\n",
+	        "  triggers refused:       %ld\n"
+	        "  daemons restarted:      %ld\n",
 	        drill, ax_drill_ok(t) ? "ok" : "FAILED", t->expected, t->once,
 	        t->bad[AX_DRILL_LOST], t->bad[AX_DRILL_TWICE],
 	        t->bad[AX_DRILL_STUCK], t->stuck_runs,
-	        t->bad[AX_DRILL_DISAGREE], t->unexpected, t->refused);
+	        t->bad[AX_DRILL_DISAGREE], t->unexpected, t->refused,
+	        t->restarts);
 	if (n_rec == 0 && t->recovery_s >= 0)
 		fprintf(f, "  recovery:               %.3f s\n",
 		        t->recovery_s);
@@ -273,16 +276,17 @@ ax_drill_json(FILE *f, const char *drill, const ax_drill_tally *t, double *rec,
               size_t n_rec)
 {
 	json_t *o = json_pack(
-	    "{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "drill",
-	    drill, "ok", ax_drill_ok(t), "expected", (json_int_t) t->expected,
-	    "once", (json_int_t) t->once, "lost",
+	    "{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+	    "drill", drill, "ok", ax_drill_ok(t), "expected",
+	    (json_int_t) t->expected, "once", (json_int_t) t->once, "lost",
 	    (json_int_t) t->bad[AX_DRILL_LOST], "twice",
 	    (json_int_t) t->bad[AX_DRILL_TWICE], "stuck",
 	    (json_int_t) t->bad[AX_DRILL_STUCK], "stuck_runs",
 	    (json_int_t) t->stuck_runs, "disagree",
 	    (json_int_t) t->bad[AX_DRILL_DISAGREE], "unexpected",
 	    (json_int_t) t->unexpected, "refused", (json_int_t) t->refused,
-	    "starts", (json_int_t) t->starts, "recovery_s",
+	    "starts", (json_int_t) t->starts, "restarts",
+	    (json_int_t) t->restarts, "recovery_s",
 	    num_or_null(t->recovery_s));
 	char *s;
 

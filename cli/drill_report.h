@@ -58,6 +58,7 @@ typedef struct ax_drill_tally {
 	long   unexpected; /* keys marked or stored that were not expected */
 	long   refused;    /* triggers the API never accepted (not expected) */
 	long   starts;     /* start marks */
+	long   restarts;   /* daemons the supervisor started again */
 	double recovery_s; /* fault to first task started again; < 0: none */
 } ax_drill_tally;
 
@@ -108,7 +109,7 @@ double ax_drill_percentile(double *v, size_t n, double p);
 /*
  * The report: human-readable lines, or one JSON object with the keys
  * drill, ok, expected, once, lost, twice, stuck, stuck_runs, disagree,
- * unexpected, refused, starts, recovery_s (null when none) and
+ * unexpected, refused, starts, restarts, recovery_s (null when none) and
  * lost_keys, twice_keys, stuck_keys, disagree_keys (samples). With
  * n_rec > 0 (a --repeat summary) also repetitions, recovery_median_s and
  * recovery_max_s over rec[0..n_rec) (sorted in place).

@@ -198,6 +198,7 @@ Test(drill_report, json_has_every_count_and_the_repeat_summary)
 	t.once                = 2;
 	t.bad[AX_DRILL_TWICE] = 1;
 	t.recovery_s          = 2.5;
+	t.restarts            = 1;
 	snprintf(t.sample[AX_DRILL_TWICE][0], AX_DRILL_KEY_MAX, "d/a/1/0");
 	ax_drill_json(f, "kill-worker", &t, rec, 4);
 	fclose(f);
@@ -208,6 +209,7 @@ Test(drill_report, json_has_every_count_and_the_repeat_summary)
 	cr_assert(json_is_false(json_object_get(o, "ok")));
 	cr_assert_eq(json_integer_value(json_object_get(o, "twice")), 1);
 	cr_assert_eq(json_integer_value(json_object_get(o, "lost")), 0);
+	cr_assert_eq(json_integer_value(json_object_get(o, "restarts")), 1);
 	cr_assert_str_eq(json_string_value(json_array_get(
 	                     json_object_get(o, "twice_keys"), 0)),
 	                 "d/a/1/0");
