@@ -421,8 +421,16 @@ descendants(pid_t pid, pid_t *out, size_t cap)
 	return n;
 }
 
-/* SIGSTOP of a worker and its tasks (its host freezes) for the worker
- * lease + 5 s, then SIGCONT to all of them. */
+/*
+ * SIGSTOP of a worker and its tasks (its host freezes) for the worker
+ * lease + 5 s; then SIGCONT to the worker, and 2 s later to its tasks.
+ * Meanwhile the scheduler gave the attempts to the other worker. A
+ * resumed worker that finds its lease lapsed must kill the tasks it held
+ * (SIGKILL ends a stopped process too) before they go on: those that are
+ * still alive when they are resumed finish, and count twice. Resuming
+ * everything at once would race the worker against the last few
+ * milliseconds of each task's sleep, which no fencing can win every time.
+ */
 static int
 inject_stop_worker(drill *d)
 {
@@ -442,8 +450,12 @@ inject_stop_worker(drill *d)
 		kill(pids[j], SIGSTOP);
 	if (drill_sleep(d, lease + STOP_PAST_US))
 		return 1;
-	say(d, "SIGCONT to the worker and its %zu task processes", n - 1);
-	for (size_t j = 0; j < n; j++)
+	say(d, "SIGCONT to the worker; to its %zu task processes in 2 s",
+	    n - 1);
+	kill(pids[0], SIGCONT);
+	if (drill_sleep(d, 2 * AX_USEC_PER_SEC))
+		return 1;
+	for (size_t j = 1; j < n; j++)
 		kill(pids[j], SIGCONT);
 	return 0;
 }

@@ -250,14 +250,14 @@ ax_drill_print(FILE *f, const char *drill, const ax_drill_tally *t,
 		        "  recovery:               none (no task started "
 		        "after the fault)\n");
 	else {
-		size_t m = measured(rec, n_rec);
+		size_t m   = measured(rec, n_rec);
+		double med = ax_drill_percentile(rec, m, 50); /* sorts */
 		fprintf(f,
 		        "  repetitions:            %zu\n"
 		        "  recovery median:        %.3f s\n"
 		        "  recovery max:           %.3f s (%zu of %zu "
 		        "measured)\n",
-		        n_rec, ax_drill_percentile(rec, m, 50),
-		        m > 0 ? rec[m - 1] : -1.0, m, n_rec);
+		        n_rec, med, m > 0 ? rec[m - 1] : -1.0, m, n_rec);
 	}
 	for (int k = 0; k < AX_DRILL_KINDS; k++)
 		for (long i = 0; i < t->bad[k] && i < AX_DRILL_SAMPLES; i++)

@@ -222,3 +222,22 @@ Test(drill_report, json_has_every_count_and_the_repeat_summary)
 	json_decref(o);
 	free(buf);
 }
+
+Test(drill_report, text_report_gives_median_and_max)
+{
+	char          *buf = NULL;
+	size_t         len = 0;
+	FILE          *f   = open_memstream(&buf, &len);
+	ax_drill_tally t;
+	double         rec[] = { 0.27, 0.18, 0.22 };
+
+	memset(&t, 0, sizeof(t));
+	ax_drill_print(f, "stop-worker", &t, rec, 3);
+	fclose(f);
+	cr_assert(strstr(buf, "recovery median:        0.220 s") != NULL, "%s",
+	          buf);
+	cr_assert(strstr(buf, "recovery max:           0.270 s") != NULL, "%s",
+	          buf);
+	cr_assert(strstr(buf, "drill stop-worker: ok") != NULL, "%s", buf);
+	free(buf);
+}
