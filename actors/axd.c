@@ -32,7 +32,7 @@
  *    thread and the actors (1 s drain) and frees them, which closes the
  *    queue's worker endpoint, so nothing is dispatched without a lease;
  *    it drops the leader session (freeing the lock) and goes back to
- *    standby, reconnecting with backoff (100 ms doubling to 5 s) while
+ *    standby, reconnecting with backoff (100 ms doubling to 1 s) while
  *    the database is away. On the next take it builds a fresh pipeline,
  *    whose actors recover from PostgreSQL as after a restart.
  *  - Every write of the pipeline is fenced by the epoch (store.h,
@@ -91,9 +91,11 @@
 /* Exit codes (see usage()). */
 enum { EXIT_CLEAN = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
-/* Reconnect backoff while the database is away. */
+/* Reconnect backoff while the database is away. The cap is the delay
+ * added to a failover's recovery (a new primary comes up while axd
+ * waits); one failed connect a second costs the server nothing. */
 #define BACKOFF_MIN_US (100 * AX_USEC_PER_MSEC)
-#define BACKOFF_MAX_US (5 * AX_USEC_PER_SEC)
+#define BACKOFF_MAX_US (1 * AX_USEC_PER_SEC)
 
 /* Everything main() owns; freed in reverse order by axd_fini(). */
 typedef struct axd {
