@@ -189,3 +189,89 @@ Test(control, null_payload_is_refused)
 	ax_control_msg m;
 	cr_assert_eq(ax_control_decode(NULL, &m), AX_EPARSE);
 }
+
+/* A control_command row: kind -> op, its id in the ControlOp, the body's
+ * members as the payload's. */
+Test(control, command_rows_decode_with_their_id)
+{
+	static const struct {
+		const char *kind, *body, *op, *dest;
+	} rows[] = {
+		{ "trigger", "{\"dag\":\"d\",\"logical_date_us\":5}",
+		  "trigger", "time_detector" },
+		{ "pause", "{\"dag\":\"d\"}", "paused", "dag_loader" },
+		{ "unpause", "{\"dag\":\"d\"}", "unpaused", "dag_loader" },
+		{ "clear", "{\"instance_id\":3,\"downstream\":true}", "clear",
+		  "dependency_detector" },
+		{ "mark", "{\"instance_id\":3,\"state\":\"FAILED\"}", "mark",
+		  "dependency_detector" },
+		{ "backfill",
+		  "{\"dag\":\"d\",\"mode\":\"serial\",\"run_ids\":[4]}",
+		  "backfill", "dependency_detector" },
+		{ "submit",
+		  "{\"file\":\"f\",\"dags\":[{\"name\":\"a\",\"outcome\":"
+		  "\"created\"},{\"name\":\"b\"}],\"templates\":[]}",
+		  "submit", "dag_loader" },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ax_control_msg m;
+		ax_err         rv = ax_control_decode_command(
+		            70 + (int64_t) i, rows[i].kind, rows[i].body, &m);
+		cr_assert_eq(rv, AX_OK, "%s: %s", rows[i].kind,
+		             ax_err_detail());
+		cr_expect_eq(m.command_id, 70 + (int64_t) i);
+		cr_expect_str_eq(m.dest[0], rows[i].dest, "%s", rows[i].kind);
+		Ax__Command *c = ax__command__unpack(NULL, m.len, m.cmd);
+		cr_assert_not_null(c);
+		cr_assert_eq(c->body_case, AX__COMMAND__BODY_CONTROL);
+		cr_expect_str_eq(c->control->op, rows[i].op);
+		cr_expect_eq(c->control->command_id, 70 + (int64_t) i);
+		if (!strcmp(rows[i].kind, "submit")) {
+			cr_assert_eq(c->control->n_dags, 2);
+			cr_expect_str_eq(c->control->dags[0], "a");
+			cr_expect_str_eq(c->control->dags[1], "b");
+		}
+		ax__command__free_unpacked(c, NULL);
+		ax_control_msg_fini(&m);
+	}
+	/* a kill keeps its instance for the thread's own bookkeeping */
+	ax_control_msg m;
+	cr_assert_eq(
+	    ax_control_decode_command(9, "kill", "{\"instance_id\":12}", &m),
+	    AX_OK);
+	cr_expect_eq(m.instance_id, 12);
+	cr_expect_eq(m.command_id, 9);
+	ax_control_msg_fini(&m);
+}
+
+/* A row that can never be applied is rejected with this detail. */
+Test(control, bad_command_rows_say_why)
+{
+	static const struct {
+		const char *kind, *body, *says;
+	} bad[] = {
+		{ "explode", "{}", "unknown command kind" },
+		{ "trigger", "[1]", "JSON object" },
+		{ "trigger", "{", "not JSON" },
+		{ "trigger", "{}", "\"dag\"" },
+		{ "clear", "{\"instance_id\":0}", "instance_id" },
+		{ "submit", "{\"dags\":[7]}", "dags" },
+		{ "backfill", "{\"dag\":\"d\",\"run_ids\":[]}", "run_ids" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ax_control_msg m;
+		cr_expect_eq(
+		    ax_control_decode_command(1, bad[i].kind, bad[i].body, &m),
+		    AX_EPARSE, "%s %s", bad[i].kind, bad[i].body);
+		cr_expect_not_null(strstr(ax_err_detail(), bad[i].says),
+		                   "%s %s: %s", bad[i].kind, bad[i].body,
+		                   ax_err_detail());
+		cr_expect_null(m.cmd);
+	}
+	/* a bare payload with a bad command_id */
+	ax_control_msg m;
+	cr_expect_eq(
+	    ax_control_decode("{\"op\":\"resync\",\"command_id\":-1}", &m),
+	    AX_EPARSE);
+	cr_expect_not_null(strstr(ax_err_detail(), "command_id"));
+}
