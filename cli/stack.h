@@ -1,8 +1,8 @@
 /*
  * stack.h - a running AX installation on one machine: the config file
  * for the daemons, axd, N ax-worker processes and ax-api, started and
- * stopped in order. Shared by `axctl standalone`, `axctl bench` and the
- * e2e test harness (tests/e2e/e2e_harness.h).
+ * stopped in order. Shared by `axctl standalone`, `axctl bench`, `axctl
+ * drill` and the e2e test harness (tests/e2e/e2e_harness.h).
  *
  * Role: given a home directory and a migrated database (the caller brings
  * PostgreSQL up: embedded or not), writes $home/ax.yaml (database.dsn,
