@@ -855,16 +855,18 @@ repetition(drill *d, ax_drill_tally *t)
 	pthread_t th;
 	int       thread = 0, rc = 1;
 	int64_t   up, fault_at;
+	PGresult *r;
 
 	ax_api_client *api = d->tr.api;
 	memset(&d->tr, 0, sizeof(d->tr));
 	d->tr.api   = api;
 	d->fault_us = 0;
 	unlink(d->marks);
-	if (query(d, "TRUNCATE dags, task_templates CASCADE") == NULL) {
+	if ((r = query(d, "TRUNCATE dags, task_templates CASCADE")) == NULL) {
 		fprintf(stderr, "axctl drill: %s", PQerrorMessage(d->db));
 		return 1;
 	}
+	PQclear(r);
 	if (write_workload(d) || start_stack(d))
 		goto out;
 	up       = ax_clock_mono_us();
@@ -929,7 +931,8 @@ usage(FILE *f)
 	        "  --home DIR   AX home (default: a temp dir, removed)\n"
 	        "  --json       print one JSON object: drill, ok, expected, "
 	        "once,\n"
-	        "               lost, twice, stuck, stuck_runs, disagree,\n"
+	        "               redone, lost, twice, stuck, stuck_runs, "
+	        "disagree,\n"
 	        "               unexpected, refused, starts, restarts,\n"
 	        "               recovery_s, *_keys\n"
 	        "  --repeat N   run the drill N times (1-100); the report "

@@ -62,17 +62,40 @@ is_expected(char *const *expected, size_t n, const char *key)
 	return 0;
 }
 
-/* 1 when some run_id of key has two start marks. */
+/* The end mark of run_id, or NULL when that execution never ended. */
+static const ax_drill_mark *
+end_of(const ax_drill_mark *marks, size_t n, const char *run_id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (marks[i].end && strcmp(marks[i].run_id, run_id) == 0)
+			return &marks[i];
+	return NULL;
+}
+
+/*
+ * 1 when key ran twice: some run_id of key has two start marks (AX started
+ * one attempt twice), or an execution of key started while another one,
+ * started before it, had not ended yet and did end later (the original
+ * and its retry side by side: the first was not gone before the retry).
+ */
 static int
-started_twice(const ax_drill_mark *marks, size_t n, const char *key)
+ran_twice(const ax_drill_mark *marks, size_t n, const char *key)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (marks[i].end || strcmp(marks[i].key, key) != 0)
+		const ax_drill_mark *a = &marks[i], *ae;
+		if (a->end || strcmp(a->key, key) != 0)
 			continue;
-		for (size_t j = i + 1; j < n; j++)
-			if (!marks[j].end &&
-			    strcmp(marks[j].run_id, marks[i].run_id) == 0)
+		ae = end_of(marks, n, a->run_id);
+		for (size_t j = 0; j < n; j++) {
+			const ax_drill_mark *b = &marks[j];
+			if (j == i || b->end || strcmp(b->key, key) != 0)
+				continue;
+			if (strcmp(b->run_id, a->run_id) == 0)
 				return 1;
+			if (ae != NULL && a->utc_us <= b->utc_us &&
+			    ae->utc_us > b->utc_us)
+				return 1;
+		}
 	}
 	return 0;
 }
@@ -92,8 +115,10 @@ count_key(ax_drill_tally *t, const char *key, const ax_drill_mark *marks,
 			row = &rows[i];
 	if (ends == 0)
 		flag(t, AX_DRILL_LOST, key);
-	else if (ends > 1 || started_twice(marks, n_marks, key))
+	else if (ran_twice(marks, n_marks, key))
 		flag(t, AX_DRILL_TWICE, key);
+	else if (ends > 1)
+		t->redone++;
 	else
 		t->once++;
 	if (row == NULL)
@@ -168,6 +193,7 @@ ax_drill_tally_add(ax_drill_tally *a, const ax_drill_tally *b)
 {
 	a->expected += b->expected;
 	a->once += b->once;
+	a->redone += b->redone;
 	for (int k = 0; k < AX_DRILL_KINDS; k++) {
 		for (long i = 0; i < b->bad[k] && i < AX_DRILL_SAMPLES; i++)
 			if (a->bad[k] + i < AX_DRILL_SAMPLES)
@@ -231,6 +257,7 @@ ax_drill_print(FILE *f, const char *drill, const ax_drill_tally *t,
 	        "  instance keys expected: %ld\n"
 	        "  executed once:          %ld\n"
 	        "  lost:                   %ld\n"
+	        "  completed again later:  %ld\n"
 	        "  executed twice:         %ld\n"
 	        "  stuck (not terminal):   %ld (%ld runs)\n"
 	        "  database disagrees:     %ld\n"
@@ -238,7 +265,7 @@ ax_drill_print(FILE *f, const char *drill, const ax_drill_tally *t,
 	        "  triggers refused:       %ld\n"
 	        "  daemons restarted:      %ld\n",
 	        drill, ax_drill_ok(t) ? "ok" : "FAILED", t->expected, t->once,
-	        t->bad[AX_DRILL_LOST], t->bad[AX_DRILL_TWICE],
+	        t->bad[AX_DRILL_LOST], t->redone, t->bad[AX_DRILL_TWICE],
 	        t->bad[AX_DRILL_STUCK], t->stuck_runs,
 	        t->bad[AX_DRILL_DISAGREE], t->unexpected, t->refused,
 	        t->restarts);
@@ -276,11 +303,11 @@ ax_drill_json(FILE *f, const char *drill, const ax_drill_tally *t, double *rec,
               size_t n_rec)
 {
 	json_t *o = json_pack(
-	    "{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+	    "{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "drill", drill, "ok", ax_drill_ok(t), "expected",
-	    (json_int_t) t->expected, "once", (json_int_t) t->once, "lost",
-	    (json_int_t) t->bad[AX_DRILL_LOST], "twice",
-	    (json_int_t) t->bad[AX_DRILL_TWICE], "stuck",
+	    (json_int_t) t->expected, "once", (json_int_t) t->once, "redone",
+	    (json_int_t) t->redone, "lost", (json_int_t) t->bad[AX_DRILL_LOST],
+	    "twice", (json_int_t) t->bad[AX_DRILL_TWICE], "stuck",
 	    (json_int_t) t->bad[AX_DRILL_STUCK], "stuck_runs",
 	    (json_int_t) t->stuck_runs, "disagree",
 	    (json_int_t) t->bad[AX_DRILL_DISAGREE], "unexpected",

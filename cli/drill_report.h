@@ -43,15 +43,20 @@ typedef struct ax_drill_row {
 /* Kinds of failure, each with a count and sample keys. */
 enum {
 	AX_DRILL_LOST = 0, /* expected, never completed */
-	AX_DRILL_TWICE,    /* completed twice, or one run_id started twice */
+	AX_DRILL_TWICE,    /* one run_id started twice, or two executions
+	                      side by side */
 	AX_DRILL_STUCK,    /* not terminal in the database after settling */
 	AX_DRILL_DISAGREE, /* marks and database disagree on completion */
 	AX_DRILL_KINDS,
 };
 
 typedef struct ax_drill_tally {
-	long   expected; /* instance keys the workload should produce */
-	long   once;     /* expected keys completed exactly once */
+	long expected; /* instance keys the workload should produce */
+	long once;     /* expected keys completed exactly once */
+	long redone;   /* completed, then run again by a later attempt
+	                  after the first had ended (its report was lost
+	                  with its worker): once per attempt, not a
+	                  failure */
 	long   bad[AX_DRILL_KINDS];
 	char   sample[AX_DRILL_KINDS][AX_DRILL_SAMPLES][AX_DRILL_KEY_MAX];
 	long   stuck_runs; /* dag_runs not terminal (also in bad[STUCK]) */
@@ -76,10 +81,14 @@ int ax_drill_terminal(const char *state);
  * Fills t (zeroed first, recovery_s set to -1) from the expected keys, the
  * marks and the database rows of the drill's DAGs. stuck_runs is the
  * number of drill runs not terminal. A key counts once in each kind:
- * lost (no end mark), twice (two or more end marks, or a run_id with two
- * or more start marks), stuck (its row is not terminal), disagree (its
- * row is terminal and says SUCCESS while no end mark exists, or has an
- * end mark and says otherwise).
+ * lost (no end mark), twice (a run_id with two or more start marks, or an
+ * execution that started before another one and ended after that one
+ * started: the original and its retry side by side), stuck (its row is
+ * not terminal), disagree (its row is terminal and says SUCCESS while no
+ * end mark exists, or has an end mark and says otherwise). A key with
+ * two or more end marks one after the other is redone, not twice: AX
+ * runs a task once per instance key and attempt, and an attempt whose
+ * result died with its worker is run again by the next attempt.
  */
 void ax_drill_tally_count(ax_drill_tally *t, char *const *expected,
                           size_t n_expected, const ax_drill_mark *marks,
@@ -108,7 +117,8 @@ double ax_drill_percentile(double *v, size_t n, double p);
 
 /*
  * The report: human-readable lines, or one JSON object with the keys
- * drill, ok, expected, once, lost, twice, stuck, stuck_runs, disagree,
+ * drill, ok, expected, once, redone, lost, twice, stuck, stuck_runs,
+ * disagree,
  * unexpected, refused, starts, restarts, recovery_s (null when none) and
  * lost_keys, twice_keys, stuck_keys, disagree_keys (samples). With
  * n_rec > 0 (a --repeat summary) also repetitions, recovery_median_s and

@@ -83,7 +83,7 @@ Test(drill_report, counts_each_kind_once_per_key)
 {
 	char         *exp[]   = { "d/once/1/0",  "d/lost/1/0",  "d/twice/1/0",
 		                  "d/rerun/1/0", "d/stuck/1/0", "d/killed/1/0",
-		                  "d/liar/1/0" };
+		                  "d/liar/1/0",  "d/redo/1/0" };
 	ax_drill_mark marks[] = {
 		mk(0, "d/once/1/0", "r1", 10),
 		mk(1, "d/once/1/0", "r1", 20),
@@ -103,6 +103,12 @@ Test(drill_report, counts_each_kind_once_per_key)
 		/* completed, but the database says FAILED */
 		mk(0, "d/liar/1/0", "r7", 10),
 		mk(1, "d/liar/1/0", "r7", 20),
+		/* completed, report lost with its worker, run again after:
+		 * once per attempt */
+		mk(0, "d/redo/1/0", "r9", 10),
+		mk(1, "d/redo/1/0", "r9", 20),
+		mk(0, "d/redo/1/0", "r10", 30),
+		mk(1, "d/redo/1/0", "r10", 40),
 		/* nobody asked for this one */
 		mk(0, "d/extra/1/0", "r8", 10),
 	};
@@ -114,10 +120,11 @@ Test(drill_report, counts_each_kind_once_per_key)
 	};
 	ax_drill_tally t;
 
-	ax_drill_tally_count(&t, exp, 7, marks,
+	ax_drill_tally_count(&t, exp, 8, marks,
 	                     sizeof(marks) / sizeof(marks[0]), rows,
 	                     sizeof(rows) / sizeof(rows[0]), 1);
-	cr_assert_eq(t.expected, 7);
+	cr_assert_eq(t.expected, 8);
+	cr_assert_eq(t.redone, 1, "a redo after the end is not twice");
 	cr_assert_eq(t.once, 3, "once, killed, liar: %ld", t.once);
 	cr_assert_eq(t.bad[AX_DRILL_LOST], 2, "lost and stuck never ended");
 	cr_assert_eq(t.bad[AX_DRILL_TWICE], 2);
@@ -125,7 +132,7 @@ Test(drill_report, counts_each_kind_once_per_key)
 	cr_assert_eq(t.stuck_runs, 1);
 	cr_assert_eq(t.bad[AX_DRILL_DISAGREE], 2, "liar and lost");
 	cr_assert_eq(t.unexpected, 1);
-	cr_assert_eq(t.starts, 9);
+	cr_assert_eq(t.starts, 11);
 	cr_assert_str_eq(t.sample[AX_DRILL_TWICE][0], "d/twice/1/0");
 	cr_assert_str_eq(t.sample[AX_DRILL_TWICE][1], "d/rerun/1/0");
 	cr_assert_not(ax_drill_ok(&t));
