@@ -90,6 +90,8 @@ struct qatt {
 	                    unless its result came (0: none) */
 	qatt    *xnext, *xprev; /* holder's in-doubt list (ST_DOUBT) */
 	qworker *holder;        /* ST_DOUBT: the worker that may hold it */
+	int      resend; /* DISPATCHED, not acknowledged in time: goes again
+	                    to its worker in that worker's next Pull reply */
 };
 
 /* One worker id: a live session, or a placeholder pinned attempts wait
@@ -126,6 +128,7 @@ struct qworker {
 	char       *doubt_host;     /* and its host ("" unknown) */
 	int         held;       /* its reports whose ack waits for a commit */
 	int64_t     held_until; /* mono us: its report channel was blocked */
+	int32_t     nresend;    /* its attempts with resend set */
 };
 
 struct qgroup {

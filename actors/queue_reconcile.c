@@ -35,8 +35,9 @@
  * is sent: the attempts go back to the heaps they came from (from[]),
  * dispatching pauses for DB_RETRY_US and 0 is returned. An attempt the
  * database no longer has waiting (RUNNING, ended or UNKNOWN there: e.g.
- * an ack timeout re-queued it while its Started was being committed) is
- * not sent and is retired; *n is what is left.
+ * its worker's Started was committed while it waited to be sent to that
+ * worker again after a start) is not sent and is retired; *n is what is
+ * left.
  */
 int
 axq_record_dispatches(ax_queue *q, qworker *w, qatt **batch, qheap **from,

@@ -32,8 +32,21 @@
  * and the worker re-sends the report; duplicates are harmless by run_id.
  * While we hold a worker's report it cannot send the next one, so the
  * Started of its newer dispatches waits in its outbox: its dispatches'
- * ack timeouts start over meanwhile (timers()); a timer never hands to
- * another worker what a worker has, only what never reached it.
+ * ack timeouts start over meanwhile (timers()).
+ *
+ * Ownership of a dispatch: an attempt dispatched to a worker belongs to
+ * that worker until the worker acknowledges it, reports it, or is lost.
+ * An ack timeout while its session lives sends the same dispatch to the
+ * same worker again (resend, in its next Pull reply; the worker
+ * acknowledges a run_id it already holds and does not run it again);
+ * no timer hands it to the heap or another worker. When the worker is
+ * lost (lease + grace lapsed, or a new process of it registers without
+ * listing it), an unacknowledged dispatch may have started there and
+ * died with it: UNKNOWN like a running one (retried per policy under a
+ * new run_id), never re-queued under the same run_id. Only a dispatch
+ * known never to have left is re-queued: its record could not be written
+ * (axq_record_dispatches), or the process that was sent it says it does
+ * not hold it (re-register of the same process, Deregister).
  * The actor sends without blocking (send_nonblock): resource_detector is
  * upstream of us, so a blocking send could close a cycle of full inboxes.
  *
@@ -48,9 +61,10 @@
  * clock, plus queue.lease_grace, it has fenced itself and they go
  * UNKNOWN (retried per policy under a new run_id). A worker's live lease
  * also ends only after lease + grace (lease_touch), for the same reason.
- * During a database outage nothing is dispatched (nothing could be
- * recorded) and the store gives up reconnecting quickly, so the workers'
- * leases are never starved by a blocked actor.
+ * During a database outage nothing new is dispatched (nothing could be
+ * recorded; resends need no record), the store gives up reconnecting
+ * quickly and its statements time out (statement_timeout), so the
+ * workers' leases are never starved by a blocked actor.
  *
  * Order in a channel: a binary heap per (channel, group) and one per
  * worker (sticky attempts: consistent_hash, pinned). Aging: the effective
@@ -79,9 +93,10 @@
  *    worker's in-doubt list (DOUBT, since a start), or
  *    the retired FIFO (DONE: kept a while so late and duplicate reports
  *    still carry the instance, then freed);
- *  - an attempt bound to a worker (settled from doubt, not acknowledged
- *    since) is dispatched to that worker only, and never re-queued for
- *    another: it goes UNKNOWN if that worker's session ends;
+ *  - an attempt bound to a worker (settled from doubt, or its ack timed
+ *    out; not acknowledged since) is dispatched to that worker only, and
+ *    never re-queued for another: it goes UNKNOWN if that worker's
+ *    session ends;
  *  - a DISPATCHED attempt is also on the unacked FIFO (constant timeout,
  *    so FIFO = deadline order); a live worker is on the lease FIFO
  *    (renewal moves it to the tail); a worker with in-doubt attempts is
@@ -124,6 +139,7 @@
 #define HOLD_MIN_US     200 /* due sooner than this: queue it now */
 #define HOLD_MAX_US     (2 * 60 * AX_USEC_PER_SEC) /* see att_hold_or_enqueue */
 #define DB_RECONNECT_US (200 * AX_USEC_PER_MSEC)   /* keeps the actor live */
+#define DB_STMT_MAX_MS  3000 /* statement_timeout: see queue_add */
 
 /* ------------------------------------------------------------ hash map */
 
@@ -824,9 +840,11 @@ dispatch_open(const ax_queue *q)
 
 /*
  * Answers w's parked Pull with up to its free slots of the best work
- * for it (personal heap and its group's channel heaps). Returns the
- * number of dispatches (0: nothing fit or nothing may leave now; the
- * Pull stays parked).
+ * for it (personal heap and its group's channel heaps), plus the
+ * dispatches to w whose ack timed out (resend: sent again as they are,
+ * not recorded again, so also while the database is down; their slots
+ * are still counted as w's). Returns the number of dispatches (0:
+ * nothing fit or nothing may leave now; the Pull stays parked).
  */
 static size_t
 try_fill(ax_queue *q, qworker *w)
@@ -844,9 +862,13 @@ try_fill(ax_queue *q, qworker *w)
 		return 0;
 	if (!dispatch_open(q)) {
 		q->fill_blocked = 1;
-		return 0;
+		free_           = 0; /* only the resends may go */
 	}
-	while (n < DISPATCH_MAX) {
+	/* w's free slots may still count a resend it never received */
+	for (qatt *a = w->nresend > 0 ? w->att : NULL; a != NULL; a = a->wnext)
+		if (a->resend)
+			free_ -= a->slots > w->slots ? w->slots : a->slots;
+	while (free_ > 0 && n < DISPATCH_MAX) {
 		qatt   *a = best_for(w);
 		int32_t s;
 		if (a == NULL)
@@ -861,7 +883,16 @@ try_fill(ax_queue *q, qworker *w)
 		axq_att_link_worker(q, a, w);
 		batch[n++] = a;
 	}
-	if (n == 0 || !axq_record_dispatches(q, w, batch, from, &n) || n == 0)
+	if (n > 0 && !axq_record_dispatches(q, w, batch, from, &n))
+		n = 0; /* not recorded: back in their heaps */
+	for (qatt *a                          = w->nresend > 0 ? w->att : NULL;
+	     a != NULL && n < DISPATCH_MAX; a = a->wnext)
+		if (a->resend) {
+			a->resend = 0;
+			w->nresend--;
+			batch[n++] = a;
+		}
+	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (batch[i]->ar != NULL)
@@ -964,6 +995,10 @@ axq_att_unlink_worker(ax_queue *q, qatt *a)
 		return;
 	if (a->state == ST_DISPATCHED)
 		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+	if (a->resend) {
+		a->resend = 0;
+		w->nresend--;
+	}
 	if (a->wprev)
 		a->wprev->wnext = a->wnext;
 	else
@@ -1117,7 +1152,8 @@ axq_att_cancel_now(ax_queue *q, qatt *a)
 	axq_att_retire(q, a);
 }
 
-/* Back to the queue: its dispatch was never acknowledged. */
+/* Back to the queue: a dispatch known never to have run (see "Ownership
+ * of a dispatch" in the file comment). */
 static void
 att_requeue(ax_queue *q, qatt *a)
 {
@@ -1348,15 +1384,18 @@ listed(char **ids, size_t n, const char *run_id)
 }
 
 /*
- * Ends w's session: unacknowledged dispatches are re-queued, running
- * attempts reported UNKNOWN with reason, except run_ids in
- * keep[0..nkeep). Attempts bound to w since a start (see doubt_resolve)
- * are never handed to another worker: w may hold their result, so they
- * go UNKNOWN unless kept.
+ * Ends w's session: running attempts are reported UNKNOWN with reason,
+ * except run_ids in keep[0..nkeep). So are unacknowledged dispatches,
+ * which w may have started (its Started lost with it), unless told_all:
+ * the process that was sent them says what it holds (keep: a re-register
+ * of the same process, or a Deregister after its reports) and did not
+ * start them, so they are re-queued. Attempts bound to w (sent again to
+ * it after an ack timeout or a start, see doubt_resolve) are never handed
+ * to another worker: w may hold them, so they go UNKNOWN unless kept.
  */
 static void
 session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
-            char **keep, size_t nkeep)
+            char **keep, size_t nkeep, int told_all)
 {
 	qatt *a, *next;
 	if (w->parked) /* nothing may be dispatched to it meanwhile */
@@ -1365,7 +1404,8 @@ session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
 		next = a->wnext;
 		if (listed(keep, nkeep, a->run_id))
 			continue;
-		if (a->state == ST_DISPATCHED && a->bound == NULL) {
+		if (a->state == ST_DISPATCHED && a->bound == NULL &&
+		    told_all) {
 			att_requeue(q, a);
 			continue;
 		}
@@ -1410,7 +1450,7 @@ worker_lost(ax_queue *q, qworker *w)
 	ax_logf(AX_LOG_WARN, AX_A_QUEUE, "TIMEOUT_HEARTBEAT", NULL,
 	        "worker %s: lease lapsed", w->id);
 	STAT(q, st_lease_losses, 1);
-	session_end(q, w, "TIMEOUT_HEARTBEAT", "LOST", NULL, 0);
+	session_end(q, w, "TIMEOUT_HEARTBEAT", "LOST", NULL, 0, 0);
 	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
 	axq_emit(q, "worker.lost", "TIMEOUT_HEARTBEAT", json);
 }
@@ -1460,9 +1500,10 @@ adopt(ax_queue *q, qworker *w, const char *run_id)
 }
 
 /*
- * Acknowledges the dispatch of run_id to w. An attempt re-queued after
- * its ack timeout that w acknowledges late is taken back from the queue
- * (it runs on w; dispatching it again would run it twice).
+ * Acknowledges the dispatch of run_id to w. An attempt back in a queue
+ * that w acknowledges late (re-queued after a start, or handed back) is
+ * taken back from the queue (it runs on w; dispatching it again would
+ * run it twice).
  */
 static void
 ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
@@ -1483,6 +1524,18 @@ ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
 	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
 	a->state = ST_RUNNING;
 	a->bound = NULL; /* w has it: from now on like any attempt */
+	if (a->resend) {
+		a->resend = 0;
+		w->nresend--;
+	}
+}
+
+/* 1 when r comes from the process w's session was (same pid, host). */
+static int
+same_process(const qworker *w, const Ax__Register *r)
+{
+	return w->pid == r->pid && w->hostname != NULL &&
+	    r->hostname != NULL && strcmp(w->hostname, r->hostname) == 0;
 }
 
 static void
@@ -1511,7 +1564,7 @@ on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 	}
 	if (w->alive) /* a restart: reconcile the old session */
 		session_end(q, w, "WORKER_RESTARTED", NULL, r->running_run_ids,
-		            r->n_running_run_ids);
+		            r->n_running_run_ids, same_process(w, r));
 	if (w->joined && w->group != g)
 		group_leave(q, w);
 	if (!w->alive) {
@@ -1704,7 +1757,7 @@ on_deregister(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 			if (a != NULL && a->worker == w && a->ar != NULL)
 				att_requeue(q, a);
 		}
-	session_end(q, w, "WORKER_LEFT", "GONE", NULL, 0);
+	session_end(q, w, "WORKER_LEFT", "GONE", NULL, 0, 1);
 	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
 	axq_emit(q, "worker.left", NULL, json);
 	reply_ack(q, c, m->seq);
@@ -1952,22 +2005,34 @@ timers(ax_queue *q)
 		qatt      *a   = q->un_head;
 		qworker   *w   = a->worker;
 		ax_log_ids ids = axq_att_ids(a);
-		if (w != NULL && (w->held > 0 || w->held_until > now)) {
-			/* w's acknowledgement (its Started) may be waiting
-			 * behind a report whose ack we hold for a commit:
-			 * silence that we cause is no sign of a lost
-			 * dispatch, so the timer starts over (the deadline is
-			 * the latest, so the FIFO stays in order) */
-			LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
-			a->ack_deadline = now + q->ack_timeout_us;
-			LIST_APPEND(q->un_head, q->un_tail, a, unext, uprev);
+		if (w == NULL || !w->alive) { /* not reached: session_end */
+			axq_att_lost(q, a, w ? w->id : "?", "ACK_TIMEOUT");
 			continue;
 		}
+		/* w may have it (started, its Started lost or late) or not:
+		 * it stays w's, DISPATCHED, until w acknowledges, reports
+		 * or is lost, and never goes to another worker. The timer
+		 * starts over (the deadline is the latest, so the FIFO
+		 * stays in order). */
+		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		a->ack_deadline = now + q->ack_timeout_us;
+		LIST_APPEND(q->un_head, q->un_tail, a, unext, uprev);
+		if (w->held > 0 || w->held_until > now)
+			continue; /* its Started may wait behind a report
+			             whose ack we hold for a commit: silence
+			             we cause, no sign of a lost dispatch */
 		ax_logf(AX_LOG_INFO, AX_A_QUEUE, "ACK_TIMEOUT", &ids,
-		        "dispatch to %s not acknowledged; re-queued",
-		        w ? w->id : "?");
+		        "dispatch to %s not acknowledged; sent to it again "
+		        "(a copy it holds is acknowledged, not rerun)",
+		        w->id);
 		STAT(q, st_resends, 1);
-		att_requeue(q, a);
+		a->bound = w; /* its session's end loses it (UNKNOWN) */
+		if (!a->resend) {
+			a->resend = 1;
+			w->nresend++;
+		}
+		if (w->parked != NULL)
+			try_fill(q, w);
 	}
 	while (q->lease_head != NULL && q->lease_head->lease_mono <= now)
 		worker_lost(q, q->lease_head);
@@ -2232,8 +2297,21 @@ ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
 		queue_fini(q);
 		return rv;
 	}
-	if (q->store != NULL) /* never stall the workers' leases on it */
+	if (q->store != NULL) {
+		/* never stall the workers' leases on it: a statement the
+		 * server does not finish (a lock wait, a stalled server)
+		 * fails within DB_STMT_MAX_MS, or half a lease when that is
+		 * shorter, and a failed write pauses dispatching */
+		int64_t ms = q->lease_us / 2 / AX_USEC_PER_MSEC;
+		if (ms > DB_STMT_MAX_MS || ms < 1)
+			ms = DB_STMT_MAX_MS;
 		ax_store_set_reconnect_timeout(q->store, DB_RECONNECT_US);
+		if ((rv = ax_store_set_statement_timeout(q->store, ms)) !=
+		    AX_OK) {
+			queue_fini(q);
+			return rv;
+		}
+	}
 	if ((rv = ax_actor_system_add(sys, &ac, &queue_ops, q, NULL)) != AX_OK)
 		return rv; /* q freed by the system (fini) */
 	if ((rv = listen_workers(q)) != AX_OK)

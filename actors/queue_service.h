@@ -34,7 +34,7 @@ typedef struct ax_queue ax_queue;
 typedef struct ax_queue_stats {
 	uint64_t depth[AX_QUEUE_NCHANNELS]; /* attempts queued now */
 	uint64_t dispatches;   /* dispatches sent (re-sends included) */
-	uint64_t resends;      /* dispatches re-queued after ack_timeout */
+	uint64_t resends;      /* dispatches sent again after ack_timeout */
 	uint64_t lease_losses; /* workers whose lease lapsed */
 	uint64_t started;      /* STARTED forwarded */
 	uint64_t results;      /* terminal results forwarded (dups too) */

@@ -43,6 +43,7 @@ struct ax_store {
 	char       *dsn_safe; /* password masked: for messages */
 	int         in_tx;    /* a transaction opened by ax_store_begin */
 	int64_t     reconnect_timeout_us;
+	int64_t     stmt_timeout_ms; /* statement_timeout; 0: the server's */
 	uint64_t    reconnects;
 	uint64_t    retries;
 	uint64_t    execs;     /* prepared statements executed */
@@ -382,6 +383,23 @@ connect_once(const char *dsn)
 	return PQconnectdbParams(keys, vals, 1);
 }
 
+/* Sets the session's statement_timeout to s->stmt_timeout_ms. */
+static ax_err
+stmt_timeout_apply(ax_store *s)
+{
+	char      sql[64];
+	PGresult *r;
+	ax_err    rv = AX_OK;
+
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %lld",
+	         (long long) s->stmt_timeout_ms);
+	r = PQexec(s->conn, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		rv = result_error(s, r, "SET statement_timeout", 0);
+	PQclear(r);
+	return rv;
+}
+
 static ax_err
 session_setup(ax_store *s)
 {
@@ -391,6 +409,8 @@ session_setup(ax_store *s)
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		rv = result_error(s, r, "SET TIME ZONE", 0);
 	PQclear(r);
+	if (rv == AX_OK && s->stmt_timeout_ms > 0)
+		rv = stmt_timeout_apply(s);
 	for (size_t i = 0; rv == AX_OK && i < s->nstmts; i++) {
 		store_stmt *st = &s->stmts[i];
 		r = PQprepare(s->conn, st->name, st->sql, st->nparams, NULL);
@@ -473,6 +493,20 @@ void
 ax_store_set_reconnect_timeout(ax_store *s, int64_t timeout_us)
 {
 	s->reconnect_timeout_us = timeout_us;
+}
+
+ax_err
+ax_store_set_statement_timeout(ax_store *s, int64_t timeout_ms)
+{
+	if (timeout_ms < 0)
+		return ax_err_set(AX_EINVAL,
+		                  "store: statement timeout %lld ms: must be "
+		                  ">= 0 (0: the server's setting)",
+		                  (long long) timeout_ms);
+	s->stmt_timeout_ms = timeout_ms;
+	if (s->conn == NULL || timeout_ms == 0)
+		return AX_OK; /* applied by session_setup at the reconnect */
+	return stmt_timeout_apply(s);
 }
 
 uint64_t

@@ -78,6 +78,17 @@ PGconn *ax_store_conn(ax_store *s);
  */
 void ax_store_set_reconnect_timeout(ax_store *s, int64_t timeout_us);
 
+/*
+ * Sets PostgreSQL's statement_timeout of this connection (and of every
+ * reconnect) to timeout_ms, so a statement the server does not finish
+ * (a lock wait, a stalled server) fails instead of blocking the caller;
+ * 0 leaves the server's setting to the next reconnect. It is enforced by
+ * the server's backend: a backend that is frozen itself (SIGSTOP) does
+ * not end the wait. AX_EINVAL for a negative value; a refused SET as
+ * ax_store_exec.
+ */
+ax_err ax_store_set_statement_timeout(ax_store *s, int64_t timeout_ms);
+
 /* Number of reconnects so far (monitoring, tests). */
 uint64_t ax_store_reconnects(const ax_store *s);
 

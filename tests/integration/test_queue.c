@@ -959,6 +959,7 @@ typedef struct peer {
 	uint64_t    session, seq;
 	char        got[64][40]; /* run_ids dispatched to it, in order */
 	size_t      ngot;
+	int         no_ack; /* receives dispatches, never acknowledges */
 } peer;
 
 static void
@@ -1017,7 +1018,8 @@ peer_register(peer *p, char **running, size_t n)
 	ax__queue_message__free_unpacked(r, NULL);
 }
 
-/* Pulls for about ms milliseconds, acknowledging what comes. */
+/* Pulls for about ms milliseconds, acknowledging what comes (unless
+ * no_ack). */
 static void
 peer_pull(peer *p, int ms)
 {
@@ -1041,7 +1043,7 @@ peer_pull(peer *p, int ms)
 					snprintf(p->got[p->ngot++], 40, "%s",
 					         acks[i]);
 			}
-			if (b->n_dispatches > 0) {
+			if (b->n_dispatches > 0 && !p->no_ack) {
 				Ax__WorkerMessage a = AX__WORKER_MESSAGE__INIT;
 				Ax__Ack           ak = AX__ACK__INIT;
 				a.body_case =
@@ -1200,4 +1202,154 @@ Test(queue, worker_that_never_returns_loses_its_attempts_after_lease_and_grace)
 	nng_close(b.s);
 	stop_all();
 	db_stop();
+}
+
+/* ------------------------------------------ ownership of a dispatch */
+
+#define RX "01890000-0000-7000-8000-0000000000c1"
+
+/*
+ * Worker A receives x and never acknowledges it (its Started lost), but
+ * its session lives (heartbeats): the dispatch is sent again to A, and
+ * only to A; B, pulling all along, never gets x; nothing goes UNKNOWN.
+ */
+Test(queue, unacknowledged_dispatch_goes_again_to_its_live_worker_only)
+{
+	peer           a, b;
+	ax_queue_stats st;
+
+	start_queue("30s", "false");
+	peer_open(&a, "wa", "ha", 101);
+	peer_register(&a, NULL, 0);
+	a.no_ack = 1;
+	send_attempt(&(att) { .run_id = RX, .instance_id = 71 });
+	peer_pull(&a, 300);
+	cr_assert_geq(peer_got(&a, RX), 1, "x not dispatched to wa");
+	peer_open(&b, "wb", "hb", 102);
+	peer_register(&b, NULL, 0);
+	/* 2 s: four ack timeouts (500 ms); A only heartbeats */
+	for (int i = 0; i < 10; i++) {
+		peer_heartbeat(&a, NULL, 0);
+		peer_pull(&b, 200);
+	}
+	cr_expect_eq(peer_got(&b, RX), 0, "x went to wb (%zu times)",
+	             peer_got(&b, RX));
+	peer_pull(&a, 600);
+	cr_expect_geq(peer_got(&a, RX), 2, "x not sent to wa again");
+	ax_queue_stats_get(Q, &st);
+	cr_expect_gt(st.resends, 0);
+	/* A acknowledges the copy: x is A's, never dispatched again */
+	a.no_ack = 0;
+	peer_pull(&a, 600);
+	size_t got = peer_got(&a, RX);
+	peer_pull(&a, 1200);
+	peer_pull(&b, 300);
+	cr_expect_eq(peer_got(&a, RX), got, "x sent again after its ack");
+	cr_expect_eq(peer_got(&b, RX), 0);
+	cr_expect_eq(count_rec(RX, UNKNOWN), 0, "x lost by a live worker");
+	nng_close(a.s);
+	nng_close(b.s);
+	stop_all();
+}
+
+/*
+ * Worker A receives x and dies before acknowledging it (it may have
+ * started x): x stays A's until A's lease + grace lapses, then it is
+ * reported UNKNOWN once (retried per policy under a new run_id) and
+ * never dispatched again with its run_id, not to B, which pulls all
+ * along.
+ */
+Test(queue, dispatch_to_a_worker_that_dies_unacknowledged_goes_unknown)
+{
+	peer    a, b;
+	int64_t t0;
+	rec     r = { 0 };
+
+	start_queue("30s", "false");
+	peer_open(&a, "wa", "ha", 101);
+	peer_register(&a, NULL, 0);
+	a.no_ack = 1;
+	send_attempt(&(att) { .run_id = RX, .instance_id = 72 });
+	peer_pull(&a, 300);
+	cr_assert_geq(peer_got(&a, RX), 1, "x not dispatched to wa");
+	nng_close(a.s); /* A is gone (kill -9): no ack, no heartbeat */
+	t0 = ax_clock_mono_us();
+	peer_open(&b, "wb", "hb", 102);
+	peer_register(&b, NULL, 0);
+	/* lease 1 s + grace 2 s, with a margin for a loaded machine */
+	while (ax_clock_mono_us() - t0 < 6 * AX_USEC_PER_SEC)
+		peer_pull(&b, 200);
+	cr_expect(wait_rec(RX, UNKNOWN, 100, &r), "x never went UNKNOWN");
+	cr_expect_str_eq(r.worker, "wa");
+	cr_expect_eq(count_rec(RX, UNKNOWN), 1, "x: %zu UNKNOWN",
+	             count_rec(RX, UNKNOWN));
+	cr_expect_eq(peer_got(&b, RX), 0, "x went to wb (%zu times)",
+	             peer_got(&b, RX));
+	nng_close(b.s);
+	stop_all();
+}
+
+/*
+ * A statement PostgreSQL does not finish (here: the attempts table
+ * locked by another session for 3.5 s while the queue records a
+ * dispatch) fails after the queue's statement_timeout (half the 2 s
+ * lease) instead of blocking the queue actor: dispatching pauses, and
+ * the other workers' heartbeats are answered in time all along (a
+ * worker fences itself when they are not), not after the lock.
+ */
+Test(queue, blocked_database_statement_does_not_stall_the_workers)
+{
+	peer     a, b;
+	nng_msg *msg;
+	int64_t  t0, worst = 0;
+
+	q_lease = "2s";
+	db_start();
+	start_queue("30s", "false");
+	peer_open(&a, "wa", "ha", 101);
+	peer_open(&b, "wb", "hb", 102);
+	peer_register(&a, NULL, 0);
+	peer_register(&b, NULL, 0);
+	peer_pull(&a, 300); /* the queue has read what is in flight */
+	db_exec("BEGIN");
+	db_exec("LOCK TABLE attempts IN ACCESS EXCLUSIVE MODE");
+	{ /* a's Pull waits (parked) while the dispatch is recorded */
+		Ax__WorkerMessage m  = AX__WORKER_MESSAGE__INIT;
+		Ax__Pull          pl = AX__PULL__INIT;
+		m.body_case          = AX__WORKER_MESSAGE__BODY_PULL;
+		m.pull               = &pl;
+		m.worker_id          = (char *) a.id;
+		m.session            = a.session;
+		m.seq                = ++a.seq;
+		pl.free_slots        = 8;
+		pl.wait_ms           = 4000;
+		cr_assert_eq(
+		    nng_msg_alloc(&msg,
+		                  ax__worker_message__get_packed_size(&m)),
+		    0);
+		ax__worker_message__pack(&m, nng_msg_body(msg));
+		cr_assert_eq(nng_sendmsg(a.s, msg, 0), 0);
+	}
+	ax_clock_sleep_us(100000);
+	send_attempt(&(att) { .run_id = RX, .instance_id = 73 });
+	t0 = ax_clock_mono_us();
+	while (ax_clock_mono_us() - t0 < 3500 * AX_USEC_PER_MSEC) {
+		int64_t t = ax_clock_mono_us();
+		peer_heartbeat(&b, NULL, 0);
+		t = ax_clock_mono_us() - t;
+		if (t > worst)
+			worst = t;
+		ax_clock_sleep_us(100000);
+	}
+	db_exec("ROLLBACK");
+	cr_expect_lt(worst, 2000 * AX_USEC_PER_MSEC,
+	             "a heartbeat waited %lld ms for the blocked queue",
+	             (long long) (worst / 1000));
+	if (nng_recvmsg(a.s, &msg, 0) == 0)
+		nng_msg_free(msg);
+	nng_close(a.s);
+	nng_close(b.s);
+	stop_all();
+	db_stop();
+	q_lease = "1s";
 }
