@@ -18,7 +18,7 @@ PKGS=(
 	python3-jsonschema # test_sinks validates OpenLineage events
 	prometheus # promtool: test_api checks /metrics with it
 	openssl # test_api_e2e makes a self-signed TLS certificate
-	patroni etcd-server # the ha suite: AX on a Patroni cluster (tests/ha)
+	patroni etcd-server python3-etcd # the ha suite: AX on a Patroni cluster (tests/ha)
 	# runtime: embedded PostgreSQL, time zone data
 	postgresql postgresql-contrib tzdata procps
 )
