@@ -114,6 +114,9 @@ typedef struct ax_exec_spec {
 	ax_exec_limits limits;
 	const char    *log_path; /* stdout+stderr appended; NULL: /dev/null */
 	void          *user;     /* returned untouched in the result */
+	int64_t       *started_at; /* out, may be NULL: on AX_OK gets the start
+	                            * time the result will carry (UTC us), the
+	                            * instant the timeout counts from */
 } ax_exec_spec;
 
 typedef enum ax_exec_status {

@@ -851,6 +851,8 @@ local_start(void *self, const ax_exec_spec *spec)
 	if (lx->state_dir != NULL)
 		at->record = ax_task_record_write(lx->state_dir, at->run_id,
 		                                  at->pid, at->cg);
+	if (spec->started_at != NULL)
+		*spec->started_at = at->started_at;
 	at = NULL; /* owned by lx now */
 out:
 	if (at != NULL) {

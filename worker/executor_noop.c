@@ -118,6 +118,8 @@ noop_start(void *self, const ax_exec_spec *spec)
 	r->status     = AX_EXEC_SUCCESS;
 	r->started_at = ax_clock_utc_us();
 	r->ended_at   = r->started_at;
+	if (spec->started_at != NULL)
+		*spec->started_at = r->started_at;
 
 	uint64_t one = 1;
 	if (write(nx->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)

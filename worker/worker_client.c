@@ -341,6 +341,7 @@ start_one(ax_worker *w, const Ax__Dispatch *d)
 	char               logical[40], log_path[2048], err[512];
 	char             **env;
 	ax_err             rv;
+	int64_t            started = 0;
 
 	if (strlen(d->run_id) >= AX_EXEC_RUN_ID_MAX || !*d->run_id)
 		return;
@@ -392,7 +393,8 @@ start_one(ax_worker *w, const Ax__Dispatch *d)
 		s.limits.open_files    = d->rlimits->open_files;
 		s.limits.processes     = d->rlimits->processes;
 	}
-	rv = ax_exec_start(ex, &s);
+	s.started_at = &started;
+	rv           = ax_exec_start(ex, &s);
 	for (size_t i = 0; i < d->n_env; i++)
 		free(env[i]);
 	free(env);
@@ -418,7 +420,7 @@ start_one(ax_worker *w, const Ax__Dispatch *d)
 			w->nrun++;
 		}
 	}
-	out_started(w, d->run_id, ax_clock_utc_us());
+	out_started(w, d->run_id, started);
 }
 
 static void

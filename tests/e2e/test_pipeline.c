@@ -203,11 +203,18 @@ Test(pipeline, timeout_kills_the_whole_process_group)
 	                        "SELECT count(*) FROM attempts WHERE "
 	                        "state = 'TIMEOUT'"),
 	             1);
+	char span[256];
+	ax_e2e_text(e, span, sizeof(span),
+	            "SELECT coalesce(string_agg(state || ' dispatched ' || "
+	            "coalesce(dispatched_at::text, '-') || ' started ' || "
+	            "coalesce(started_at::text, '-') || ' ended ' || "
+	            "coalesce(ended_at::text, '-'), '; '), 'none') "
+	            "FROM attempts");
 	cr_assert_eq(ax_e2e_int(e,
 	                        "SELECT count(*) FROM attempts WHERE "
 	                        "ended_at - started_at BETWEEN interval "
 	                        "'2 s' AND interval '20 s'"),
-	             1, "stopped after its 2 s timeout");
+	             1, "stopped after its 2 s timeout: %s", span);
 	for (int i = 0; i < 50 && (live = alive(pidfile, &n)) > 0; i++)
 		ax_clock_sleep_us(100 * AX_USEC_PER_MSEC);
 	cr_assert_eq(n, 3, "the task wrote its 3 pids");

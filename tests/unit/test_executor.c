@@ -193,16 +193,23 @@ Test(executor, signal_death_is_reported)
 Test(executor, timeout_kills_the_whole_group)
 {
 	char         log[256];
-	ax_exec_spec s = spec_for("run-to", "sleep 100 & sleep 100 & wait",
-	                          log, sizeof(log));
-	s.timeout_us   = 200 * AX_USEC_PER_MSEC;
-	s.grace_us     = 5 * AX_USEC_PER_SEC;
-	int64_t t0     = ax_clock_mono_us();
+	ax_exec_spec s  = spec_for("run-to", "sleep 100 & sleep 100 & wait",
+	                           log, sizeof(log));
+	s.timeout_us    = 200 * AX_USEC_PER_MSEC;
+	s.grace_us      = 5 * AX_USEC_PER_SEC;
+	int64_t t0      = ax_clock_mono_us();
+	int64_t started = 0;
+	s.started_at    = &started;
 
 	ax_exec_result r    = run_one(&s, 5000);
 	int64_t        took = ax_clock_mono_us() - t0;
 	cr_assert_eq(r.status, AX_EXEC_TIMEOUT);
 	cr_assert_eq(r.term_signal, SIGTERM);
+	/* the start time given back at start is the one the timeout counts
+	 * from: the recorded run is never shorter than the timeout */
+	cr_assert_eq(started, r.started_at);
+	cr_assert_geq(r.ended_at - r.started_at, s.timeout_us, "ran %lld us",
+	              (long long) (r.ended_at - r.started_at));
 	cr_assert_geq(took, 200 * AX_USEC_PER_MSEC);
 	/* the sleeps die of SIGTERM: no need to wait for the grace */
 	cr_assert_lt(took, 2 * AX_USEC_PER_SEC, "took %lld us",
