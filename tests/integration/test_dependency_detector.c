@@ -309,10 +309,10 @@ send_control(const char *op, int64_t iid, int downstream, const char *state)
 	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
 }
 
-/* Polls cond for up to 5 s. */
+/* Polls cond for up to 30 s (a loaded sanitizer build is slow). */
 #define WAIT_FOR(cond)                                                        \
 	do {                                                                  \
-		for (int w_ = 0; w_ < 500 && !(cond); w_++)                   \
+		for (int w_ = 0; w_ < 3000 && !(cond); w_++)                  \
 			ax_clock_sleep_us(10000);                             \
 		cr_assert(cond, "timed out waiting for %s", #cond);           \
 	} while (0)
@@ -827,6 +827,13 @@ Test(dependency_detector, parallel_backfill_is_bounded_by_max_active_runs)
 	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id >= %lld AND "
 	               "state = 'QUEUED' AND reason = 'CONCURRENCY_BLOCKED'",
 	               (long long) r[0]) == 2);
+	/* the two started runs' instances reach the next stage after their
+	 * runs' rows are written: wait for them, then count */
+	WAIT_FOR(readies(&ready_cap, r[0], "a") +
+	             readies(&ready_cap, r[1], "a") +
+	             readies(&ready_cap, r[2], "a") +
+	             readies(&ready_cap, r[3], "a") >=
+	         2);
 	for (int i = 0; i < 4; i++)
 		started += readies(&ready_cap, r[i], "a");
 	cr_assert_eq(started, 2, "%d backfill runs started at once", started);

