@@ -297,11 +297,16 @@ ax_api_dag_versions(ax_api_req *q, ax_api_resp *r)
 static void
 set_paused(ax_api_req *q, ax_api_resp *r, int paused)
 {
-	ax_err  rv;
-	int64_t id;
-	json_t *n, *b;
+	ax_err     rv;
+	int64_t    id;
+	json_t    *n, *b;
+	ax_api_bad bad;
 
 	const char *p[] = { q->params[0], paused ? "true" : "false" };
+	if (!ax_api_body_none(q->body, q->body_len, &bad)) {
+		ax_api_reply_bad(r, &bad);
+		return;
+	}
 	if (ax_api_cmd_replay(q, r))
 		return;
 	if ((rv = ax_store_begin(q->st)) != AX_OK) {
@@ -351,28 +356,23 @@ ax_api_dag_unpause(ax_api_req *q, ax_api_resp *r)
 void
 ax_api_dag_trigger(ax_api_req *q, ax_api_resp *r)
 {
-	static const char *const fields[] = { "logical_date", "params", NULL };
-	json_t                  *b = ax_api_body_object(q, r), *params, *n;
-	json_t                  *cb;
-	int64_t                  id, ld, existing;
-	int                      paused;
-	char                     ids[24], lds[24], buf[48];
-	ax_err                   rv;
+	ax_api_trigger_body t;
+	ax_api_bad          bad;
+	json_t             *params, *n;
+	json_t             *cb;
+	int64_t             id, ld, existing;
+	int                 paused;
+	char                ids[24], lds[24], buf[48];
+	ax_err              rv;
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
-	    ax_api_cmd_replay(q, r))
-		goto out;
-	params = json_object_get(b, "params");
-	if (params != NULL && !json_is_object(params)) {
-		ax_api_reply_error(r, 400, "invalid",
-		                   "'params' must be a JSON object");
-		goto out;
+	if (!ax_api_body_trigger(q->body, q->body_len, &t, &bad)) {
+		ax_api_reply_bad(r, &bad);
+		return;
 	}
-	ld = ax_clock_utc_us();
-	if (json_object_get(b, "logical_date") != NULL &&
-	    !ax_api_parse_instant(json_object_get(b, "logical_date"),
-	                          "logical_date", r, &ld))
+	if (ax_api_cmd_replay(q, r))
 		goto out;
+	params = t.params;
+	ld     = t.has_logical_date ? t.logical_date_us : ax_clock_utc_us();
 	if (!find_dag(q, r, &id, &paused))
 		goto out;
 	snprintf(ids, sizeof(ids), "%" PRId64, id);
@@ -411,7 +411,7 @@ ax_api_dag_trigger(ax_api_req *q, ax_api_resp *r)
 	json_decref(n);
 	json_decref(cb);
 out:
-	json_decref(b);
+	json_decref(t.json);
 }
 
 /* ---- backfill ----------------------------------------------------------- */
@@ -581,53 +581,31 @@ out:
 void
 ax_api_dag_backfill(ax_api_req *q, ax_api_resp *r)
 {
-	static const char *const fields[] = { "start", "end", "mode", "params",
-		                              NULL };
-	json_t      *b = ax_api_body_object(q, r), *def = NULL, *conf = NULL;
-	json_t      *params, *cb = NULL, *nt = NULL, *applied = NULL;
-	json_t      *ids  = json_array();
-	const char  *mode = "serial";
-	int64_t      from, to;
-	ax_tz       *tz    = NULL;
-	ax_schedule *sched = NULL;
-	ax_period   *per   = NULL;
-	size_t       n     = 0;
-	PGresult    *res = NULL, *ins = NULL;
-	ax_err       rv;
+	ax_api_backfill_body b;
+	ax_api_bad           bad;
+	json_t              *def = NULL, *conf = NULL;
+	json_t              *params, *cb = NULL, *nt = NULL, *applied = NULL;
+	json_t              *ids = json_array();
+	const char          *mode;
+	int64_t              from, to;
+	ax_tz               *tz    = NULL;
+	ax_schedule         *sched = NULL;
+	ax_period           *per   = NULL;
+	size_t               n     = 0;
+	PGresult            *res = NULL, *ins = NULL;
+	ax_err               rv;
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
-	    ax_api_cmd_replay(q, r))
-		goto out;
-	if (json_object_get(b, "mode") != NULL) {
-		mode = json_string_value(json_object_get(b, "mode"));
-		if (mode == NULL ||
-		    (strcmp(mode, "serial") && strcmp(mode, "parallel"))) {
-			ax_api_reply_error(r, 400, "invalid",
-			                   "'mode' must be \"serial\" or "
-			                   "\"parallel\"");
-			goto out;
-		}
+	if (!ax_api_body_backfill(q->body, q->body_len, &b, &bad)) {
+		ax_api_reply_bad(r, &bad);
+		json_decref(ids);
+		return;
 	}
-	params = json_object_get(b, "params");
-	if (params != NULL && !json_is_object(params)) {
-		ax_api_reply_error(r, 400, "invalid",
-		                   "'params' must be a JSON object");
+	if (ax_api_cmd_replay(q, r))
 		goto out;
-	}
-	if (!json_object_get(b, "start") || !json_object_get(b, "end")) {
-		ax_api_reply_error(r, 400, "invalid",
-		                   "'start' and 'end' are required");
-		goto out;
-	}
-	if (!ax_api_parse_instant(json_object_get(b, "start"), "start", r,
-	                          &from) ||
-	    !ax_api_parse_instant(json_object_get(b, "end"), "end", r, &to))
-		goto out;
-	if (to < from) {
-		ax_api_reply_error(r, 400, "invalid",
-		                   "'end' is before 'start'");
-		goto out;
-	}
+	mode            = b.mode;
+	params          = b.params;
+	from            = b.start_us;
+	to              = b.end_us;
 	const char *p[] = { q->params[0] };
 	rv =
 	    ax_store_query(q->st,
@@ -669,8 +647,7 @@ ax_api_dag_backfill(ax_api_req *q, ax_api_resp *r)
 		goto out;
 	}
 	cb = json_pack("{s:s,s:s,s:O,s:O,s:O}", "dag", q->params[0], "mode",
-	               mode, "start", json_object_get(b, "start"), "end",
-	               json_object_get(b, "end"), "run_ids", ids);
+	               mode, "start", b.start, "end", b.end, "run_ids", ids);
 	if (json_array_size(ids) > 0)
 		nt = json_pack("{s:s,s:s,s:s,s:O}", "op", "backfill", "dag",
 		               q->params[0], "mode", mode, "run_ids", ids);
@@ -694,5 +671,5 @@ out:
 	ax_tz_free(tz);
 	json_decref(conf);
 	json_decref(def);
-	json_decref(b);
+	json_decref(b.json);
 }

@@ -217,56 +217,32 @@ ax_api_query_bool(const ax_api_req *q, ax_api_resp *r, const char *key,
 	return 0;
 }
 
+void
+ax_api_reply_bad(ax_api_resp *r, const ax_api_bad *bad)
+{
+	ax_api_reply_error(r, bad->status, bad->code, "%s", bad->detail);
+}
+
 json_t *
 ax_api_body_object(const ax_api_req *q, ax_api_resp *r)
 {
-	json_error_t e;
-	json_t      *j;
-	size_t       i = 0;
+	ax_api_bad bad;
+	json_t    *j = ax_api_body_parse(q->body, q->body_len, &bad);
 
-	while (i < q->body_len &&
-	       (q->body[i] == ' ' || q->body[i] == '\n' ||
-	        q->body[i] == '\r' || q->body[i] == '\t'))
-		i++;
-	if (i == q->body_len)
-		return json_object();
-	j = json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &e);
-	if (j == NULL) {
-		ax_api_reply_error(r, 400, "bad_json",
-		                   "body is not valid JSON: %s at line %d, "
-		                   "column %d",
-		                   e.text, e.line, e.column);
-		return NULL;
-	}
-	if (!json_is_object(j)) {
-		json_decref(j);
-		ax_api_reply_error(r, 400, "invalid",
-		                   "body must be a JSON object");
-		return NULL;
-	}
+	if (j == NULL)
+		ax_api_reply_bad(r, &bad);
 	return j;
 }
 
 int
 ax_api_only_fields(json_t *o, const char *const *allowed, ax_api_resp *r)
 {
-	const char *k;
-	json_t     *v;
+	ax_api_bad bad;
 
-	json_object_foreach(o, k, v)
-	{
-		int ok = 0;
-		for (const char *const *a = allowed; *a != NULL; a++)
-			if (strcmp(*a, k) == 0)
-				ok = 1;
-		if (!ok) {
-			ax_api_reply_error(r, 400, "invalid",
-			                   "unknown field '%s' in the body",
-			                   k);
-			return 0;
-		}
-	}
-	return 1;
+	if (ax_api_body_fields(o, allowed, &bad))
+		return 1;
+	ax_api_reply_bad(r, &bad);
+	return 0;
 }
 
 int
@@ -389,23 +365,10 @@ ax_api_rows_json(const PGresult *res)
 int
 ax_api_parse_instant(json_t *v, const char *field, ax_api_resp *r, int64_t *us)
 {
-	if (json_is_integer(v)) {
-		*us = json_integer_value(v);
+	ax_api_bad bad;
+
+	if (ax_api_body_instant(v, field, us, &bad))
 		return 1;
-	}
-	if (!json_is_string(v)) {
-		ax_api_reply_error(
-		    r, 400, "invalid",
-		    "'%s' must be an RFC 3339 string or integer "
-		    "microseconds",
-		    field);
-		return 0;
-	}
-	if (ax_tz_parse_iso8601(json_string_value(v), ax_tz_utc(), us) !=
-	    AX_OK) {
-		ax_api_reply_error(r, 400, "invalid", "'%s': %s", field,
-		                   ax_err_detail());
-		return 0;
-	}
-	return 1;
+	ax_api_reply_bad(r, &bad);
+	return 0;
 }

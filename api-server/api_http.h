@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api_body.h"
 #include "api_token.h"
 #include "ax_err.h"
 #include "store.h"
@@ -108,6 +109,9 @@ int ax_api_query_int(const ax_api_req *q, ax_api_resp *r, const char *key,
  */
 int ax_api_query_bool(const ax_api_req *q, ax_api_resp *r, const char *key,
                       int def, int *out);
+
+/* Sets the answer to a refused body (see api_body.h). */
+void ax_api_reply_bad(ax_api_resp *r, const ax_api_bad *bad);
 
 /*
  * Parses the body as a JSON object (an empty body is {}). Returns a new

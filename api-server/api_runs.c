@@ -278,7 +278,12 @@ ax_api_instance_kill(ax_api_req *q, ax_api_resp *r)
 {
 	int64_t     id;
 	ax_ti_state st;
+	ax_api_bad  bad;
 
+	if (!ax_api_body_none(q->body, q->body_len, &bad)) {
+		ax_api_reply_bad(r, &bad);
+		return;
+	}
 	if (ax_api_cmd_replay(q, r) || !path_id(q, r, &id) ||
 	    !instance_state(q, r, id, &st))
 		return;
@@ -298,20 +303,17 @@ ax_api_instance_kill(ax_api_req *q, ax_api_resp *r)
 void
 ax_api_instance_clear(ax_api_req *q, ax_api_resp *r)
 {
-	static const char *const fields[] = { "downstream", NULL };
-	json_t                  *b        = ax_api_body_object(q, r), *ds;
-	int64_t                  id;
-	ax_ti_state              st;
+	ax_api_clear_body b;
+	ax_api_bad        bad;
+	int64_t           id;
+	ax_ti_state       st;
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
-	    ax_api_cmd_replay(q, r))
-		goto out;
-	ds = json_object_get(b, "downstream");
-	if (ds != NULL && !json_is_boolean(ds)) {
-		ax_api_reply_error(r, 400, "invalid",
-		                   "'downstream' must be true or false");
-		goto out;
+	if (!ax_api_body_clear(q->body, q->body_len, &b, &bad)) {
+		ax_api_reply_bad(r, &bad);
+		return;
 	}
+	if (ax_api_cmd_replay(q, r))
+		goto out;
 	if (!path_id(q, r, &id) || !instance_state(q, r, id, &st))
 		goto out;
 	if (!ax_state_terminal(st)) {
@@ -324,39 +326,30 @@ ax_api_instance_clear(ax_api_req *q, ax_api_resp *r)
 	}
 	command_reply(q, r, "clear",
 	              json_pack("{s:s,s:I,s:b}", "op", "clear", "instance_id",
-	                        (json_int_t) id, "downstream",
-	                        ds != NULL && json_is_true(ds)),
+	                        (json_int_t) id, "downstream", b.downstream),
 	              id, st);
 out:
-	json_decref(b);
+	json_decref(b.json);
 }
 
 void
 ax_api_instance_mark(ax_api_req *q, ax_api_resp *r)
 {
-	static const char *const fields[] = { "state", NULL };
-	json_t                  *b        = ax_api_body_object(q, r);
-	json_t                  *cb, *n;
-	const char              *want;
-	int64_t                  id, got;
-	ax_ti_state              from, to;
-	ax_err                   rv;
-	char                     payload[160];
+	ax_api_mark_body b;
+	ax_api_bad       bad;
+	json_t          *cb, *n;
+	int64_t          id, got;
+	ax_ti_state      from, to;
+	ax_err           rv;
+	char             payload[160];
 
-	if (b == NULL || !ax_api_only_fields(b, fields, r) ||
-	    ax_api_cmd_replay(q, r))
-		goto out;
-	want = json_string_value(json_object_get(b, "state"));
-	if (want != NULL && !strcasecmp(want, "success"))
-		to = AX_TI_SUCCESS;
-	else if (want != NULL && !strcasecmp(want, "failed"))
-		to = AX_TI_FAILED;
-	else {
-		ax_api_reply_error(
-		    r, 400, "invalid",
-		    "'state' must be \"success\" or \"failed\"");
-		goto out;
+	if (!ax_api_body_mark(q->body, q->body_len, &b, &bad)) {
+		ax_api_reply_bad(r, &bad);
+		return;
 	}
+	if (ax_api_cmd_replay(q, r))
+		goto out;
+	to = b.state;
 	if (!path_id(q, r, &id) || !instance_state(q, r, id, &from))
 		goto out;
 	if ((rv = ax_state_check(from, to)) != AX_OK) {
@@ -411,7 +404,7 @@ fail:
 	ax_store_rollback(q->st);
 	ax_api_reply_err(r, rv);
 out:
-	json_decref(b);
+	json_decref(b.json);
 }
 
 /* ---- logs --------------------------------------------------------------- */

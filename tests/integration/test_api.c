@@ -297,6 +297,47 @@ Test(api, bad_input_is_a_4xx_json_error)
 	cr_expect_eq(req("GET", "/healthz", NULL, NULL, 0, 0), 200);
 }
 
+/* The checks of api_body.c on the real routes: instants a handler could
+ * not format or store, JSON on routes that take none, and a detail that
+ * echoes a partial character. */
+Test(api, body_checks_on_every_route)
+{
+	submit_chain();
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
+	                 "{\"logical_date\": 9223372036854775807}", -1, 0),
+	             400, "invalid", "logical_date past year 9999");
+	cr_expect(strstr(body, "logical_date") != NULL, "%s", body);
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
+	                 "{\"logical_date\": -9223372036854775807}", -1, 0),
+	             400, "invalid", "logical_date before year 1");
+	expect_error(req("POST", "/api/v1/dags/demo.chain/backfill", fx.oper,
+	                 "{\"start\": 0, \"end\": 9223372036854775807}", -1,
+	                 0),
+	             400, "invalid", "backfill end past year 9999");
+	cr_expect(strstr(body, "'end'") != NULL, "%s", body);
+	const char *none[] = { "/api/v1/dags/demo.chain/pause",
+		               "/api/v1/dags/demo.chain/unpause",
+		               "/api/v1/instances/1/kill" };
+	for (size_t i = 0; i < 3; i++) {
+		expect_error(req("POST", none[i], fx.oper, "{\"a\":", -1, 0),
+		             400, "bad_json", none[i]);
+		expect_error(
+		    req("POST", none[i], fx.oper, "{\"force\": true}", -1, 0),
+		    400, "invalid", none[i]);
+	}
+	cr_expect_eq(
+	    req("POST", "/api/v1/dags/demo.chain/pause", fx.oper, "{}", -1, 0),
+	    200, "%s", body);
+	cr_expect_eq(req("POST", "/api/v1/dags/demo.chain/unpause", fx.oper,
+	                 " ", -1, 0),
+	             200, "%s", body);
+	/* jansson's excerpt of the bad token is the first byte of "é" */
+	expect_error(req("POST", "/api/v1/dags/demo.chain/trigger", fx.oper,
+	                 "\xc3\xa9", -1, 0),
+	             400, "bad_json", "a token that is not JSON");
+	cr_expect(strstr(body, "not valid JSON") != NULL, "%s", body);
+}
+
 Test(api, dag_submit_list_show_versions)
 {
 	const char *bad = "kind: DAG\nname: demo.bad\ntasks:\n"
