@@ -327,7 +327,7 @@ ax_stack_add_group_worker(ax_stack *st, const char *group)
 ax_err
 ax_stack_start_api(ax_stack *st, int *up, char *why, size_t whylen)
 {
-	char   bin[PATH_MAX];
+	char   bin[PATH_MAX], token[PATH_MAX + 16];
 	ax_err rv;
 
 	*up        = 0;
@@ -335,6 +335,17 @@ ax_stack_start_api(ax_stack *st, int *up, char *why, size_t whylen)
 	if (ax_proc_find_bin("ax-api", bin, sizeof(bin)) != AX_OK) {
 		if (why != NULL)
 			snprintf(why, whylen, "ax-api is not installed");
+		return AX_OK;
+	}
+	/* The token first: a script that waits for /healthz and then
+	 * reads $home/admin.token must find it, so ax-api does not listen
+	 * before the file is there (written atomically: rename). */
+	if (ax_stack_admin_token(st, token, sizeof(token)) != AX_OK) {
+		if (why != NULL)
+			snprintf(
+			    why, whylen,
+			    "no admin token, so ax-api is not started: %s",
+			    ax_err_detail());
 		return AX_OK;
 	}
 	if ((rv = start_child(&st->api, "ax-api", "ax-api", st, NULL)) !=

@@ -133,8 +133,11 @@ ax_err ax_stack_add_group_worker(ax_stack *st, const char *group);
 
 /*
  * Starts ax-api when its binary exists and waits 1 s: *up is 1 when it
- * still runs then, 0 when the binary is missing or it exited at once
- * (then *why, when not NULL, says which, with the end of its log).
+ * still runs then, 0 when the binary is missing, $home/admin.token
+ * cannot be written or it exited at once (then *why, when not NULL, says
+ * which, with the end of its log). The admin token (ax_stack_admin_token)
+ * is written before ax-api starts, so once /healthz answers the file is
+ * there.
  */
 ax_err ax_stack_start_api(ax_stack *st, int *up, char *why, size_t whylen);
 

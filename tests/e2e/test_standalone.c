@@ -5,6 +5,9 @@
  * succeed; SIGTERM stops everything: exit 0, and no postgres, axd or
  * ax-worker process of that home is left.
  *
+ * /healthz answers 200 only once $home/admin.token is there: the first
+ * 200 of a tight poll finds the token file whole.
+ *
  * Supervision: kill -9 of axd, a worker and ax-api in turn (and of the
  * embedded PostgreSQL): each comes back with a new pid, the others keep
  * theirs, and a run triggered through the API afterwards succeeds.
@@ -17,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -183,6 +189,58 @@ diamond_done(const char *dsn)
 	                "r.state = 'SUCCESS' AND t.state = 'SUCCESS'");
 }
 
+/* The HTTP status of GET /healthz on 127.0.0.1:port; 0 when nothing
+ * answers (yet). */
+static int
+healthz_status(int port)
+{
+	struct sockaddr_in a        = { .sin_family = AF_INET,
+		                        .sin_port   = htons((uint16_t) port) };
+	const char        *rq       = "GET /healthz HTTP/1.1\r\nHost: x\r\n"
+	                              "Connection: close\r\n\r\n";
+	char               buf[256] = "";
+	int                fd = socket(AF_INET, SOCK_STREAM, 0), st = 0;
+	ssize_t            n;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *) &a, sizeof(a)) == 0 &&
+	    write(fd, rq, strlen(rq)) == (ssize_t) strlen(rq) &&
+	    (n = read(fd, buf, sizeof(buf) - 1)) > 12) {
+		buf[n] = '\0';
+		sscanf(buf, "HTTP/1.%*d %d", &st);
+	}
+	close(fd);
+	return st;
+}
+
+/* Polls /healthz every 5 ms until it answers 200; then admin.token must
+ * hold a whole token. */
+static void
+expect_token_when_healthy(ax_proc *p, int port)
+{
+	char    path[160], tok[128] = "", how[96];
+	int64_t deadline = ax_clock_mono_us() + 120 * AX_USEC_PER_SEC;
+	FILE   *f;
+
+	while (healthz_status(port) != 200) {
+		if (!ax_proc_poll(p)) {
+			dump(p);
+			cr_assert_fail("axctl standalone %s",
+			               ax_proc_describe(p, how, sizeof(how)));
+		}
+		cr_assert_lt(ax_clock_mono_us(), deadline,
+		             "/healthz never answered 200");
+		ax_clock_sleep_us(5 * AX_USEC_PER_MSEC);
+	}
+	snprintf(path, sizeof(path), "%s/admin.token", home);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "/healthz answers 200 but %s is missing", path);
+	cr_assert_not_null(fgets(tok, sizeof(tok), f));
+	fclose(f);
+	cr_assert(strncmp(tok, "axt_", 4) == 0 && strchr(tok, '\n') != NULL,
+	          "admin.token is not a whole token: '%s'", tok);
+}
+
 Test(standalone, runs_the_dags_and_stops_everything_on_sigterm)
 {
 	char         log[128], names[4096], how[96];
@@ -208,6 +266,7 @@ Test(standalone, runs_the_dags_and_stops_everything_on_sigterm)
 		    "c]}\n");
 	}
 	start_standalone(&p, argv, log, sizeof(log), &pg);
+	expect_token_when_healthy(&p, 18099);
 
 	deadline = ax_clock_mono_us() + 150 * AX_USEC_PER_SEC;
 	while (diamond_done(ax_pg_embed_dsn(pg)) < 4) {
