@@ -1,0 +1,335 @@
+/*
+ * test_hmap.c - the hash map: node-less mode over many resizes, under
+ * every hash shape (good, all colliding, runs that wrap past the last
+ * slot), replacement, removal by key and by pointer, removal during
+ * iteration, checked against a plain reference; and the string map.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hmap.h"
+
+typedef struct ent {
+	char name[24];
+	int  id;
+	int  in;   /* reference: 1 while it should be in the map */
+	int  seen; /* visits in one iteration */
+} ent;
+
+/* The hash shapes under test; the key is always the name. */
+static uint64_t
+h_good(const char *s)
+{
+	return ax_hash_str(s);
+}
+static uint64_t
+h_const(const char *s)
+{
+	(void) s;
+	return 7; /* every key in one probe run */
+}
+static uint64_t
+h_last(const char *s)
+{
+	/* homes in the last 4 slots: runs wrap round to slot 0 */
+	return UINT64_MAX - (ax_hash_str(s) & 3);
+}
+static uint64_t
+h_few(const char *s)
+{
+	return ax_hash_str(s) & 0x30; /* 4 homes: long interleaved runs */
+}
+
+static uint64_t (*shape)(const char *);
+
+static uint64_t
+k_hash(const void *key)
+{
+	return shape(key);
+}
+static uint64_t
+e_hash(const void *e)
+{
+	return shape(((const ent *) e)->name);
+}
+static int
+e_match(const void *e, const void *key)
+{
+	return strcmp(((const ent *) e)->name, key) == 0;
+}
+
+static const ax_hmap_ops ops = {
+	.hash_key   = k_hash,
+	.hash_entry = e_hash,
+	.match      = e_match,
+};
+
+typedef struct shape_case {
+	const char *name;
+	uint64_t (*fn)(const char *);
+	int n; /* entries: fewer for the quadratic shapes */
+} shape_case;
+
+static shape_case shapes[] = {
+	{ "good", h_good, 100000 },
+	{ "const", h_const, 600 },
+	{ "last", h_last, 600 },
+	{ "few", h_few, 2000 },
+};
+
+/* criterion copies parameters into another process: indices into
+ * shapes[], not pointers */
+static int shape_ix[] = { 0, 1, 2, 3 };
+
+ParameterizedTestParameters(hmap, against_reference)
+{
+	return cr_make_param_array(int, shape_ix,
+	                           sizeof(shape_ix) / sizeof(shape_ix[0]));
+}
+
+static ent *
+mk(int n)
+{
+	ent *v = calloc((size_t) n, sizeof(*v));
+	cr_assert_not_null(v);
+	for (int i = 0; i < n; i++) {
+		snprintf(v[i].name, sizeof(v[i].name), "dag-%d", i);
+		v[i].id = i;
+	}
+	return v;
+}
+
+static void
+check(const ax_hmap *m, ent *v, int n)
+{
+	size_t in = 0;
+	for (int i = 0; i < n; i++) {
+		ent *e = ax_hmap_get(m, v[i].name);
+		if (v[i].in) {
+			in++;
+			cr_assert_eq(e, &v[i], "%s missing", v[i].name);
+		} else {
+			cr_assert_null(e, "%s still there", v[i].name);
+		}
+	}
+	cr_assert_eq(ax_hmap_count(m), in);
+	/* invariant 1 and the load bound */
+	cr_assert(m->cap == 0 || (m->cap & (m->cap - 1)) == 0);
+	cr_assert(m->cap == 0 || m->n * 4 <= m->cap * 3);
+}
+
+ParameterizedTest(int *ix, hmap, against_reference)
+{
+	shape_case *c = &shapes[*ix];
+	ax_hmap     m;
+	int         n    = c->n;
+	ent        *v    = mk(n);
+	size_t      caps = 0, last = 0;
+
+	shape = c->fn;
+	ax_hmap_init(&m, &ops);
+	cr_assert_null(ax_hmap_get(&m, "dag-0"));
+	cr_assert_null(ax_hmap_del(&m, "dag-0"));
+	for (int i = 0; i < n; i++) {
+		void *old = &old;
+		cr_assert_eq(ax_hmap_put(&m, v[i].name, &v[i], &old), AX_OK);
+		cr_assert_null(old);
+		v[i].in = 1;
+		if (m.cap != last) {
+			caps++;
+			last = m.cap;
+		}
+	}
+	cr_assert_geq(caps, 5, "%zu resizes", caps);
+	check(&m, v, n);
+	/* remove a pseudo-random 2/3, by key and by pointer */
+	srand(12345);
+	for (int i = 0; i < n; i++) {
+		int j = rand() % n;
+		if (!v[j].in || rand() % 3 == 0)
+			continue;
+		if (j % 2)
+			cr_assert_eq(ax_hmap_del(&m, v[j].name), &v[j]);
+		else
+			cr_assert_eq(ax_hmap_remove(&m, &v[j]), 1);
+		cr_assert_eq(ax_hmap_remove(&m, &v[j]), 0);
+		v[j].in = 0;
+	}
+	check(&m, v, n);
+	/* put back some: same table, no growth needed */
+	for (int i = 0; i < n; i += 5)
+		if (!v[i].in) {
+			cr_assert_eq(ax_hmap_put(&m, v[i].name, &v[i], NULL),
+			             AX_OK);
+			v[i].in = 1;
+		}
+	check(&m, v, n);
+	ax_hmap_fini(&m);
+	cr_assert_eq(ax_hmap_count(&m), 0);
+	cr_assert_null(ax_hmap_get(&m, "dag-1"));
+	free(v);
+}
+
+Test(hmap, put_replaces_and_remove_is_by_pointer)
+{
+	ax_hmap m;
+	ent     a = { .name = "same" }, b = { .name = "same" };
+	void   *old;
+
+	shape = h_good;
+	ax_hmap_init(&m, &ops);
+	cr_assert_eq(ax_hmap_put(&m, a.name, &a, &old), AX_OK);
+	cr_assert_null(old);
+	cr_assert_eq(ax_hmap_put(&m, b.name, &b, &old), AX_OK);
+	cr_assert_eq(old, &a);
+	cr_assert_eq(ax_hmap_count(&m), 1);
+	cr_assert_eq(ax_hmap_get(&m, "same"), &b);
+	/* a is not in the map any more: removing it keeps b */
+	cr_assert_eq(ax_hmap_remove(&m, &a), 0);
+	cr_assert_eq(ax_hmap_get(&m, "same"), &b);
+	cr_assert_eq(ax_hmap_remove(&m, &b), 1);
+	cr_assert_null(ax_hmap_get(&m, "same"));
+	ax_hmap_fini(&m);
+}
+
+ParameterizedTestParameters(hmap, remove_during_iteration)
+{
+	return cr_make_param_array(int, shape_ix,
+	                           sizeof(shape_ix) / sizeof(shape_ix[0]));
+}
+
+/* Every entry is visited exactly once while the iteration removes some
+ * of them (every third, and runs of neighbours), whatever the shape. */
+ParameterizedTest(int *ix, hmap, remove_during_iteration)
+{
+	shape_case  *c = &shapes[*ix];
+	ax_hmap      m;
+	ax_hmap_iter it;
+	int          n       = c->n > 5000 ? 5000 : c->n;
+	ent         *v       = mk(n), *e;
+	size_t       visited = 0;
+
+	shape = c->fn;
+	ax_hmap_init(&m, &ops);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(ax_hmap_put(&m, v[i].name, &v[i], NULL), AX_OK);
+		v[i].in = 1;
+	}
+	ax_hmap_iter_init(&it, &m);
+	while ((e = ax_hmap_iter_next(&it)) != NULL) {
+		e->seen++;
+		visited++;
+		if (e->id % 3 == 0 || (e->id / 50) % 2 == 0) {
+			ax_hmap_iter_remove(&it);
+			e->in = 0;
+		}
+	}
+	cr_assert_eq(visited, (size_t) n);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(v[i].seen, 1, "%s seen %d times", v[i].name,
+		             v[i].seen);
+	check(&m, v, n);
+	/* a second pass removes the rest */
+	ax_hmap_iter_init(&it, &m);
+	while ((e = ax_hmap_iter_next(&it)) != NULL) {
+		ax_hmap_iter_remove(&it);
+		e->in = 0;
+	}
+	cr_assert_eq(ax_hmap_count(&m), 0);
+	check(&m, v, n);
+	ax_hmap_fini(&m);
+	free(v);
+}
+
+Test(hmap, iterate_empty)
+{
+	ax_hmap      m;
+	ax_hmap_iter it;
+
+	ax_hmap_init(&m, &ops);
+	ax_hmap_iter_init(&it, &m);
+	cr_assert_null(ax_hmap_iter_next(&it));
+	ax_hmap_fini(&m);
+}
+
+/* ---------------------------------------------------------------------- */
+/* ax_strmap */
+
+static int freed;
+
+static void
+count_free(void *p)
+{
+	freed++;
+	free(p);
+}
+
+static void
+sum_each(void *arg, const char *key, void *val)
+{
+	long *sum = arg;
+	cr_assert_eq(strncmp(key, "k", 1), 0);
+	*sum += *(int *) val;
+}
+
+Test(strmap, put_get_del_each_free)
+{
+	ax_strmap *m;
+	char       key[32];
+	long       sum = 0, want = 0;
+
+	cr_assert_eq(ax_strmap_new(&m), AX_OK);
+	cr_assert_null(ax_strmap_get(m, "k1"));
+	for (int i = 0; i < 10000; i++) {
+		int *v = malloc(sizeof(*v));
+		*v     = i;
+		snprintf(key, sizeof(key), "k%d", i);
+		cr_assert_eq(ax_strmap_put(m, key, v), AX_OK);
+	}
+	cr_assert_eq(ax_strmap_count(m), 10000);
+	/* the key was copied: the buffer is reused above */
+	cr_assert_eq(*(int *) ax_strmap_get(m, "k7777"), 7777);
+	/* replacing keeps the count and returns nothing to free */
+	int *r = malloc(sizeof(*r));
+	*r     = -1;
+	free(ax_strmap_get(m, "k5"));
+	cr_assert_eq(ax_strmap_put(m, "k5", r), AX_OK);
+	cr_assert_eq(ax_strmap_count(m), 10000);
+	cr_assert_eq(*(int *) ax_strmap_get(m, "k5"), -1);
+	for (int i = 0; i < 10000; i += 2) {
+		snprintf(key, sizeof(key), "k%d", i);
+		free(ax_strmap_del(m, key));
+		cr_assert_null(ax_strmap_get(m, key));
+	}
+	cr_assert_null(ax_strmap_del(m, "k0"));
+	cr_assert_eq(ax_strmap_count(m), 5000);
+	ax_strmap_each(m, sum_each, &sum);
+	for (int i = 1; i < 10000; i += 2)
+		want += i == 5 ? -1 : i;
+	cr_assert_eq(sum, want);
+	freed = 0;
+	ax_strmap_free(m, count_free);
+	cr_assert_eq(freed, 5000);
+	ax_strmap_free(NULL, count_free);
+}
+
+Test(strmap, empty_key_and_long_key)
+{
+	ax_strmap *m;
+	char       big[4096];
+	int        a = 1, b = 2;
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	cr_assert_eq(ax_strmap_new(&m), AX_OK);
+	cr_assert_eq(ax_strmap_put(m, "", &a), AX_OK);
+	cr_assert_eq(ax_strmap_put(m, big, &b), AX_OK);
+	cr_assert_eq(ax_strmap_get(m, ""), &a);
+	cr_assert_eq(ax_strmap_get(m, big), &b);
+	big[100] = 'y';
+	cr_assert_null(ax_strmap_get(m, big));
+	ax_strmap_free(m, NULL);
+}
