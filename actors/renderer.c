@@ -225,7 +225,9 @@ render_params(rn_out *o, const char *task, const ax_kvs *kvs,
 }
 
 /* Params of the run's conf (values as given: they are data, not
- * templates). */
+ * templates). A string with a NUL byte is refused: a C string would cut
+ * it short, so the value run would not be the value given (the API
+ * refuses such strings before they are stored). */
 static int
 conf_params(rn_out *o, const rn_run *run)
 {
@@ -239,6 +241,12 @@ conf_params(rn_out *o, const rn_run *run)
 		params = run->conf;
 	json_object_foreach(params, k, v)
 	{
+		if (json_is_string(v) &&
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return fail(o,
+			            "param '%s' of the run holds a NUL "
+			            "byte%s",
+			            k, "");
 		char *s = json_is_string(v)
 		    ? strdup(json_string_value(v))
 		    : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -366,6 +374,9 @@ render_one(rn_state *st, const Ax__AttemptCreated *ac, const ax_dag *dag,
 	rc.params        = o->params;
 	rc.n_params      = o->nparams;
 	const char *type = t->eff.type != NULL ? t->eff.type : "bash";
+	/* only the command of a bash task is read by a shell: its values
+	 * are quoted; env values and routing keys stay plain text */
+	rc.shell = strcmp(type, "bash") == 0;
 	if ((t->eff.command == NULL || t->eff.command[0] == '\0') &&
 	    strcmp(type, "noop") != 0)
 		return fail(o, "task '%s' of type '%s' has no command",
@@ -373,6 +384,7 @@ render_one(rn_state *st, const Ax__AttemptCreated *ac, const ax_dag *dag,
 	if (render_field(o, t->name, "command", t->eff.command, &rc,
 	                 &o->command) != 0)
 		return -1;
+	rc.shell = 0;
 	if (t->eff.routing.kind == AX_ROUTE_CONSISTENT_HASH &&
 	    render_field(o, t->name, "routing.key",
 	                 t->eff.routing.key != NULL ? t->eff.routing.key

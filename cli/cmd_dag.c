@@ -7,7 +7,9 @@
  * three steps: ax_dag_yaml_load_file per file, ax_dagset_validate once,
  * ax_dag_store_submit[_template] per valid DAG and template.
  * Errors go to stderr as FILE:LINE:COL: error: MESSAGE, sorted by file and
- * position. Exit status: 0 all valid (and stored), 1 any error, 2 usage.
+ * position; `validate` also warns (FILE:LINE:COL: warning: ...) about
+ * every `| raw` filter, a value written into a command unquoted. Exit status:
+ * 0 all valid (and stored), 1 any error, 2 usage.
  */
 #include "cmd_dag.h"
 
@@ -74,14 +76,28 @@ load_files(char **files, int n, ax_dagset **out)
 	return rv == AX_OK ? 0 : 1;
 }
 
+/* FILE:LINE:COL: warning: ... for one `| raw` use. */
+static void
+print_raw(void *arg, ax_pos pos, const char *what)
+{
+	size_t *n = arg;
+	fprintf(stderr,
+	        "%s:%u:%u: warning: %s; a trigger param can then run shell "
+	        "code, use it only for text the DAG author controls\n",
+	        pos.file ? pos.file : "?", pos.line, pos.col, what);
+	(*n)++;
+}
+
 static int
 cmd_validate(char **files, int n)
 {
-	ax_dagset *set = NULL;
-	int        r   = load_files(files, n, &set);
+	ax_dagset *set  = NULL;
+	int        r    = load_files(files, n, &set);
+	size_t     nraw = 0;
 
 	if (r < 0)
 		return 1;
+	ax_dagset_raw_uses(set, print_raw, &nraw);
 	if (r == 0)
 		printf("ok: %zu DAG%s, %zu template%s in %d file%s\n",
 		       set->n_dags, set->n_dags == 1 ? "" : "s",

@@ -657,3 +657,84 @@ ax_dagset_validate(ax_dagset *set)
 	ax_dagset_sort_diags(set);
 	return ax_dagset_error_count(set, NULL) ? AX_EINVAL : AX_OK;
 }
+
+/* --- `| raw` uses ---------------------------------------------------------
+ */
+
+typedef struct rawctx {
+	ax_dag_raw_fn fn;
+	void         *arg;
+	const char   *owner; /* "DAG 'x' task 'y'" or "template 'z'" */
+	const char   *field;
+	const char   *value;
+	ax_pos        pos;
+} rawctx;
+
+static void
+on_raw(void *arg, size_t off, const char *msg)
+{
+	rawctx *r = arg;
+	char    what[512];
+	snprintf(what, sizeof(what), "%s %s: %s", r->owner, r->field, msg);
+	r->fn(r->arg, ax_pos_at(r->pos, r->value, off), what);
+}
+
+static void
+raw_text(rawctx *r, const char *field, const char *value, ax_pos pos)
+{
+	if (value == NULL)
+		return;
+	r->field = field;
+	r->value = value;
+	r->pos   = pos;
+	ax_render_raw_uses(value, on_raw, r);
+}
+
+static void
+raw_spec(rawctx *r, const ax_task_spec *s)
+{
+	char field[192];
+	if (s->set & AX_TF_COMMAND)
+		raw_text(r, "command", s->command, s->command_pos);
+	for (size_t i = 0; i < s->env.n; i++) {
+		snprintf(field, sizeof(field), "env %s", s->env.v[i].key);
+		raw_text(r, field, s->env.v[i].value, s->env.v[i].pos);
+	}
+	for (size_t i = 0; i < s->params.n; i++) {
+		snprintf(field, sizeof(field), "param %s", s->params.v[i].key);
+		raw_text(r, field, s->params.v[i].value, s->params.v[i].pos);
+	}
+}
+
+void
+ax_dagset_raw_uses(const ax_dagset *set, ax_dag_raw_fn fn, void *arg)
+{
+	rawctx r = { fn, arg, NULL, NULL, NULL, { 0 } };
+	char   owner[384];
+
+	for (size_t i = 0; i < set->n_templates; i++) {
+		snprintf(owner, sizeof(owner), "template '%s'",
+		         set->templates[i]->name);
+		r.owner = owner;
+		raw_spec(&r, &set->templates[i]->spec);
+	}
+	for (size_t i = 0; i < set->n_dags; i++) {
+		const ax_dag *d = set->dags[i];
+		snprintf(owner, sizeof(owner), "DAG '%s' defaults", d->name);
+		r.owner = owner;
+		raw_spec(&r, &d->defaults);
+		for (size_t k = 0; k < d->params.n; k++) {
+			char field[192];
+			snprintf(owner, sizeof(owner), "DAG '%s'", d->name);
+			snprintf(field, sizeof(field), "param %s",
+			         d->params.v[k].key);
+			raw_text(&r, field, d->params.v[k].value,
+			         d->params.v[k].pos);
+		}
+		for (size_t k = 0; k < d->n_tasks; k++) {
+			snprintf(owner, sizeof(owner), "DAG '%s' task '%s'",
+			         d->name, d->tasks[k].name);
+			raw_spec(&r, &d->tasks[k].spec);
+		}
+	}
+}

@@ -26,4 +26,15 @@
  */
 ax_err ax_dagset_validate(ax_dagset *set);
 
+/* Called for each `| raw` use: where it is and "OWNER FIELD: MESSAGE". */
+typedef void (*ax_dag_raw_fn)(void *arg, ax_pos pos, const char *what);
+
+/*
+ * Reports every `| raw` filter in the set's commands, env and params
+ * (templates, DAG defaults, DAG params, tasks as written), in document
+ * order per owner, so `axctl dag validate` can warn about each value
+ * written into a command without shell quoting.
+ */
+void ax_dagset_raw_uses(const ax_dagset *set, ax_dag_raw_fn fn, void *arg);
+
 #endif /* AX_DAG_VALIDATE_H */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "shell_quote.h"
 #include "suggest.h"
 
 static const char *const known_vars[] = {
@@ -33,10 +34,7 @@ static const char *const known_vars[] = {
 #define N_KNOWN_VARS (sizeof(known_vars) / sizeof(known_vars[0]))
 
 static const char *const known_filters[] = {
-	"add_days",
-	"add_hours",
-	"add_minutes",
-	"format",
+	"add_days", "add_hours", "add_minutes", "format", "raw",
 };
 #define N_KNOWN_FILTERS (sizeof(known_filters) / sizeof(known_filters[0]))
 
@@ -50,7 +48,9 @@ typedef struct val {
 	int64_t us;        /* V_DATE: UTC microseconds */
 	char    text[512]; /* V_TEXT in render mode (empty in check mode) */
 	size_t  text_len;
-	const char *big; /* V_TEXT longer than text[] (a param value) */
+	const char *big;     /* V_TEXT longer than text[] (a param value) */
+	int         literal; /* a string literal of the template itself */
+	int         raw;     /* `| raw`: written without shell quoting */
 } val;
 
 typedef struct rstate {
@@ -66,6 +66,9 @@ typedef struct rstate {
 	char                *out;
 	size_t               len, cap;
 	int                  too_long;
+	ax_shq              *shq;    /* shell mode: the script's context */
+	ax_render_report_fn  on_raw; /* check mode: each `| raw` */
+	void                *raw_arg;
 } rstate;
 
 static void fail(rstate *s, size_t off, const char *fmt, ...)
@@ -112,6 +115,38 @@ emit(rstate *s, const char *p, size_t n)
 	memcpy(s->out + s->len, p, n);
 	s->len += n;
 	s->out[s->len] = '\0';
+}
+
+/* Literal script text (the author's): written and tracked. */
+static void
+emit_text(rstate *s, const char *p, size_t n)
+{
+	if (s->shq != NULL)
+		ax_shq_feed(s->shq, p, n);
+	emit(s, p, n);
+}
+
+/*
+ * A value: in shell mode quoted for its place in the script (raw values
+ * and the template's own string literals are script text). Fails at off
+ * when the value cannot be placed there.
+ */
+static void
+emit_value(rstate *s, size_t off, const val *v, const char *p, size_t n)
+{
+	char  msg[200];
+	char *q;
+
+	if (s->shq == NULL || v->raw || v->literal) {
+		emit_text(s, p, n);
+		return;
+	}
+	if (ax_shq_word(s->shq, p, n, &q, msg, sizeof(msg)) != AX_OK) {
+		fail(s, off, "%s", msg);
+		return;
+	}
+	emit(s, q, strlen(q));
+	free(q);
 }
 
 /* --- expression scanner ------------------------------------------------ */
@@ -342,6 +377,28 @@ apply_filter(rstate *s, const char *name, size_t n, size_t noff, farg *a,
 	int64_t unit = 0;
 
 	snprintf(word, sizeof(word), "%.*s", (int) n, name);
+	if (strcmp(word, "raw") == 0) {
+		if (v->raw) {
+			fail(s, noff, "'raw' must be the last filter");
+			return -1;
+		}
+		if (na != 0) {
+			fail(s, noff, "filter 'raw' takes no argument");
+			return -1;
+		}
+		if (v->kind == V_DATE) { /* the text the date prints as */
+			char buf[64];
+			print_date(s, v, buf, sizeof(buf));
+			set_text(v, buf);
+			v->big = NULL;
+		}
+		v->raw = 1;
+		if (s->on_raw != NULL)
+			s->on_raw(s->raw_arg, noff,
+			          "'| raw' writes the value "
+			          "into the command unquoted");
+		return 0;
+	}
 	if (strcmp(word, "add_days") == 0)
 		unit = 86400LL * 1000000;
 	else if (strcmp(word, "add_hours") == 0)
@@ -355,7 +412,11 @@ apply_filter(rstate *s, const char *name, size_t n, size_t noff, farg *a,
 		     sug ? "; did you mean '" : "", sug ? sug : "",
 		     sug ? "'?"
 		         : " (filters: add_days, add_hours, "
-		           "add_minutes, format)");
+		           "add_minutes, format, raw)");
+		return -1;
+	}
+	if (v->raw) {
+		fail(s, noff, "'raw' must be the last filter");
 		return -1;
 	}
 	if (v->kind != V_DATE) {
@@ -468,7 +529,8 @@ eval_block(rstate *s, const char *open, const char *end)
 	}
 	if (*l.p == '\'' || *l.p == '"') {
 		memset(&v, 0, sizeof(v));
-		v.kind = V_TEXT;
+		v.kind    = V_TEXT;
+		v.literal = 1;
 		if (scan_string(&l, v.text, sizeof(v.text), &v.text_len) !=
 		    0) {
 			fail(s, off_of(s, l.p), "unterminated string");
@@ -510,14 +572,16 @@ eval_block(rstate *s, const char *open, const char *end)
 		    0)
 			return;
 	}
+	if (s->ctx == NULL)
+		return;
 	if (v.kind == V_DATE) {
 		char buf[64];
 		print_date(s, &v, buf, sizeof(buf));
-		emit(s, buf, strlen(buf));
+		emit_value(s, off_of(s, open), &v, buf, strlen(buf));
 	} else if (v.big != NULL) {
-		emit(s, v.big, v.text_len);
+		emit_value(s, off_of(s, open), &v, v.big, v.text_len);
 	} else {
-		emit(s, v.text, v.text_len);
+		emit_value(s, off_of(s, open), &v, v.text, v.text_len);
 	}
 }
 
@@ -547,10 +611,10 @@ walk(rstate *s)
 	for (;;) {
 		const char *open = strstr(p, "{{");
 		if (open == NULL) {
-			emit(s, p, strlen(p));
+			emit_text(s, p, strlen(p));
 			return;
 		}
-		emit(s, p, (size_t) (open - p));
+		emit_text(s, p, (size_t) (open - p));
 		const char *close = find_close(open + 2);
 		if (close == NULL) {
 			fail(s, off_of(s, open),
@@ -581,8 +645,19 @@ ax_render(const char *tmpl, const ax_render_ctx *ctx, char **out,
 	s.tmpl  = tmpl;
 	s.ctx   = ctx;
 	s.first = err ? err : &e;
+	if (ctx->shell) {
+		if ((s.shq = malloc(sizeof(*s.shq))) == NULL)
+			return ax_err_set(AX_ENOMEM, "rendering a template");
+		ax_shq_init(s.shq);
+	}
 	emit(&s, "", 0);
 	walk(&s);
+	if (s.nerr == 0 && s.shq != NULL) {
+		char msg[200];
+		if (ax_shq_end(s.shq, msg, sizeof(msg)) != AX_OK)
+			fail(&s, strlen(tmpl), "%s", msg);
+	}
+	free(s.shq);
 	if (s.nerr > 0) {
 		free(s.out);
 		return ax_err_set(AX_EPARSE, "offset %zu: %s", s.first->offset,
@@ -617,4 +692,19 @@ ax_render_check(const char *tmpl, const char *const *params, size_t n_params,
 	s.arg       = arg;
 	walk(&s);
 	return s.nerr;
+}
+
+void
+ax_render_raw_uses(const char *tmpl, ax_render_report_fn report, void *arg)
+{
+	rstate s;
+
+	if (tmpl == NULL)
+		return;
+	memset(&s, 0, sizeof(s));
+	s.tmpl      = tmpl;
+	s.any_param = 1;
+	s.on_raw    = report;
+	s.raw_arg   = arg;
+	walk(&s);
 }

@@ -8,6 +8,7 @@
  * Syntax: text with `{{ EXPR }}` blocks. EXPR is a variable or a quoted
  * string literal ('...' or "..."), followed by zero or more filters
  * `| NAME` or `| NAME(ARG, ...)`; ARG is an integer or a quoted string.
+ * `| raw` takes no argument and must come last.
  * `{{ '{{' }}` writes a literal "{{". Variables:
  *   ds                   logical date, YYYY-MM-DD           (date value)
  *   ds_nodash            logical date, YYYYMMDD             (date value)
@@ -24,6 +25,15 @@
  * and format('STRFTIME') (e.g. format('%Y/%m/%d')), which turns the value
  * into text. Date values print in the DAG time zone, given by
  * utc_offset_s of the context (the caller converts with the tz module).
+ *
+ * Shell mode (ctx->shell, for the command of a bash task): every value
+ * is written as data inside one shell word, quoted for its place in the
+ * script (bare, "...", '...', heredoc, ...; see shell_quote.h), so no
+ * value can change the command's structure; a value that cannot be placed
+ * safely fails the render with the reason. `| raw` (last filter) writes
+ * the value unquoted, and the template's own string literals ({{ '{{' }})
+ * are script text. Params, env and routing keys render as plain text: no
+ * shell reads them as syntax.
  *
  * Invariants: pure functions of (template, context); no global state,
  * thread-safe. Workload: a few short strings per attempt.
@@ -56,6 +66,7 @@ typedef struct ax_render_ctx {
 	int                    shard_total;
 	const ax_render_param *params; /* already rendered values */
 	size_t                 n_params;
+	int                    shell; /* 1: tmpl is a bash script */
 } ax_render_ctx;
 
 /* Where and why a template is wrong. */
@@ -88,5 +99,12 @@ typedef void (*ax_render_report_fn)(void *arg, size_t offset, const char *msg);
 size_t ax_render_check(const char *tmpl, const char *const *params,
                        size_t n_params, int any_param,
                        ax_render_report_fn report, void *arg);
+
+/*
+ * Reports (offset, message) for each `| raw` filter in tmpl, in order, so
+ * validation can warn about values written into a command unquoted.
+ */
+void ax_render_raw_uses(const char *tmpl, ax_render_report_fn report,
+                        void *arg);
 
 #endif /* AX_RENDER_H */

@@ -211,3 +211,317 @@ Test(render, long_param_values_are_copied_whole)
 	cr_assert_eq(strlen(out), sizeof(big) - 1 + 2);
 	free(out);
 }
+
+/* --- shell mode: a value is one shell word ------------------------------ */
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shell_quote.h"
+
+/* Renders tmpl in shell mode with params.region = value. */
+static ax_err
+render_sh(const char *tmpl, const char *value, char **out, ax_render_err *e)
+{
+	ax_render_param p = { "region", value };
+	ax_render_ctx   k = ctx();
+	k.params          = &p;
+	k.n_params        = 1;
+	k.shell           = 1;
+	return ax_render(tmpl, &k, out, e);
+}
+
+/* Runs script with bash -c in dir; returns the exit status. */
+static int
+run_bash(const char *script, const char *dir)
+{
+	pid_t pid = fork();
+	int   st;
+	if (pid == 0) {
+		if (chdir(dir) != 0)
+			_exit(126);
+		execl("/bin/bash", "bash", "-c", script, (char *) NULL);
+		_exit(127);
+	}
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static char *
+slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return NULL;
+	char  *buf = calloc(1, 65536);
+	size_t n   = fread(buf, 1, 65535, f);
+	buf[n]     = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Payloads that try to run `touch pwn`, or to change the words. */
+static const char *const payloads[] = {
+	"x\"; touch pwn; echo \"",
+	"`touch pwn`",
+	"$(touch pwn)",
+	"'; touch pwn; echo '",
+	"x'\"'\"'; touch pwn; '",
+	"a\ntouch pwn\nb",
+	"a\\",
+	"\\\\ \\n \\",
+	"$HOME",
+	"${HOME}",
+	"a b\tc  d",
+	"*",
+	"}; touch pwn; {",
+	"EOF\ntouch pwn\nEOF",
+	"x\r\ntouch pwn",
+	"$'\\x41'",
+	"!!",
+	"~",
+	"<<EOF",
+	"# c",
+	"",
+	"plain-word_1.2/3:4,5+6@7%8",
+};
+
+struct shcase {
+	const char *tmpl;   /* writes the value to ./out */
+	const char *after;  /* what ./out holds after the value */
+	int         nl_ok;  /* 0: a value with a line break is refused */
+	int         eof_ok; /* 0: a value with an "EOF" line is refused */
+};
+
+static const struct shcase shcases[] = {
+	{ "echo \"{{ params.region }}\" > out", "\n", 1, 1 },
+	{ "echo {{ params.region }} > out", "\n", 1, 1 },
+	{ "printf '%s' {{ params.region }} > out", "", 1, 1 },
+	{ "printf '%s' \"<{{ params.region }}>\" > out", ">", 1, 1 },
+	{ "printf '%s' '{{ params.region }}' > out", "", 1, 1 },
+	{ "printf '%s' x{{ params.region }}y > out", "y", 1, 1 },
+	{ "printf '%s' $'{{ params.region }}' > out", "", 1, 1 },
+	{ "v=${UNSET:-{{ params.region }}}; printf '%s' \"$v\" > out", "", 1,
+	  1 },
+	{ "printf '%s' \"$(printf '%s' {{ params.region }})\" > out", "", 1,
+	  1 },
+	{ "printf '%s' \"$(printf '%s' \"{{ params.region }}\")\" > out", "",
+	  1, 1 },
+	{ "cat > out <<EOF\n{{ params.region }}\nEOF\n", "\n", 1, 0 },
+	{ "cat > out <<-'EOF'\n\t{{ params.region }}\n\tEOF\n", "\n", 1, 0 },
+	{ "cat > out <<EOF; true\n"
+	  "x {{ params.region }}\n"
+	  "EOF\n",
+	  "\n", 1, 0 },
+	{ "# a comment {{ params.region }}\nprintf '%s' ok > out", NULL, 0,
+	  1 },
+};
+
+/* The value a template case leaves in ./out (NULL: the fixed "ok"). */
+static void
+check_case(const struct shcase *c, const char *value, const char *dir)
+{
+	char         *cmd = NULL, path[512];
+	ax_render_err e;
+	int nl  = strchr(value, '\n') != NULL || strchr(value, '\r') != NULL;
+	int eof = strstr(value, "EOF\n") != NULL ||
+	    (strlen(value) >= 3 && !strcmp(value + strlen(value) - 3, "EOF"));
+	ax_err rv = render_sh(c->tmpl, value, &cmd, &e);
+
+	if ((!c->nl_ok && nl) || (!c->eof_ok && eof && nl)) {
+		cr_assert_eq(rv, AX_EPARSE,
+		             "template '%s' value '%s' must be refused",
+		             c->tmpl, value);
+		cr_assert_null(cmd);
+		return;
+	}
+	cr_assert_eq(rv, AX_OK, "template '%s' value '%s': %s", c->tmpl, value,
+	             e.msg);
+	snprintf(path, sizeof(path), "%s/pwn", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/out", dir);
+	unlink(path);
+	int st = run_bash(cmd, dir);
+	cr_assert_eq(st, 0, "'%s' exited %d", cmd, st);
+	snprintf(path, sizeof(path), "%s/pwn", dir);
+	cr_assert_neq(access(path, F_OK), 0, "'%s' ran a command: %s", value,
+	              cmd);
+	snprintf(path, sizeof(path), "%s/out", dir);
+	char *got = slurp(path);
+	cr_assert_not_null(got, "'%s' wrote no output", cmd);
+	char want[1024];
+	if (c->after == NULL)
+		snprintf(want, sizeof(want), "ok");
+	else if (strstr(c->tmpl, "\"<{{") != NULL)
+		snprintf(want, sizeof(want), "<%s%s", value, c->after);
+	else if (strstr(c->tmpl, "x{{") != NULL)
+		snprintf(want, sizeof(want), "x%s%s", value, c->after);
+	else if (strstr(c->tmpl, "x {{") != NULL)
+		snprintf(want, sizeof(want), "x %s%s", value, c->after);
+	else if (strstr(c->tmpl, "$(printf") != NULL) /* $( ) drops \n */
+		snprintf(want, sizeof(want), "%.*s", (int) strcspn(value, ""),
+		         value);
+	else
+		snprintf(want, sizeof(want), "%s%s", value, c->after);
+	if (strstr(c->tmpl, "$(printf") != NULL) {
+		size_t n = strlen(want);
+		while (n > 0 && want[n - 1] == '\n')
+			want[--n] = '\0';
+	}
+	cr_assert_str_eq(got, want, "command: %s", cmd);
+	free(got);
+	free(cmd);
+}
+
+Test(render, shell_values_never_change_the_command)
+{
+	char dir[] = "/tmp/ax_render_shXXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	for (size_t i = 0; i < sizeof(shcases) / sizeof(shcases[0]); i++)
+		for (size_t j = 0; j < sizeof(payloads) / sizeof(payloads[0]);
+		     j++)
+			check_case(&shcases[i], payloads[j], dir);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/out", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+struct qcase {
+	char tmpl[96];
+	char value[64];
+	char want[96];
+};
+
+ParameterizedTestParameters(render, shell_quoting)
+{
+	static struct qcase cases[] = {
+		{ "echo {{ params.region }}", "eu-west-1", "echo eu-west-1" },
+		{ "echo {{ params.region }}", "", "echo ''" },
+		{ "echo {{ params.region }}", "a b", "echo 'a b'" },
+		{ "echo {{ params.region }}", "it's", "echo 'it'\\''s'" },
+		{ "echo {{ params.region }}", "x=1", "echo 'x=1'" },
+		{ "echo \"{{ params.region }}\"",
+		  "x\"; touch /tmp/pwn; echo \"",
+		  "echo \"x\\\"; touch /tmp/pwn; echo \\\"\"" },
+		{ "echo \"{{ params.region }}\"", "`id` $(id) \\",
+		  "echo \"\\`id\\` \\$(id) \\\\\"" },
+		{ "echo '{{ params.region }}'", "a'b", "echo 'a'\\''b'" },
+		{ "echo $'{{ params.region }}'", "a'b\\n",
+		  "echo $'a\\'b\\\\n'" },
+		{ "cat <<'E'\n{{ params.region }}\nE", "$(id)",
+		  "cat <<'E'\n$(id)\nE" },
+		{ "cat <<E\n{{ params.region }}\nE", "$(id)",
+		  "cat <<E\n\\$(id)\nE" },
+		{ "echo $(( {{ shard.index }} + 1 ))", "",
+		  "echo $(( 2 + 1 ))" },
+		{ "echo {{ ds }} {{ ts }}", "",
+		  "echo 2026-03-29 2026-03-29T02:30:00+08:00" },
+		{ "echo {{ ds | format('%d %m') }}", "", "echo '29 03'" },
+		{ "echo {{ params.region | raw }}", "a; b", "echo a; b" },
+		{ "echo {{ '$HOME' }}", "", "echo $HOME" },
+		{ "echo {{ dag.name }}", "", "echo demo.diamond" },
+	};
+	return cr_make_param_array(struct qcase, cases,
+	                           sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct qcase *c, render, shell_quoting)
+{
+	char         *out = NULL;
+	ax_render_err e;
+	cr_assert_eq(render_sh(c->tmpl, c->value, &out, &e), AX_OK, "%s: %s",
+	             c->tmpl, e.msg);
+	cr_assert_str_eq(out, c->want);
+	free(out);
+	/* outside shell mode the value is plain text */
+	ax_render_param p = { "region", c->value };
+	ax_render_ctx   k = ctx();
+	k.params          = &p;
+	k.n_params        = 1;
+	cr_assert_eq(ax_render("{{ params.region }}", &k, &out, &e), AX_OK);
+	cr_assert_str_eq(out, c->value);
+	free(out);
+}
+
+struct rfcase {
+	char tmpl[96];
+	char value[64];
+	char msg[64]; /* a part of the message */
+};
+
+ParameterizedTestParameters(render, shell_refusals)
+{
+	static struct rfcase cases[] = {
+		{ "echo \\{{ params.region }}", "a",
+		  "after an unquoted '\\'" },
+		{ "echo ${{ params.region }}", "HOME", "right after '$'" },
+		{ "echo `echo {{ params.region }}`", "a", "use $( ... )" },
+		{ "echo \"${X:-{{ params.region }}}\"", "a", "\"${...}\"" },
+		{ "echo $(( {{ params.region }} + 1 ))", "1; id",
+		  "not an integer" },
+		{ "(( {{ params.region }} ))", "a[$(id)]", "not an integer" },
+		{ "# {{ params.region }}\ntrue", "x\nid", "shell comment" },
+		{ "cat <<EOF\n{{ params.region }}\nEOF", "a\nEOF\nid",
+		  "structure" },
+		{ "cat <<EOF\nE{{ params.region }}OF\nEOF", "\nE",
+		  "delimiter line" },
+		{ "cat <<{{ params.region }}\nx\n", "E", "heredoc delimiter" },
+	};
+	return cr_make_param_array(struct rfcase, cases,
+	                           sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct rfcase *c, render, shell_refusals)
+{
+	char         *out = (char *) 1;
+	ax_render_err e;
+	cr_assert_eq(render_sh(c->tmpl, c->value, &out, &e), AX_EPARSE,
+	             "'%s' with '%s' must be refused", c->tmpl, c->value);
+	cr_assert_null(out);
+	cr_assert(strstr(e.msg, c->msg) != NULL, "'%s': got '%s'", c->tmpl,
+	          e.msg);
+}
+
+Test(render, shell_word_refuses_nul)
+{
+	ax_shq q;
+	char  *out = (char *) 1;
+	char   msg[200];
+	ax_shq_init(&q);
+	ax_shq_feed(&q, "echo ", 5);
+	cr_assert_eq(ax_shq_word(&q, "a\0; id", 6, &out, msg, sizeof(msg)),
+	             AX_EINVAL);
+	cr_assert_null(out);
+	cr_assert(strstr(msg, "NUL") != NULL, "%s", msg);
+	/* the state is untouched: a later value still quotes */
+	cr_assert_eq(ax_shq_word(&q, "a b", 3, &out, msg, sizeof(msg)), AX_OK);
+	cr_assert_str_eq(out, "'a b'");
+	free(out);
+}
+
+static void
+count_raw(void *arg, size_t off, const char *msg)
+{
+	size_t *n = arg;
+	(void) off;
+	cr_assert(strstr(msg, "raw") != NULL);
+	(*n)++;
+}
+
+Test(render, raw_uses_are_reported)
+{
+	size_t n = 0;
+	ax_render_raw_uses("a {{ params.x | raw }} {{ ds }} {{ ds | raw }}",
+	                   count_raw, &n);
+	cr_assert_eq(n, 2);
+	const char *names[] = { "x" };
+	cr_assert_eq(
+	    ax_render_check("{{ params.x | raw }}", names, 1, 0, NULL, NULL),
+	    0);
+	cr_assert_eq(ax_render_check("{{ params.x | raw | raw }}", names, 1, 0,
+	                             NULL, NULL),
+	             1);
+}
