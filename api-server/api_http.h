@@ -44,6 +44,8 @@ typedef struct ax_api_req {
 	ax_store   *st;   /* borrowed for the call */
 	ax_api_role role; /* of the caller's token */
 	int64_t     token_id;
+	char token_name[AX_API_TOKEN_NAME_MAX + 1]; /* of the token ("": none;
+	                                               the audit trail) */
 } ax_api_req;
 
 typedef struct ax_api_resp {

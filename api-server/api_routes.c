@@ -13,6 +13,7 @@
 #include "api_dags.h"
 #include "api_misc.h"
 #include "api_runs.h"
+#include "api_tokens.h"
 
 #define V AX_API_ROLE_VIEWER
 #define O AX_API_ROLE_OPERATOR
@@ -61,6 +62,12 @@ const ax_api_route ax_api_routes[] = {
 	  "one control command: pending, applied (result) or rejected" },
 	{ "GET", "/api/v1/workers", ax_api_workers_list, V, "list workers" },
 	{ "GET", "/api/v1/events", ax_api_events_list, V, "query events" },
+	{ "POST", "/api/v1/tokens", ax_api_tokens_create, A,
+	  "create a bearer token (shown once in the answer)" },
+	{ "GET", "/api/v1/tokens", ax_api_tokens_list, A,
+	  "list tokens: names, roles, times, state" },
+	{ "DELETE", "/api/v1/tokens/{id}", ax_api_tokens_revoke, A,
+	  "revoke a token (refused from the next request on)" },
 };
 
 const size_t ax_api_routes_count =

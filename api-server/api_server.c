@@ -216,15 +216,17 @@ check_arg(void *cls, enum MHD_ValueKind kind, const char *key,
 }
 
 /*
- * Authenticates the request for a route needing min_role: sets q->role
- * or an answer (401/403) in r and returns 0.
+ * Authenticates the request for a route needing min_role: sets q->role,
+ * token_id and token_name, or an answer (401 unauthorized or
+ * token_expired, 403) in r and returns 0.
  */
 static int
 authenticate(ax_api_req *q, ax_api_role min_role, ax_api_resp *r)
 {
-	const char *h = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND,
-	                                            "Authorization");
-	ax_err      rv;
+	const char   *h = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND,
+	                                              "Authorization");
+	ax_api_caller who;
+	ax_err        rv;
 
 	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {
 		ax_api_reply_error(
@@ -236,16 +238,24 @@ authenticate(ax_api_req *q, ax_api_role min_role, ax_api_resp *r)
 	h += 7;
 	while (*h == ' ')
 		h++;
-	rv = ax_api_token_check(q->st, h, &q->role, &q->token_id);
+	rv = ax_api_token_check(q->st, h, &who);
 	if (rv == AX_ENOENT) {
 		ax_api_reply_error(r, 401, "unauthorized",
 		                   "the bearer token is unknown or revoked");
+		return 0;
+	}
+	if (rv == AX_EPERM) {
+		ax_api_reply_error(r, 401, "token_expired", "%s",
+		                   ax_err_detail());
 		return 0;
 	}
 	if (rv != AX_OK) {
 		ax_api_reply_err(r, rv);
 		return 0;
 	}
+	q->role     = who.role;
+	q->token_id = who.token_id;
+	memcpy(q->token_name, who.name, sizeof(q->token_name));
 	if (q->role < min_role) {
 		ax_api_reply_error(r, 403, "forbidden",
 		                   "this needs role %s; the token has role %s",

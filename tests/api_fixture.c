@@ -5,9 +5,11 @@
 #include "api_fixture.h"
 
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "migrate.h"
@@ -108,4 +110,64 @@ ax_api_fixture_drain(ax_api_fixture *f)
 	PQconsumeInput(f->listener);
 	while ((n = PQnotifies(f->listener)) != NULL)
 		PQfreemem(n);
+}
+
+void
+ax_api_fixture_ans_fini(ax_api_fixture_ans *a)
+{
+	free(a->raw);
+	json_decref(a->json);
+	memset(a, 0, sizeof(*a));
+}
+
+static size_t
+ans_body(char *p, size_t sz, size_t n, void *u)
+{
+	ax_api_fixture_ans *a   = u;
+	size_t              len = a->raw ? strlen(a->raw) : 0;
+	char               *nb  = realloc(a->raw, len + sz * n + 1);
+
+	cr_assert_not_null(nb);
+	memcpy(nb + len, p, sz * n);
+	nb[len + sz * n] = '\0';
+	a->raw           = nb;
+	return sz * n;
+}
+
+long
+ax_api_fixture_req(ax_api_fixture *f, const char *method, const char *path,
+                   const char *token, const char *body, ax_api_fixture_ans *a)
+{
+	CURL              *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char               url[1024], auth[128];
+
+	ax_api_fixture_ans_fini(a);
+	cr_assert_not_null(c);
+	snprintf(url, sizeof(url), "%s%s", f->url, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, ans_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+	if (token != NULL) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+		         token);
+		h = curl_slist_append(h, auth);
+	}
+	h = curl_slist_append(h, "Expect:");
+	h = curl_slist_append(h, "Content-Type: application/json");
+	if (body != NULL)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	CURLcode rc = curl_easy_perform(c);
+	cr_assert_eq(rc, CURLE_OK, "%s %s: %s", method, path,
+	             curl_easy_strerror(rc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	if (a->raw == NULL)
+		a->raw = strdup("");
+	a->json = json_loads(a->raw, 0, NULL);
+	return a->status;
 }

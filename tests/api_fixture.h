@@ -53,4 +53,23 @@ json_t *ax_api_fixture_notify(ax_api_fixture *f);
 /* Drops pending notifications. */
 void ax_api_fixture_drain(ax_api_fixture *f);
 
+/* One answer of ax_api_fixture_req. */
+typedef struct ax_api_fixture_ans {
+	long    status;
+	char   *raw;  /* the body, NUL-terminated (malloc'd) */
+	json_t *json; /* the body parsed, NULL when not JSON */
+} ax_api_fixture_ans;
+
+/*
+ * Sends method path with bearer token (NULL: none) and body (NULL: none)
+ * over HTTP and fills *a (ax_api_fixture_ans_fini frees the previous
+ * contents first). Returns the status.
+ */
+long ax_api_fixture_req(ax_api_fixture *f, const char *method,
+                        const char *path, const char *token, const char *body,
+                        ax_api_fixture_ans *a);
+
+/* Frees what a holds and zeroes it; safe on a zeroed answer. */
+void ax_api_fixture_ans_fini(ax_api_fixture_ans *a);
+
 #endif /* AX_TEST_API_FIXTURE_H */
