@@ -3,9 +3,11 @@
  * time_detector.h).
  *
  * State: one wheel on the monotonic clock; armed schedules by DAG name
- * (each embeds its wheel timer and its name and shares an interned spec;
- * armed from ScheduleArmed alone, no DAG decoded: about 160 bytes a
- * schedule, plus about 80 for a spec no other schedule shares). A spec
+ * in a node-less map (engine/hmap.h: 8 bytes a slot, no node per entry),
+ * each embedding its wheel timer and its name and sharing an interned
+ * spec (a second node-less map); a schedule is armed from ScheduleArmed
+ * alone, no DAG decoded: about 160 bytes a schedule, plus about 80 for a
+ * spec no other schedule shares. A spec
  * keeps its compiled ax_schedule (about 300 bytes) while it is among the
  * scheduler.compiled_schedules most recently used; the others are compiled
  * again from their key when they fire (microseconds, once per fire), so a
@@ -22,10 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "dag_registry.h"
 #include "dag_schedule.h"
 #include "flow_util.h"
+#include "hmap.h"
+#include "list.h"
 #include "store.h"
 #include "store_attempts.h"
 #include "store_commands.h"
@@ -44,13 +49,18 @@
  * (a million schedules over 60 crons hold 60). Allocated with its key.
  */
 typedef struct sspec {
-	struct sspec *next;          /* hash chain */
-	ax_schedule  *sch;           /* owned; NULL: not compiled now */
-	struct sspec *lprev, *lnext; /* LRU of compiled specs */
-	uint32_t      refs;          /* armed schedules using it */
-	uint16_t      klen;          /* bytes in key */
-	char          key[]; /* spec_key(): flags, expression, zone, window */
+	ax_schedule *sch;   /* owned; NULL: not compiled now */
+	ax_list_node lru;   /* on tdet.lru while compiled */
+	uint32_t     refs;  /* armed schedules using it */
+	uint16_t     klen;  /* bytes in key */
+	char         key[]; /* spec_key(): flags, expression, zone, window */
 } sspec;
+
+/* The lookup key of the spec table: spec_key() bytes. */
+typedef struct spec_view {
+	const char *key;
+	size_t      klen;
+} spec_view;
 
 typedef struct sched {
 	ax_wheel_timer t;    /* first member: the callback casts back */
@@ -86,22 +96,20 @@ typedef struct fire {
 } fire;
 
 typedef struct tdet {
-	const ax_pipeline_ctx *ctx;
-	ax_actor              *self;
-	ax_store              *store;
-	ax_tz_cache           *tzc;
-	ax_wheel              *wheel;
-	sched                **scheds; /* by DAG name (open addressing) */
-	size_t                 nsched, capsched;
-	sspec                **specs; /* interned specs (chained) */
-	size_t                 nspec, capspec;
-	sspec       *lru_head, *lru_tail; /* compiled, newest first */
-	size_t       ncompiled, compiled_max;
-	uint8_t      mark;      /* parity of the current loader pass */
-	ax_flow_map *timers;    /* kind/key -> otimer */
-	int64_t      offset;    /* utc - mono at the last tick */
-	int64_t      lead;      /* scheduler.prepare_ahead, us */
-	size_t       fires_max; /* scheduler.fires_per_tick */
+	const ax_pipeline_ctx  *ctx;
+	ax_actor               *self;
+	ax_store               *store;
+	ax_tz_cache            *tzc;
+	ax_wheel               *wheel;
+	ax_hmap                 scheds; /* sched by DAG name (node-less) */
+	ax_hmap                 specs;  /* interned sspec by key (node-less) */
+	ax_list                 lru; /* compiled specs, newest at the head */
+	size_t                  ncompiled, compiled_max;
+	uint8_t                 mark;   /* parity of the current loader pass */
+	ax_strmap              *timers; /* kind/key -> otimer */
+	int64_t                 offset; /* utc - mono at the last tick */
+	int64_t                 lead;   /* scheduler.prepare_ahead, us */
+	size_t                  fires_max; /* scheduler.fires_per_tick */
 	ax_time_detector_stats *stats;
 	ax_time_detector_stats  own_stats;
 	/* per-tick collection */
@@ -128,19 +136,32 @@ mono_of(int64_t utc_due, int64_t utc_now, int64_t mono_now)
  */
 
 static uint64_t
-fnv(uint64_t h, const void *p, size_t n)
+spec_hash_key(const void *key)
 {
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ULL;
-	return h;
+	const spec_view *v = key;
+	return ax_hash_bytes(v->key, v->klen);
 }
 
 static uint64_t
-spec_hash(const char *key, size_t klen)
+spec_hash_entry(const void *entry)
 {
-	return fnv(1469598103934665603ULL, key, klen);
+	const sspec *p = entry;
+	return ax_hash_bytes(p->key, p->klen);
 }
+
+static int
+spec_match(const void *entry, const void *key)
+{
+	const sspec     *p = entry;
+	const spec_view *v = key;
+	return p->klen == v->klen && memcmp(p->key, v->key, v->klen) == 0;
+}
+
+static const ax_hmap_ops spec_ops = {
+	.hash_key   = spec_hash_key,
+	.hash_entry = spec_hash_entry,
+	.match      = spec_match,
+};
 
 /*
  * The identity of sa's schedule in at most cap bytes: one flag byte
@@ -175,59 +196,14 @@ spec_key(const Ax__ScheduleArmed *sa, char *key, size_t cap)
 	return n;
 }
 
-static void
-specs_grow(tdet *d)
-{
-	size_t  cap = d->capspec ? d->capspec * 2 : 64;
-	sspec **nb  = calloc(cap, sizeof(*nb));
-	if (nb == NULL)
-		return; /* longer chains, still correct */
-	for (size_t i = 0; i < d->capspec; i++)
-		for (sspec *p = d->specs[i], *nx; p != NULL; p = nx) {
-			nx       = p->next;
-			size_t b = spec_hash(p->key, p->klen) & (cap - 1);
-			p->next  = nb[b];
-			nb[b]    = p;
-		}
-	free(d->specs);
-	d->specs   = nb;
-	d->capspec = cap;
-}
-
-static void
-lru_unlink(tdet *d, sspec *p)
-{
-	if (p->lprev)
-		p->lprev->lnext = p->lnext;
-	else
-		d->lru_head = p->lnext;
-	if (p->lnext)
-		p->lnext->lprev = p->lprev;
-	else
-		d->lru_tail = p->lprev;
-	p->lprev = p->lnext = NULL;
-}
-
-static void
-lru_push(tdet *d, sspec *p)
-{
-	p->lprev = NULL;
-	p->lnext = d->lru_head;
-	if (d->lru_head)
-		d->lru_head->lprev = p;
-	else
-		d->lru_tail = p;
-	d->lru_head = p;
-}
-
 /* Lists the freshly compiled p; drops the oldest compiled one if over. */
 static void
 lru_add(tdet *d, sspec *p)
 {
-	lru_push(d, p);
+	ax_list_prepend(&d->lru, &p->lru);
 	if (++d->ncompiled > d->compiled_max) {
-		sspec *old = d->lru_tail;
-		lru_unlink(d, old);
+		sspec *old = AX_LIST_ENTRY(d->lru.tail, sspec, lru);
+		ax_list_remove(&d->lru, &old->lru);
 		ax_schedule_free(old->sch);
 		old->sch = NULL;
 		d->ncompiled--;
@@ -261,9 +237,9 @@ static ax_schedule *
 spec_sched(tdet *d, sspec *p)
 {
 	if (p->sch != NULL) {
-		if (d->lru_head != p) {
-			lru_unlink(d, p);
-			lru_push(d, p);
+		if (d->lru.head != &p->lru) {
+			ax_list_remove(&d->lru, &p->lru);
+			ax_list_prepend(&d->lru, &p->lru);
 		}
 		return p->sch;
 	}
@@ -282,7 +258,7 @@ spec_get(tdet *d, const Ax__ScheduleArmed *sa)
 {
 	char         key[1024];
 	size_t       klen = spec_key(sa, key, sizeof(key));
-	uint64_t     h;
+	spec_view    v    = { key, klen };
 	sspec       *p;
 	ax_schedule *sch;
 
@@ -290,21 +266,13 @@ spec_get(tdet *d, const Ax__ScheduleArmed *sa)
 		ax_err_set(AX_EINVAL, "schedule expression too long");
 		return NULL;
 	}
-	h = spec_hash(key, klen);
-	if (d->capspec > 0)
-		for (p = d->specs[h & (d->capspec - 1)]; p != NULL;
-		     p = p->next)
-			if (p->klen == klen &&
-			    memcmp(p->key, key, klen) == 0) {
-				p->refs++;
-				return p;
-			}
+	if ((p = ax_hmap_get(&d->specs, &v)) != NULL) {
+		p->refs++;
+		return p;
+	}
 	if (spec_compile(d, key, &sch) != AX_OK)
 		return NULL;
-	if (d->nspec + 1 > d->capspec)
-		specs_grow(d);
-	if (d->capspec == 0 ||
-	    (p = malloc(offsetof(sspec, key) + klen)) == NULL) {
+	if ((p = calloc(1, offsetof(sspec, key) + klen)) == NULL) {
 		ax_schedule_free(sch);
 		ax_err_set(AX_ENOMEM, "time_detector: out of memory");
 		return NULL;
@@ -313,10 +281,13 @@ spec_get(tdet *d, const Ax__ScheduleArmed *sa)
 	p->refs = 1;
 	p->klen = (uint16_t) klen;
 	memcpy(p->key, key, klen);
+	v.key = p->key;
+	if (ax_hmap_put(&d->specs, &v, p, NULL) != AX_OK) {
+		ax_schedule_free(sch);
+		free(p);
+		return NULL;
+	}
 	lru_add(d, p);
-	p->next                        = d->specs[h & (d->capspec - 1)];
-	d->specs[h & (d->capspec - 1)] = p;
-	d->nspec++;
 	return p;
 }
 
@@ -326,14 +297,9 @@ spec_release(tdet *d, sspec *p)
 {
 	if (p == NULL || --p->refs > 0)
 		return;
-	sspec **pp = &d->specs[spec_hash(p->key, p->klen) & (d->capspec - 1)];
-	while (*pp != NULL && *pp != p)
-		pp = &(*pp)->next;
-	if (*pp != NULL)
-		*pp = p->next;
-	d->nspec--;
+	ax_hmap_remove(&d->specs, p);
 	if (p->sch != NULL) {
-		lru_unlink(d, p);
+		ax_list_remove(&d->lru, &p->lru);
 		d->ncompiled--;
 	}
 	ax_schedule_free(p->sch);
@@ -342,88 +308,28 @@ spec_release(tdet *d, sspec *p)
 
 /* --- armed schedules by DAG name ------------------------------------------
  *
- * Open addressing with linear probing over sched pointers (8 bytes a slot,
- * at most 3/4 full): the key is the name stored in the sched itself, so a
- * name is held once per schedule and there is no node per entry.
+ * A node-less map (engine/hmap.h: 8 bytes a slot, at most 3/4 full): the
+ * key is the name stored in the sched itself, so a name is held once per
+ * schedule and there is no node per entry.
  */
 
-static size_t
-sched_probe(const tdet *d, const char *dag)
+static uint64_t
+sched_hash_entry(const void *entry)
 {
-	size_t i = (size_t) fnv(1469598103934665603ULL, dag, strlen(dag)) &
-	    (d->capsched - 1);
-	while (d->scheds[i] != NULL && strcmp(d->scheds[i]->dag, dag) != 0)
-		i = (i + 1) & (d->capsched - 1);
-	return i;
+	return ax_hash_str(((const sched *) entry)->dag);
 }
 
-static sched *
-sched_find(const tdet *d, const char *dag)
-{
-	return d->capsched ? d->scheds[sched_probe(d, dag)] : NULL;
-}
-
-/* Adds s (its name not present yet); -1 when out of memory. */
 static int
-sched_put(tdet *d, sched *s)
+sched_match(const void *entry, const void *key)
 {
-	if ((d->nsched + 1) * 4 > d->capsched * 3) {
-		size_t  cap = d->capsched ? d->capsched * 2 : 1024;
-		sched **old = d->scheds, **nt = calloc(cap, sizeof(*nt));
-		size_t  ocap = d->capsched;
-		if (nt == NULL)
-			return -1;
-		d->scheds   = nt;
-		d->capsched = cap;
-		for (size_t i = 0; i < ocap; i++)
-			if (old[i] != NULL)
-				d->scheds[sched_probe(d, old[i]->dag)] =
-				    old[i];
-		free(old);
-	}
-	d->scheds[sched_probe(d, s->dag)] = s;
-	d->nsched++;
-	return 0;
+	return strcmp(((const sched *) entry)->dag, key) == 0;
 }
 
-/* Removes s (backward-shift deletion keeps every probe chain whole). */
-static void
-sched_del(tdet *d, sched *s)
-{
-	size_t mask = d->capsched - 1, i = sched_probe(d, s->dag), j = i;
-
-	if (d->scheds[i] != s)
-		return;
-	d->scheds[i] = NULL;
-	for (;;) {
-		j = (j + 1) & mask;
-		if (d->scheds[j] == NULL)
-			break;
-		size_t home =
-		    (size_t) fnv(1469598103934665603ULL, d->scheds[j]->dag,
-		                 strlen(d->scheds[j]->dag)) &
-		    mask;
-		/* move j back into the hole i unless home lies in (i, j] */
-		if (i <= j ? (home <= i || home > j)
-		           : (home <= i && home > j)) {
-			d->scheds[i] = d->scheds[j];
-			d->scheds[j] = NULL;
-			i            = j;
-		}
-	}
-	d->nsched--;
-}
-
-/* Calls fn(arg, dag, s) for every armed schedule; fn must not change
- * the table. */
-static void
-sched_each(tdet *d, void (*fn)(void *arg, const char *key, void *val),
-           void *arg)
-{
-	for (size_t i = 0; i < d->capsched; i++)
-		if (d->scheds[i] != NULL)
-			fn(arg, d->scheds[i]->dag, d->scheds[i]);
-}
+static const ax_hmap_ops sched_ops = {
+	.hash_key   = ax_hmap_hash_str,
+	.hash_entry = sched_hash_entry,
+	.match      = sched_match,
+};
 
 static void
 sched_free(tdet *d, sched *s)
@@ -462,10 +368,8 @@ add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
         int64_t version_id, const ax_period *p, int64_t due_us,
         const char *conf, int manual, int catchup)
 {
-	if (ax_flow_grow((void **) &d->rows, &d->caprows, d->nrows + 1,
-	                 sizeof(*d->rows)) != 0 ||
-	    ax_flow_grow((void **) &d->fires, &d->capfires, d->nrows + 1,
-	                 sizeof(*d->fires)) != 0)
+	if (AX_GROW(d->rows, d->caprows, d->nrows + 1) != AX_OK ||
+	    AX_GROW(d->fires, d->capfires, d->nrows + 1) != AX_OK)
 		return -1;
 	ax_store_run_row *r = &d->rows[d->nrows];
 	fire             *f = &d->fires[d->nrows];
@@ -613,15 +517,13 @@ on_fire(void *arg, ax_wheel_timer *t)
 	if (t->cookie == COOKIE_SCHED) {
 		sched *s = (sched *) t;
 		if (!s->fired &&
-		    ax_flow_grow((void **) &d->due, &d->capdue, d->ndue + 1,
-		                 sizeof(sched *)) == 0) {
+		    AX_GROW(d->due, d->capdue, d->ndue + 1) == AX_OK) {
 			s->fired          = 1;
 			d->due[d->ndue++] = s;
 		}
 	} else {
 		otimer *o = (otimer *) t;
-		if (ax_flow_grow((void **) &d->tfired, &d->captf, d->ntf + 1,
-		                 sizeof(otimer *)) == 0)
+		if (AX_GROW(d->tfired, d->captf, d->ntf + 1) == AX_OK)
 			d->tfired[d->ntf++] = o;
 	}
 }
@@ -840,7 +742,7 @@ fire_timer(tdet *d, otimer *o, int64_t utc_now)
 			ax_pipeline_send(d->self, ts->notify, &cmd);
 	}
 	d->stats->timers_fired++;
-	ax_flow_map_del(d->timers, o->key);
+	ax_strmap_del(d->timers, o->key);
 	otimer_free(o);
 }
 
@@ -859,13 +761,13 @@ timer_set(tdet *d, Ax__Command *cmd, int64_t utc_now, int64_t mono_now)
 	otimer       *o;
 
 	timer_key(key, sizeof(key), ts->kind, ts->key);
-	if ((o = ax_flow_map_get(d->timers, key)) != NULL) {
+	if ((o = ax_strmap_get(d->timers, key)) != NULL) {
 		ax_wheel_cancel(d->wheel, &o->t);
 		ax__command__free_unpacked(o->cmd, NULL);
 	} else {
 		if ((o = calloc(1, sizeof(*o))) == NULL ||
 		    (o->key = strdup(key)) == NULL ||
-		    ax_flow_map_put(d->timers, key, o) != AX_OK) {
+		    ax_strmap_put(d->timers, key, o) != AX_OK) {
 			if (o != NULL)
 				free(o->key);
 			free(o);
@@ -888,7 +790,7 @@ timer_cancel(tdet *d, const Ax__TimerCancel *tc)
 	otimer *o;
 
 	timer_key(key, sizeof(key), tc->kind, tc->key);
-	if ((o = ax_flow_map_del(d->timers, key)) == NULL)
+	if ((o = ax_strmap_del(d->timers, key)) == NULL)
 		return;
 	ax_wheel_cancel(d->wheel, &o->t);
 	otimer_free(o);
@@ -901,12 +803,12 @@ static void
 unarm(tdet *d, sched *s, const char *reason)
 {
 	ax_wheel_cancel(d->wheel, &s->t);
-	sched_del(d, s);
+	ax_hmap_remove(&d->scheds, s);
 	ax_logf(AX_LOG_INFO, COMP, reason, &(ax_log_ids) { .dag = s->dag },
 	        "schedule disarmed");
 	sched_free(d, s);
-	d->stats->armed    = d->nsched;
-	d->stats->specs    = d->nspec;
+	d->stats->armed    = ax_hmap_count(&d->scheds);
+	d->stats->specs    = ax_hmap_count(&d->specs);
 	d->stats->compiled = d->ncompiled;
 }
 
@@ -917,26 +819,24 @@ unarm(tdet *d, sched *s, const char *reason)
 static void
 sweep(tdet *d)
 {
-	sched **gone = NULL;
-	size_t  n = 0, cap = 0;
+	ax_hmap_iter it;
+	sched       *s;
+	size_t       n = 0;
 
-	for (size_t i = 0; i < d->capsched; i++) {
-		sched *s = d->scheds[i];
-		if (s == NULL || s->mark == d->mark)
+	ax_hmap_iter_init(&it, &d->scheds);
+	while ((s = ax_hmap_iter_next(&it)) != NULL) {
+		if (s->mark == d->mark)
 			continue;
-		if (ax_flow_grow((void **) &gone, &cap, n + 1,
-		                 sizeof(*gone)) == 0)
-			gone[n++] = s;
+		ax_hmap_iter_remove(&it); /* unarm's removal finds none */
+		unarm(d, s, "DELETED");
+		n++;
 	}
-	for (size_t i = 0; i < n; i++)
-		unarm(d, gone[i], "DELETED");
-	free(gone);
 	d->mark ^= 1;
 	d->stats->swept += n;
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 	        "loader pass complete: %zu schedule(s) armed over %zu "
 	        "distinct spec(s), %zu swept",
-	        d->nsched, d->nspec, n);
+	        ax_hmap_count(&d->scheds), ax_hmap_count(&d->specs), n);
 }
 
 static void
@@ -948,7 +848,7 @@ disarm(tdet *d, const Ax__ScheduleDisarmed *sd)
 		sweep(d);
 		return;
 	}
-	if (sd->dag != NULL && (s = sched_find(d, sd->dag)) != NULL)
+	if (sd->dag != NULL && (s = ax_hmap_get(&d->scheds, sd->dag)) != NULL)
 		unarm(d, s, sd->reason);
 }
 
@@ -991,7 +891,7 @@ arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 		        dag_id <= 0 ? "unknown DAG" : ax_err_detail());
 		return;
 	}
-	if ((s = sched_find(d, sa->dag)) == NULL) {
+	if ((s = ax_hmap_get(&d->scheds, sa->dag)) == NULL) {
 		size_t len = strlen(sa->dag);
 		if ((s = calloc(1, sizeof(*s) + len + 1)) == NULL) {
 			spec_release(d, sp);
@@ -1002,7 +902,7 @@ arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 		}
 		s->dag = (char *) (s + 1);
 		memcpy(s->dag, sa->dag, len + 1);
-		if (sched_put(d, s) != 0) {
+		if (ax_hmap_put(&d->scheds, s->dag, s, NULL) != AX_OK) {
 			free(s);
 			spec_release(d, sp);
 			ax_logf(AX_LOG_ERROR, COMP, NULL,
@@ -1026,8 +926,8 @@ arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 	/* a next fire in the past fires at the next tick: collect_sched
 	 * creates the missed periods (catchup) or the latest */
 	arm_sched(d, s, utc_now, mono_now);
-	d->stats->armed    = d->nsched;
-	d->stats->specs    = d->nspec;
+	d->stats->armed    = ax_hmap_count(&d->scheds);
+	d->stats->specs    = ax_hmap_count(&d->specs);
 	d->stats->compiled = d->ncompiled;
 	ax_logf(AX_LOG_DEBUG, COMP, NULL, &(ax_log_ids) { .dag = s->dag },
 	        "armed version %lld, next fire %lld",
@@ -1131,11 +1031,14 @@ typedef struct rearm_ctx {
 } rearm_ctx;
 
 static void
-rearm_one(void *arg, const char *key, void *val)
+rearm_all(rearm_ctx *c)
 {
-	rearm_ctx *c = arg;
-	(void) key;
-	arm_sched(c->d, val, c->utc, c->mono);
+	ax_hmap_iter it;
+	sched       *s;
+
+	ax_hmap_iter_init(&it, &c->d->scheds);
+	while ((s = ax_hmap_iter_next(&it)) != NULL)
+		arm_sched(c->d, s, c->utc, c->mono);
 }
 
 static ax_err
@@ -1154,8 +1057,9 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 			ax_logf(AX_LOG_WARN, COMP, "CLOCK_JUMP", NULL,
 			        "wall clock jumped by %+.3f s; re-arming %zu "
 			        "schedule(s) from UTC",
-			        (double) jump / AX_USEC_PER_SEC, d->nsched);
-			sched_each(d, rearm_one, &c);
+			        (double) jump / AX_USEC_PER_SEC,
+			        ax_hmap_count(&d->scheds));
+			rearm_all(&c);
 		}
 	}
 	d->ndue = d->ntf = 0;
@@ -1245,7 +1149,11 @@ td_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 static void
 td_fini(void *state)
 {
-	tdet *d = state;
+	tdet        *d = state;
+	ax_hmap_iter it;
+	sched       *s;
+	sspec       *p;
+
 	if (d == NULL)
 		return;
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
@@ -1256,17 +1164,19 @@ td_fini(void *state)
 	        (unsigned long long) d->stats->timers_fired,
 	        (unsigned long long) d->stats->clock_jumps,
 	        (double) d->stats->max_late_us / 1000.0);
-	for (size_t i = 0; i < d->capsched; i++)
-		sched_free(d, d->scheds[i]);
-	free(d->scheds);
-	for (size_t i = 0; i < d->capspec; i++) /* empty by now */
-		for (sspec *p = d->specs[i], *nx; p != NULL; p = nx) {
-			nx = p->next;
-			ax_schedule_free(p->sch);
-			free(p);
-		}
-	free(d->specs);
-	ax_flow_map_free(d->timers, otimer_free);
+	ax_hmap_iter_init(&it, &d->scheds);
+	while ((s = ax_hmap_iter_next(&it)) != NULL) {
+		ax_hmap_iter_remove(&it); /* before its spec goes */
+		sched_free(d, s);
+	}
+	ax_hmap_fini(&d->scheds);
+	ax_hmap_iter_init(&it, &d->specs); /* empty by now */
+	while ((p = ax_hmap_iter_next(&it)) != NULL) {
+		ax_schedule_free(p->sch);
+		free(p);
+	}
+	ax_hmap_fini(&d->specs);
+	ax_strmap_free(d->timers, otimer_free);
 	ax_wheel_free(d->wheel);
 	ax_store_close(d->store);
 	ax_tz_cache_free(d->tzc);
@@ -1292,7 +1202,9 @@ ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 
 	if (d == NULL)
 		return ax_err_set(AX_ENOMEM, "time_detector: out of memory");
-	d->ctx   = ctx;
+	d->ctx = ctx;
+	ax_hmap_init(&d->scheds, &sched_ops);
+	ax_hmap_init(&d->specs, &spec_ops);
 	d->stats = stats ? stats : &d->own_stats;
 	memset(d->stats, 0, sizeof(*d->stats));
 	d->offset = ax_clock_utc_us() - ax_clock_mono_us();
@@ -1310,7 +1222,7 @@ ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 	if (d->lead > 60 * AX_USEC_PER_SEC) /* the queue holds 2 min at most */
 		d->lead = 60 * AX_USEC_PER_SEC;
 	if ((rv = ax_tz_cache_new(&d->tzc)) != AX_OK ||
-	    (rv = ax_flow_map_new(&d->timers)) != AX_OK ||
+	    (rv = ax_strmap_new(&d->timers)) != AX_OK ||
 	    (rv = ax_wheel_new(ax_clock_mono_us(), &d->wheel)) != AX_OK ||
 	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK) {
 		td_fini(d);
