@@ -32,9 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "hmap.h"
 #include "store.h"
 #include "store_attempts.h"
 #include "store_commands.h"
@@ -127,7 +129,7 @@ typedef struct dd {
 	const ax_pipeline_ctx        *ctx;
 	ax_actor                     *self;
 	ax_store                     *store;
-	ax_flow_map                  *vers, *runs, *dqs, *waiters;
+	ax_strmap                    *vers, *runs, *dqs, *waiters;
 	int                           started;
 	ax_dependency_detector_stats *stats, own;
 	/*
@@ -167,8 +169,7 @@ oom(const char *what)
 static void
 chg(dd *d, int64_t run, const char *state, const char *reason)
 {
-	if (ax_flow_grow((void **) &d->chg, &d->capchg, d->nchg + 1,
-	                 sizeof(*d->chg)) != 0) {
+	if (AX_GROW(d->chg, d->capchg, d->nchg + 1) != AX_OK) {
 		oom("run change");
 		return;
 	}
@@ -183,9 +184,7 @@ emit(dd *d, const drun *r, const char *type, const char *reason,
      const char *task, int32_t shard, int64_t iid, const char *payload)
 {
 	pev *p = calloc(1, sizeof(*p));
-	if (p == NULL ||
-	    ax_flow_grow((void **) &d->evs, &d->capev, d->nev + 1,
-	                 sizeof(*d->evs)) != 0) {
+	if (p == NULL || AX_GROW(d->evs, d->capev, d->nev + 1) != AX_OK) {
 		free(p);
 		oom("event");
 		return;
@@ -292,7 +291,7 @@ dver_get(dd *d, int64_t version_id)
 	ax_dag_entry *e;
 
 	snprintf(key, sizeof(key), "%lld", (long long) version_id);
-	if ((v = ax_flow_map_get(d->vers, key)) != NULL)
+	if ((v = ax_strmap_get(d->vers, key)) != NULL)
 		return v;
 	e = ax_dag_registry_version(d->ctx->registry, version_id);
 	if (e == NULL &&
@@ -307,7 +306,7 @@ dver_get(dd *d, int64_t version_id)
 	}
 	if ((v = dver_build(e)) != NULL)
 		snprintf(v->key, sizeof(v->key), "%s", key);
-	if (v == NULL || ax_flow_map_put(d->vers, key, v) != AX_OK) {
+	if (v == NULL || ax_strmap_put(d->vers, key, v) != AX_OK) {
 		dver_free(v);
 		oom("DAG version");
 		return NULL;
@@ -334,12 +333,12 @@ dq_free(void *p)
 static dq *
 dq_get(dd *d, const char *dag)
 {
-	dq *q = ax_flow_map_get(d->dqs, dag);
+	dq *q = ax_strmap_get(d->dqs, dag);
 	if (q != NULL)
 		return q;
 	if ((q = calloc(1, sizeof(*q))) == NULL ||
 	    (q->dag = strdup(dag)) == NULL ||
-	    ax_flow_map_put(d->dqs, dag, q) != AX_OK) {
+	    ax_strmap_put(d->dqs, dag, q) != AX_OK) {
 		dq_free(q);
 		return NULL;
 	}
@@ -366,7 +365,7 @@ dver_unused(dd *d, dver *v)
 {
 	if (v == NULL || v->refs > 0)
 		return;
-	ax_flow_map_del(d->vers, v->key);
+	ax_strmap_del(d->vers, v->key);
 	dver_free(v);
 	d->stats->versions--;
 }
@@ -375,7 +374,7 @@ static void
 run_drop(dd *d, drun *r)
 {
 	dver *v = r->v;
-	ax_flow_map_del(d->runs, r->key);
+	ax_strmap_del(d->runs, r->key);
 	run_free_mem(r);
 	v->refs--;
 	dver_unused(d, v);
@@ -398,7 +397,7 @@ run_new(dd *d, int64_t id, dver *v, int64_t logical_us, int64_t due_us,
 	r->q       = dq_get(d, v->e->dag->name);
 	r->dep_met = calloc(v->e->dag->n_deps + 1, 1);
 	if (r->q == NULL || r->dep_met == NULL ||
-	    ax_flow_map_put(d->runs, r->key, r) != AX_OK) {
+	    ax_strmap_put(d->runs, r->key, r) != AX_OK) {
 		run_free_mem(r);
 		dver_unused(d, v);
 		return NULL;
@@ -443,7 +442,7 @@ unlink_active(drun *r)
 static int
 insert_sorted(drun ***arr, size_t *n, size_t *cap, drun *r)
 {
-	if (ax_flow_grow((void **) arr, cap, *n + 1, sizeof(**arr)) != 0)
+	if (ax_grow((void **) arr, cap, *n + 1, sizeof(**arr)) != AX_OK)
 		return -1;
 	size_t i = *n;
 	while (i > 0 && (*arr)[i - 1]->logical_us > r->logical_us) {
@@ -523,8 +522,7 @@ spill_push(dd *d, const Ax__Command *c)
 	size_t   len = ax__command__get_packed_size(c);
 	uint8_t *buf = malloc(len + 1);
 	if (buf == NULL ||
-	    ax_flow_grow((void **) &d->spill, &d->capspill, d->nspill + 1,
-	                 sizeof(*d->spill)) != 0) {
+	    AX_GROW(d->spill, d->capspill, d->nspill + 1) != AX_OK) {
 		free(buf);
 		oom("release queue");
 		return;
@@ -700,8 +698,7 @@ finish(dd *d, drun *r)
 	         "{\"instances\":%zu,\"succeeded\":%zu,\"failed\":%zu}",
 	         r->v->ninst, r->n_ok, r->n_fail);
 	emit(d, r, ok ? "run.succeeded" : "run.failed", NULL, NULL, 0, 0, pl);
-	if (ax_flow_grow((void **) &d->dn, &d->capdn, d->ndn + 1,
-	                 sizeof(*d->dn)) == 0) {
+	if (AX_GROW(d->dn, d->capdn, d->ndn + 1) == AX_OK) {
 		done *x = &d->dn[d->ndn++];
 		snprintf(x->dag, sizeof(x->dag), "%s", r->v->e->dag->name);
 		x->run        = r->id;
@@ -773,8 +770,7 @@ supersede(dd *d, drun *old)
 {
 	chg(d, old->id, "CANCELED", "SUPERSEDED");
 	emit(d, old, "run.superseded", "SUPERSEDED", NULL, 0, 0, NULL);
-	if (ax_flow_grow((void **) &d->sup, &d->capsup, d->nsup + 1,
-	                 sizeof(*d->sup)) == 0)
+	if (AX_GROW(d->sup, d->capsup, d->nsup + 1) == AX_OK)
 		d->sup[d->nsup++] = old->id;
 	d->stats->superseded++;
 	unlink_active(old);
@@ -816,7 +812,7 @@ on_timer(dd *d, const Ax__TimerFired *tf)
 	drun *r;
 
 	if (tf->kind != AX__TIMER_KIND__TIMER_GATE || tf->key == NULL ||
-	    (r = ax_flow_map_get(d->runs, tf->key)) == NULL ||
+	    (r = ax_strmap_get(d->runs, tf->key)) == NULL ||
 	    r->phase != R_HELD_CONC || r->backfill != 0)
 		return; /* started meanwhile, or gone */
 	remove_from(r->q->held, &r->q->nheld, r);
@@ -888,11 +884,11 @@ gate(dd *d, drun *r)
 static rvec *
 waiters_of(dd *d, const char *dag)
 {
-	rvec *w = ax_flow_map_get(d->waiters, dag);
+	rvec *w = ax_strmap_get(d->waiters, dag);
 	if (w != NULL)
 		return w;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
-	    ax_flow_map_put(d->waiters, dag, w) != AX_OK) {
+	    ax_strmap_put(d->waiters, dag, w) != AX_OK) {
 		free(w);
 		return NULL;
 	}
@@ -942,8 +938,7 @@ admit(dd *d, drun *r)
 		if (c[k].met)
 			continue;
 		if ((w = waiters_of(d, g->deps[k].dag)) == NULL ||
-		    ax_flow_grow((void **) &w->v, &w->cap, w->n + 1,
-		                 sizeof(*w->v)) != 0) {
+		    AX_GROW(w->v, w->cap, w->n + 1) != AX_OK) {
 			oom("waiter");
 			continue;
 		}
@@ -963,7 +958,7 @@ admit(dd *d, drun *r)
 static void
 on_run_completed(dd *d, const Ax__RunCompleted *rc)
 {
-	rvec  *w = ax_flow_map_get(d->waiters, rc->dag);
+	rvec  *w = ax_strmap_get(d->waiters, rc->dag);
 	drun **go;
 	size_t ngo = 0, keep = 0;
 
@@ -1023,7 +1018,7 @@ locate(dd *d, const Ax__InstanceRef *ref, size_t *t_out, size_t *i_out)
 	if (ref == NULL)
 		return NULL;
 	snprintf(key, sizeof(key), "%lld", (long long) ref->dag_run_id);
-	r = ax_flow_map_get(d->runs, key);
+	r = ax_strmap_get(d->runs, key);
 	if (r == NULL || r->phase != R_ACTIVE)
 		return NULL;
 	t = ax_dag_entry_task_index(r->v->e, ref->task);
@@ -1084,12 +1079,10 @@ mark_waiting(dd *d, drun *r, size_t t)
 			que[tail++] = dn;
 			char *name  = strdup(r->v->e->dag->tasks[dn].name);
 			if (name == NULL ||
-			    ax_flow_grow((void **) &d->wr_run, &d->capwr,
-			                 d->nwr + 1,
-			                 sizeof(*d->wr_run)) != 0 ||
-			    ax_flow_grow((void **) &d->wr_task, &d->capwr2,
-			                 d->nwr + 1,
-			                 sizeof(*d->wr_task)) != 0) {
+			    AX_GROW(d->wr_run, d->capwr, d->nwr + 1) !=
+			        AX_OK ||
+			    AX_GROW(d->wr_task, d->capwr2, d->nwr + 1) !=
+			        AX_OK) {
 				free(name);
 				oom("wait reason");
 				continue;
@@ -1261,7 +1254,7 @@ build(dd *d, PGresult *res, int mode)
 		       ax_store_cell_i64(res, end, AX_DEPS_C_RUN) == id)
 			end++;
 		snprintf(key, sizeof(key), "%lld", (long long) id);
-		r = ax_flow_map_get(d->runs, key);
+		r = ax_strmap_get(d->runs, key);
 		if (state != NULL && strcmp(state, "CANCELED") == 0)
 			goto next;
 		if (r != NULL) {
@@ -1318,7 +1311,7 @@ startup(dd *d)
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 	        "rebuilt %llu active run(s) from %d row(s); %zu in memory",
 	        (unsigned long long) d->stats->rebuilt, PQntuples(res),
-	        ax_flow_map_count(d->runs));
+	        ax_strmap_count(d->runs));
 	PQclear(res);
 	return AX_OK;
 }
@@ -1629,7 +1622,7 @@ on_due(dd *d, const Ax__Command *cmd)
 	if (due->dag_run_id <= 0)
 		return;
 	snprintf(key, sizeof(key), "%lld", (long long) due->dag_run_id);
-	if (ax_flow_map_get(d->runs, key) != NULL)
+	if (ax_strmap_get(d->runs, key) != NULL)
 		return; /* a replay */
 	if ((v = dver_get(d, due->dag_version_id)) == NULL)
 		return;
@@ -1833,7 +1826,7 @@ dd_fini(void *state)
 	        (unsigned long long) d->stats->superseded,
 	        (unsigned long long) d->stats->rebuilt,
 	        (unsigned long long) d->stats->released,
-	        d->runs ? ax_flow_map_count(d->runs) : 0);
+	        d->runs ? ax_strmap_count(d->runs) : 0);
 	if (d->spill_head < d->nspill)
 		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
 		        "%zu instance releases not sent at stop: the next "
@@ -1842,10 +1835,10 @@ dd_fini(void *state)
 	for (size_t i = d->spill_head; i < d->nspill; i++)
 		free(d->spill[i].data);
 	free(d->spill);
-	ax_flow_map_free(d->runs, run_free_any);
-	ax_flow_map_free(d->dqs, dq_free);
-	ax_flow_map_free(d->waiters, rvec_free);
-	ax_flow_map_free(d->vers, dver_free);
+	ax_strmap_free(d->runs, run_free_any);
+	ax_strmap_free(d->dqs, dq_free);
+	ax_strmap_free(d->waiters, rvec_free);
+	ax_strmap_free(d->vers, dver_free);
 	for (size_t i = 0; i < d->nev; i++)
 		free(d->evs[i]);
 	wr_clear(d);
@@ -1878,10 +1871,10 @@ ax_dependency_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 	d->ctx   = ctx;
 	d->stats = stats ? stats : &d->own;
 	memset(d->stats, 0, sizeof(*d->stats));
-	if ((rv = ax_flow_map_new(&d->vers)) != AX_OK ||
-	    (rv = ax_flow_map_new(&d->runs)) != AX_OK ||
-	    (rv = ax_flow_map_new(&d->dqs)) != AX_OK ||
-	    (rv = ax_flow_map_new(&d->waiters)) != AX_OK ||
+	if ((rv = ax_strmap_new(&d->vers)) != AX_OK ||
+	    (rv = ax_strmap_new(&d->runs)) != AX_OK ||
+	    (rv = ax_strmap_new(&d->dqs)) != AX_OK ||
+	    (rv = ax_strmap_new(&d->waiters)) != AX_OK ||
 	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK) {
 		dd_fini(d);
 		return rv;

@@ -1,10 +1,9 @@
 /*
  * flow_util.h - small pieces shared by the flow actors (resource detector,
  * instance generator, renderer, hooks, result handler, event emitter).
+ * Their maps and arrays are the shared containers of engine/ (hmap.h:
+ * ax_strmap; buf.h: AX_GROW).
  *
- * - ax_flow_map: a string-keyed hash map (chained, power-of-two buckets,
- *   grows at load 1), the in-memory index of the actors that dedupe or
- *   wait by instance key. O(1) per operation; one thread (the actor's).
  * - ax_flow_key: the instance key (dag, task, logical time, shard) as one
  *   string, the same key that is unique in task_instances.
  * - ax_flow_event_*: events with every id of an instance (task, logical
@@ -20,39 +19,6 @@
 #include "pipeline.h"
 #include "store_attempts.h"
 #include "uuid.h"
-
-/* ---------------------------------------------------------------------- */
-/* map */
-
-typedef struct ax_flow_map ax_flow_map;
-
-/* Creates an empty map. AX_ENOMEM. */
-ax_err ax_flow_map_new(ax_flow_map **out);
-
-/* Frees the map; free_val (may be NULL) is called on every value. */
-void ax_flow_map_free(ax_flow_map *m, void (*free_val)(void *));
-
-/* The value of key, or NULL. */
-void *ax_flow_map_get(const ax_flow_map *m, const char *key);
-
-/* Sets key (copied) to val, replacing any value. AX_ENOMEM. */
-ax_err ax_flow_map_put(ax_flow_map *m, const char *key, void *val);
-
-/* Removes key; returns its value (NULL when absent). */
-void *ax_flow_map_del(ax_flow_map *m, const char *key);
-
-size_t ax_flow_map_count(const ax_flow_map *m);
-
-/* Calls fn(arg, key, val) for every entry; fn must not change the map. */
-void ax_flow_map_each(const ax_flow_map *m,
-                      void (*fn)(void *arg, const char *key, void *val),
-                      void *arg);
-
-/*
- * Makes room for need elements of elem bytes in *arr (capacity *cap,
- * doubled as needed). 0, or -1 when out of memory (*arr unchanged).
- */
-int ax_flow_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 /* ---------------------------------------------------------------------- */
 /* keys */

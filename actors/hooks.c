@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "hmap.h"
 
 #define HK_CANCELED_MAX 65536
 
@@ -33,7 +34,7 @@ typedef enum hk_verdict {
 typedef struct hk_state {
 	const ax_pipeline_ctx *ctx;
 	int                    post;     /* 1: post_hook, 0: pre_hook */
-	ax_flow_map           *canceled; /* instance id -> (void *) 1 */
+	ax_strmap             *canceled; /* instance id -> (void *) 1 */
 	int64_t               *ring;     /* ids in arrival order */
 	size_t                 ring_n, ring_head;
 	uint64_t               passed, held, dropped, results;
@@ -74,7 +75,7 @@ pre_canceled(hk_state *st, const Ax__AttemptRendered *r, const char **reason)
 	char id[24];
 	snprintf(id, sizeof(id), "%lld", (long long) r->instance->instance_id);
 	if (r->instance->instance_id == 0 ||
-	    ax_flow_map_get(st->canceled, id) == NULL)
+	    ax_strmap_get(st->canceled, id) == NULL)
 		return HK_PASS;
 	*reason = "CANCELED";
 	return HK_DROP;
@@ -116,17 +117,17 @@ remember_cancel(hk_state *st, int64_t instance_id)
 	if (instance_id == 0)
 		return;
 	snprintf(id, sizeof(id), "%lld", (long long) instance_id);
-	if (ax_flow_map_get(st->canceled, id) != NULL)
+	if (ax_strmap_get(st->canceled, id) != NULL)
 		return;
 	if (st->ring_n == HK_CANCELED_MAX) {
 		char old[24];
 		snprintf(old, sizeof(old), "%lld",
 		         (long long) st->ring[st->ring_head]);
-		ax_flow_map_del(st->canceled, old);
+		ax_strmap_del(st->canceled, old);
 		st->ring_n--;
 		st->ring_head = (st->ring_head + 1) % HK_CANCELED_MAX;
 	}
-	if (ax_flow_map_put(st->canceled, id, (void *) 1) != AX_OK)
+	if (ax_strmap_put(st->canceled, id, (void *) 1) != AX_OK)
 		return;
 	st->ring[(st->ring_head + st->ring_n++) % HK_CANCELED_MAX] =
 	    instance_id;
@@ -310,7 +311,7 @@ hk_fini(void *state)
 		            (unsigned long long) st->passed,
 		            (unsigned long long) st->held,
 		            (unsigned long long) st->dropped);
-	ax_flow_map_free(st->canceled, NULL);
+	ax_strmap_free(st->canceled, NULL);
 	free(st->ring);
 	free(st);
 }
@@ -331,7 +332,7 @@ hk_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, int post)
 	st->ctx  = ctx;
 	st->post = post;
 	if (!post &&
-	    (ax_flow_map_new(&st->canceled) != AX_OK ||
+	    (ax_strmap_new(&st->canceled) != AX_OK ||
 	     (st->ring = calloc(HK_CANCELED_MAX, sizeof(*st->ring))) ==
 	         NULL)) {
 		hk_fini(st);

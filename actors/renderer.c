@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "hmap.h"
 #include "render.h"
 #include "store.h"
 #include "tz.h"
@@ -36,7 +37,7 @@ typedef struct rn_state {
 	const ax_pipeline_ctx *ctx;
 	ax_store              *store;
 	ax_tz_cache           *tzc;
-	ax_flow_map           *runs; /* "id" -> rn_run */
+	ax_strmap             *runs; /* "id" -> rn_run */
 	ax_flow_pending        pending;
 	int64_t                kill_grace_us;
 	char                   log_root[1024];
@@ -98,9 +99,9 @@ load_runs(rn_state *st, Ax__Command **cmds, size_t n)
 
 	if (f == NULL)
 		return ax_err_set(AX_ENOMEM, "renderer: out of memory");
-	if (ax_flow_map_count(st->runs) > RN_RUN_CACHE_MAX) {
-		ax_flow_map_free(st->runs, run_free);
-		if ((rv = ax_flow_map_new(&st->runs)) != AX_OK) {
+	if (ax_strmap_count(st->runs) > RN_RUN_CACHE_MAX) {
+		ax_strmap_free(st->runs, run_free);
+		if ((rv = ax_strmap_new(&st->runs)) != AX_OK) {
 			fclose(f);
 			free(arr);
 			return rv;
@@ -112,7 +113,7 @@ load_runs(rn_state *st, Ax__Command **cmds, size_t n)
 		snprintf(id, sizeof(id), "%lld",
 		         (long long) cmds[i]
 		             ->attempt_created->instance->dag_run_id);
-		if (ax_flow_map_get(st->runs, id) != NULL)
+		if (ax_strmap_get(st->runs, id) != NULL)
 			continue;
 		fprintf(f, "%s%s", any ? "," : "", id);
 		any = 1;
@@ -148,8 +149,7 @@ load_runs(rn_state *st, Ax__Command **cmds, size_t n)
 			json_decref(run->conf);
 			run->conf = NULL;
 		}
-		if (ax_flow_map_put(st->runs, PQgetvalue(r, i, 0), run) !=
-		    AX_OK)
+		if (ax_strmap_put(st->runs, PQgetvalue(r, i, 0), run) != AX_OK)
 			run_free(run);
 	}
 	PQclear(r);
@@ -516,7 +516,7 @@ render_cmd(ax_actor *self, rn_state *st, const Ax__Command *cmd)
 		         "task '%s' of DAG '%s' version %lld is not loaded",
 		         ac->instance->task, ac->instance->dag,
 		         (long long) ac->instance->dag_version_id);
-	} else if (render_one(st, ac, e->dag, t, ax_flow_map_get(st->runs, id),
+	} else if (render_one(st, ac, e->dag, t, ax_strmap_get(st->runs, id),
 	                      &r, o) == 0) {
 		Ax__Command c      = AX__COMMAND__INIT;
 		c.body_case        = AX__COMMAND__BODY_ATTEMPT_RENDERED;
@@ -595,7 +595,7 @@ rn_fini(void *state)
 	            (unsigned long long) st->rendered,
 	            (unsigned long long) st->failed);
 	ax_flow_pending_fini(&st->pending);
-	ax_flow_map_free(st->runs, run_free);
+	ax_strmap_free(st->runs, run_free);
 	ax_tz_cache_free(st->tzc);
 	ax_store_close(st->store);
 	free(st);
@@ -624,7 +624,7 @@ ax_renderer_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 		snprintf(st->log_root, sizeof(st->log_root), "%s/logs",
 		         ctx->home != NULL ? ctx->home : ".");
 	if (ax_tz_cache_new(&st->tzc) != AX_OK ||
-	    ax_flow_map_new(&st->runs) != AX_OK) {
+	    ax_strmap_new(&st->runs) != AX_OK) {
 		rn_fini(st);
 		return ax_err_set(AX_ENOMEM, "renderer: out of memory");
 	}

@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "hmap.h"
 #include "store.h"
 
 /* Stop admitting while this many items wait in our outbox to the
@@ -103,11 +104,11 @@ typedef struct rd_state {
 	int64_t                overcommit;
 	int64_t                default_group;
 	int64_t                default_pool;
-	ax_flow_map           *items;   /* key -> rd_item */
-	ax_flow_map           *groups;  /* name -> rd_group */
-	ax_flow_map           *pools;   /* name -> rd_pool */
-	ax_flow_map           *lanes;   /* group\x1fpool -> rd_lane */
-	ax_flow_map           *workers; /* group\x1fworker -> rd_worker */
+	ax_strmap             *items;   /* key -> rd_item */
+	ax_strmap             *groups;  /* name -> rd_group */
+	ax_strmap             *pools;   /* name -> rd_pool */
+	ax_strmap             *lanes;   /* group\x1fpool -> rd_lane */
+	ax_strmap             *workers; /* group\x1fworker -> rd_worker */
 	rd_lane               *lane_list;
 	rd_item              **blocked;
 	size_t                 nblocked, capblocked;
@@ -213,13 +214,13 @@ ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it)
 static rd_group *
 group_get(rd_state *st, const char *name)
 {
-	rd_group *g = ax_flow_map_get(st->groups, name);
+	rd_group *g = ax_strmap_get(st->groups, name);
 	if (g != NULL)
 		return g;
 	if ((g = calloc(1, sizeof(*g))) == NULL)
 		return NULL;
 	g->agg = -1;
-	if (ax_flow_map_put(st->groups, name, g) != AX_OK) {
+	if (ax_strmap_put(st->groups, name, g) != AX_OK) {
 		free(g);
 		return NULL;
 	}
@@ -259,13 +260,13 @@ group_limit(const rd_state *st, const rd_group *g)
 static rd_pool *
 pool_get(rd_state *st, const char *name)
 {
-	rd_pool *p = ax_flow_map_get(st->pools, name);
+	rd_pool *p = ax_strmap_get(st->pools, name);
 	if (p != NULL)
 		return p;
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return NULL;
 	p->slots = st->default_pool;
-	if (ax_flow_map_put(st->pools, name, p) != AX_OK) {
+	if (ax_strmap_put(st->pools, name, p) != AX_OK) {
 		free(p);
 		return NULL;
 	}
@@ -279,14 +280,14 @@ lane_get(rd_state *st, const char *group, const char *pool)
 	rd_lane *l;
 
 	snprintf(key, sizeof(key), "%s\x1f%s", group, pool);
-	if ((l = ax_flow_map_get(st->lanes, key)) != NULL)
+	if ((l = ax_strmap_get(st->lanes, key)) != NULL)
 		return l;
 	if ((l = calloc(1, sizeof(*l))) == NULL ||
 	    (l->gname = strdup(group)) == NULL ||
 	    (l->pname = strdup(pool)) == NULL ||
 	    (l->group = group_get(st, group)) == NULL ||
 	    (pool[0] != '\0' && (l->pool = pool_get(st, pool)) == NULL) ||
-	    ax_flow_map_put(st->lanes, key, l) != AX_OK) {
+	    ax_strmap_put(st->lanes, key, l) != AX_OK) {
 		if (l != NULL) {
 			free(l->gname);
 			free(l->pname);
@@ -475,7 +476,7 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 		return NULL;
 	}
 	ax_flow_key(ready->instance, key, sizeof(key));
-	if ((it = ax_flow_map_get(st->items, key)) != NULL &&
+	if ((it = ax_strmap_get(st->items, key)) != NULL &&
 	    it->state == RD_ADMITTED && ready->after_attempt > 0 &&
 	    ready->after_attempt >= it->ready->after_attempt + 1) {
 		/* A retry after the attempt this admission produced: that
@@ -484,7 +485,7 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 		 * yet. The admission is over: free its slot now; the late
 		 * SlotReleased is then recognised as stale. */
 		unuse(it);
-		ax_flow_map_del(st->items, key);
+		ax_strmap_del(st->items, key);
 		item_free(it);
 		it = NULL;
 	}
@@ -507,7 +508,7 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	     st, ready->worker_group[0] ? ready->worker_group : "default",
 	     ready->pool);
 	if (it->lane == NULL ||
-	    ax_flow_map_put(st->items, it->key, it) != AX_OK) {
+	    ax_strmap_put(st->items, it->key, it) != AX_OK) {
 		item_free(it);
 		return NULL;
 	}
@@ -558,7 +559,7 @@ on_released(ax_actor *self, rd_state *st, const Ax__SlotReleased *sr)
 	if (sr->instance == NULL)
 		return;
 	ax_flow_key(sr->instance, key, sizeof(key));
-	it = ax_flow_map_get(st->items, key);
+	it = ax_strmap_get(st->items, key);
 	if (it != NULL && sr->attempt > 0 &&
 	    sr->attempt <= it->ready->after_attempt) {
 		/* the release of an attempt older than this admission: its
@@ -572,7 +573,7 @@ on_released(ax_actor *self, rd_state *st, const Ax__SlotReleased *sr)
 		return;
 	}
 	unuse(it);
-	ax_flow_map_del(st->items, key);
+	ax_strmap_del(st->items, key);
 	item_free(it);
 }
 
@@ -590,18 +591,18 @@ on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 		return;
 	}
 	snprintf(key, sizeof(key), "%s\x1f%s", gname, wc->worker_id);
-	rd_worker *w = ax_flow_map_get(st->workers, key);
+	rd_worker *w = ax_strmap_get(st->workers, key);
 	if (w != NULL) {
 		g->workers -= w->total;
 		g->nworker--;
 		if (!wc->alive) {
-			free(ax_flow_map_del(st->workers, key));
+			free(ax_strmap_del(st->workers, key));
 			return;
 		}
 	} else {
 		if (!wc->alive || (w = calloc(1, sizeof(*w))) == NULL)
 			return;
-		if (ax_flow_map_put(st->workers, key, w) != AX_OK) {
+		if (ax_strmap_put(st->workers, key, w) != AX_OK) {
 			free(w);
 			return;
 		}
@@ -622,7 +623,7 @@ on_held(ax_actor *self, rd_state *st, Ax__AttemptHeld *held)
 	if (held->ready == NULL || held->ready->instance == NULL)
 		return AX_OK;
 	ax_flow_key(held->ready->instance, key, sizeof(key));
-	it = ax_flow_map_get(st->items, key);
+	it = ax_strmap_get(st->items, key);
 	if (it == NULL) {
 		int dup;
 		it          = item_new(self, st, held->ready, NULL, &dup);
@@ -898,12 +899,12 @@ rd_fini(void *state)
 	            (unsigned long long) st->delayed,
 	            (unsigned long long) st->blocked_count,
 	            (unsigned long long) st->ignored,
-	            st->items ? ax_flow_map_count(st->items) : 0);
-	ax_flow_map_free(st->items, item_free);
-	ax_flow_map_free(st->groups, free);
-	ax_flow_map_free(st->pools, free);
-	ax_flow_map_free(st->workers, free);
-	ax_flow_map_free(st->lanes, NULL);
+	            st->items ? ax_strmap_count(st->items) : 0);
+	ax_strmap_free(st->items, item_free);
+	ax_strmap_free(st->groups, free);
+	ax_strmap_free(st->pools, free);
+	ax_strmap_free(st->workers, free);
+	ax_strmap_free(st->lanes, NULL);
 	for (rd_lane *l = st->lane_list, *nx; l != NULL; l = nx) {
 		nx = l->next;
 		lane_free(l);
@@ -967,11 +968,11 @@ ax_resource_detector_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 	    ax_config_int(ctx->cfg, "resources.default_pool_slots");
 	if (st->overcommit < 1)
 		st->overcommit = 1;
-	if (ax_flow_map_new(&st->items) != AX_OK ||
-	    ax_flow_map_new(&st->groups) != AX_OK ||
-	    ax_flow_map_new(&st->pools) != AX_OK ||
-	    ax_flow_map_new(&st->lanes) != AX_OK ||
-	    ax_flow_map_new(&st->workers) != AX_OK) {
+	if (ax_strmap_new(&st->items) != AX_OK ||
+	    ax_strmap_new(&st->groups) != AX_OK ||
+	    ax_strmap_new(&st->pools) != AX_OK ||
+	    ax_strmap_new(&st->lanes) != AX_OK ||
+	    ax_strmap_new(&st->workers) != AX_OK) {
 		rd_fini(st);
 		return ax_err_set(AX_ENOMEM,
 		                  "resource_detector: out of memory");

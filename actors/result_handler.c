@@ -27,6 +27,7 @@
 #include "dag.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "hmap.h"
 #include "store.h"
 #include "store_attempts.h"
 
@@ -80,7 +81,7 @@ typedef struct rh_batch {
 	size_t                   n;
 	rh_run                  *runs;
 	size_t                   nruns;
-	ax_flow_map             *by_id; /* run_id -> rh_run */
+	ax_strmap               *by_id; /* run_id -> rh_run */
 	const char             **ids;
 	ax_store_ti_move        *moves;
 	ax_store_attempt_update *upds;
@@ -441,7 +442,7 @@ apply_result(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
 static rh_run *
 run_of(rh_batch *b, const char *run_id)
 {
-	return ax_flow_map_get(b->by_id, run_id);
+	return ax_strmap_get(b->by_id, run_id);
 }
 
 static void
@@ -647,7 +648,7 @@ run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 	b.evrows = calloc(n * RH_EV_MAX, sizeof(*b.evrows));
 	if (b.runs == NULL || b.ids == NULL || b.moves == NULL ||
 	    b.upds == NULL || b.evrows == NULL ||
-	    ax_flow_map_new(&b.by_id) != AX_OK) {
+	    ax_strmap_new(&b.by_id) != AX_OK) {
 		rv = ax_err_set(AX_ENOMEM, "result_handler: out of memory");
 		goto out;
 	}
@@ -658,7 +659,7 @@ run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 		rh_run *x = &b.runs[b.nruns];
 		x->run_id = res->run_id;
 		x->trace  = cmds[i]->trace_id[0] ? cmds[i]->trace_id : NULL;
-		if ((rv = ax_flow_map_put(b.by_id, x->run_id, x)) != AX_OK)
+		if ((rv = ax_strmap_put(b.by_id, x->run_id, x)) != AX_OK)
 			goto out;
 		b.nruns++;
 	}
@@ -679,7 +680,7 @@ run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 		after_commit(self, &b.runs[i]);
 	}
 out:
-	ax_flow_map_free(b.by_id, NULL);
+	ax_strmap_free(b.by_id, NULL);
 	free(b.runs);
 	free(b.ids);
 	free(b.moves);
