@@ -2,10 +2,11 @@
  * dag_registry.c - refcounted, immutable DAG versions shared by the actors,
  * loaded lazily from PostgreSQL and bounded (see dag_registry.h).
  *
- * Tables, all under one rwlock: DAG name -> current entry (chained through
- * nnext_), version id -> every live entry (vnext_), and the names of the
- * paused DAGs. The cached entries (those the registry holds a reference
- * on) are also on a CLOCK list (lprev_ / lnext_): eviction walks it from
+ * Tables, all under one rwlock: DAG name -> current entry and version id ->
+ * live entry (node-less maps of engine/hmap.h: the entry holds both
+ * keys), and the names of the paused DAGs (an ax_strmap). The cached
+ * entries (those the registry holds a reference on) are also on a CLOCK
+ * list (clock_, an ax_list): eviction walks it from
  * the head, gives an entry whose used_ bit is set a second chance (moves
  * it to the tail), skips entries someone references and drops the
  * registry's reference on the others.
@@ -23,6 +24,13 @@
  * (publish, remove, invalidate): a load that read PostgreSQL under an
  * older gen does not install its result as current, so a DAG change
  * notified during the round trip is never hidden by a stale load.
+ *
+ * Two entries of one version can be alive at once: one whose last
+ * reference is being dropped (count 0, about to unlink itself) and a
+ * fresh one installed meanwhile. The version map holds the fresh one; the
+ * dying one was replaced in it (vers_link), so its own unlink finds
+ * nothing to remove. Changes that link an entry reserve the room in the
+ * maps first (ax_hmap_reserve), so none fails half-way.
  */
 #include "dag_registry.h"
 
@@ -33,26 +41,20 @@
 #include <string.h>
 
 #include "clock.h"
+#include "hash.h"
+#include "hmap.h"
 #include "log.h"
 
 #define COMP        "dag_registry"
 #define WARM_SLICE  256                    /* definitions per warm-up query */
 #define ERR_LOG_GAP (10 * AX_USEC_PER_SEC) /* one load error line per */
 
-typedef struct pnode { /* a paused DAG */
-	struct pnode *next;
-	char          name[];
-} pnode;
-
 struct ax_dag_registry {
 	pthread_rwlock_t lock;
-	ax_dag_entry   **names; /* current entries by DAG name */
-	size_t           ncap, nlen;
-	ax_dag_entry   **vers; /* live entries by version id */
-	size_t           vcap, vlen;
-	pnode          **paused; /* paused DAG names */
-	size_t           pcap, plen;
-	ax_dag_entry    *lhead, *ltail; /* CLOCK list of cached entries */
+	ax_hmap          names;  /* current entries by DAG name */
+	ax_hmap          vers;   /* live entries by version id */
+	ax_strmap       *paused; /* paused DAG names -> (void *) 1 */
+	ax_list          clock;  /* CLOCK list of cached entries */
 	size_t           ncached;
 	size_t           cache_max;
 	atomic_ullong    gen;
@@ -65,23 +67,47 @@ struct ax_dag_registry {
 };
 
 static uint64_t
-hash_str(const char *s)
+name_hash_entry(const void *e)
 {
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char) *s) * 1099511628211ULL;
-	return h;
+	return ax_hash_str(((const ax_dag_entry *) e)->dag->name);
+}
+
+static int
+name_match(const void *e, const void *key)
+{
+	return strcmp(((const ax_dag_entry *) e)->dag->name, key) == 0;
+}
+
+static const ax_hmap_ops name_ops = {
+	.hash_key   = ax_hmap_hash_str,
+	.hash_entry = name_hash_entry,
+	.match      = name_match,
+};
+
+static uint64_t
+vers_hash_key(const void *key)
+{
+	return ax_hash_u64((uint64_t) * (const int64_t *) key);
 }
 
 static uint64_t
-hash_i64(int64_t v)
+vers_hash_entry(const void *e)
 {
-	uint64_t x = (uint64_t) v;
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return x;
+	return ax_hash_u64((uint64_t) ((const ax_dag_entry *) e)->version_id);
 }
+
+static int
+vers_match(const void *e, const void *key)
+{
+	return ((const ax_dag_entry *) e)->version_id ==
+	    *(const int64_t *) key;
+}
+
+static const ax_hmap_ops vers_ops = {
+	.hash_key   = vers_hash_key,
+	.hash_entry = vers_hash_entry,
+	.match      = vers_match,
+};
 
 ax_err
 ax_dag_registry_new(ax_dag_registry **out)
@@ -91,18 +117,12 @@ ax_dag_registry_new(ax_dag_registry **out)
 	*out = NULL;
 	if (r == NULL)
 		return ax_err_set(AX_ENOMEM, "DAG registry");
-	r->ncap      = 64;
-	r->vcap      = 64;
-	r->pcap      = 16;
 	r->cache_max = AX_DAG_REGISTRY_CACHE_DEFAULT;
-	r->names     = calloc(r->ncap, sizeof(ax_dag_entry *));
-	r->vers      = calloc(r->vcap, sizeof(ax_dag_entry *));
-	r->paused    = calloc(r->pcap, sizeof(pnode *));
-	if (r->names == NULL || r->vers == NULL || r->paused == NULL ||
+	ax_hmap_init(&r->names, &name_ops);
+	ax_hmap_init(&r->vers, &vers_ops);
+	if (ax_strmap_new(&r->paused) != AX_OK ||
 	    pthread_rwlock_init(&r->lock, NULL) != 0) {
-		free(r->names);
-		free(r->vers);
-		free(r->paused);
+		ax_strmap_free(r->paused, NULL);
 		free(r);
 		return ax_err_set(AX_ENOMEM, "DAG registry");
 	}
@@ -121,12 +141,12 @@ entry_free(ax_dag_entry *e)
 	free(e);
 }
 
-/* Frees a list chained through vnext_ (entries already unlinked). */
+/* Frees a list chained through dnext_ (entries already unlinked). */
 static void
 free_list(ax_dag_entry *e)
 {
 	while (e != NULL) {
-		ax_dag_entry *n = e->vnext_;
+		ax_dag_entry *n = e->dnext_;
 		entry_free(e);
 		e = n;
 	}
@@ -135,41 +155,31 @@ free_list(ax_dag_entry *e)
 void
 ax_dag_registry_free(ax_dag_registry *r)
 {
-	size_t held = 0;
+	size_t        held = 0;
+	ax_hmap_iter  it;
+	ax_dag_entry *e;
 
 	if (r == NULL)
 		return;
-	for (size_t i = 0; i < r->vcap; i++) {
-		ax_dag_entry *e = r->vers[i];
-		while (e != NULL) {
-			ax_dag_entry *n    = e->vnext_;
-			int           refs = atomic_load(&e->refs_);
-			if (e->cached_)
-				refs--; /* the registry's own */
-			held += (size_t) (refs > 0 ? refs : 0);
-			entry_free(e);
-			e = n;
-		}
+	ax_hmap_iter_init(&it, &r->vers);
+	while ((e = ax_hmap_iter_next(&it)) != NULL) {
+		int refs = atomic_load(&e->refs_);
+		if (e->cached_)
+			refs--; /* the registry's own */
+		held += (size_t) (refs > 0 ? refs : 0);
+		entry_free(e);
 	}
 	if (held > 0)
 		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
 		        "freed with %zu DAG version references still held",
 		        held);
-	for (size_t i = 0; i < r->pcap; i++) {
-		pnode *p = r->paused[i];
-		while (p != NULL) {
-			pnode *n = p->next;
-			free(p);
-			p = n;
-		}
-	}
+	ax_strmap_free(r->paused, NULL);
 	ax_store_close(r->store);
 	free(r->dsn);
 	pthread_mutex_destroy(&r->smu);
 	pthread_rwlock_destroy(&r->lock);
-	free(r->names);
-	free(r->vers);
-	free(r->paused);
+	ax_hmap_fini(&r->names);
+	ax_hmap_fini(&r->vers);
 	free(r);
 }
 
@@ -196,127 +206,72 @@ ax_dag_registry_set_source(ax_dag_registry *r, const char *dsn)
 static ax_dag_entry *
 name_find(ax_dag_registry *r, const char *name)
 {
-	ax_dag_entry *e = r->names[hash_str(name) & (r->ncap - 1)];
-	while (e != NULL && strcmp(e->dag->name, name) != 0)
-		e = e->nnext_;
-	return e;
+	return ax_hmap_get(&r->names, name);
 }
 
-static void
-names_grow(ax_dag_registry *r)
+/*
+ * Room for one more entry in each map, taken before a change that links
+ * one (the puts below then cannot fail). AX_ENOMEM, nothing changed.
+ */
+static ax_err
+tables_reserve(ax_dag_registry *r)
 {
-	size_t         ncap = r->ncap * 2;
-	ax_dag_entry **nb   = calloc(ncap, sizeof(ax_dag_entry *));
-	if (nb == NULL)
-		return; /* keep the longer chains; still correct */
-	for (size_t i = 0; i < r->ncap; i++) {
-		ax_dag_entry *e = r->names[i];
-		while (e != NULL) {
-			ax_dag_entry *n = e->nnext_;
-			size_t        b = hash_str(e->dag->name) & (ncap - 1);
-			e->nnext_       = nb[b];
-			nb[b]           = e;
-			e               = n;
-		}
-	}
-	free(r->names);
-	r->names = nb;
-	r->ncap  = ncap;
+	if (ax_hmap_reserve(&r->names, ax_hmap_count(&r->names) + 1) !=
+	        AX_OK ||
+	    ax_hmap_reserve(&r->vers, ax_hmap_count(&r->vers) + 1) != AX_OK)
+		return ax_err_set(AX_ENOMEM, "DAG registry: out of memory");
+	return AX_OK;
 }
 
-/* e (cached, not current) becomes the current entry of its DAG. */
+/* e (cached, not current) becomes the current entry of its DAG (room
+ * reserved). */
 static void
 name_link(ax_dag_registry *r, ax_dag_entry *e)
 {
-	if (r->nlen + 1 > r->ncap)
-		names_grow(r);
-	size_t b    = hash_str(e->dag->name) & (r->ncap - 1);
-	e->nnext_   = r->names[b];
-	r->names[b] = e;
+	(void) ax_hmap_put(&r->names, e->dag->name, e, NULL);
 	e->current_ = 1;
 	e->pinned_  = 0;
-	r->nlen++;
 }
 
 /* e stops being current; it stays cached as a pinned version. */
 static void
 name_unlink(ax_dag_registry *r, ax_dag_entry *e)
 {
-	ax_dag_entry **pp = &r->names[hash_str(e->dag->name) & (r->ncap - 1)];
-	for (; *pp != NULL; pp = &(*pp)->nnext_)
-		if (*pp == e) {
-			*pp = e->nnext_;
-			r->nlen--;
-			break;
-		}
-	e->nnext_   = NULL;
+	ax_hmap_remove(&r->names, e);
 	e->current_ = 0;
 	e->pinned_  = 1;
 }
 
-static void
-vers_grow(ax_dag_registry *r)
-{
-	size_t         vcap = r->vcap * 2;
-	ax_dag_entry **nb   = calloc(vcap, sizeof(ax_dag_entry *));
-	if (nb == NULL)
-		return;
-	for (size_t i = 0; i < r->vcap; i++) {
-		ax_dag_entry *e = r->vers[i];
-		while (e != NULL) {
-			ax_dag_entry *n = e->vnext_;
-			size_t        b = hash_i64(e->version_id) & (vcap - 1);
-			e->vnext_       = nb[b];
-			nb[b]           = e;
-			e               = n;
-		}
-	}
-	free(r->vers);
-	r->vers = nb;
-	r->vcap = vcap;
-}
-
+/* e becomes the live entry of its version (room reserved); a dying entry
+ * of the same version is replaced (see the file comment). */
 static void
 vers_link(ax_dag_registry *r, ax_dag_entry *e)
 {
-	if (r->vlen + 1 > r->vcap)
-		vers_grow(r);
-	size_t b   = hash_i64(e->version_id) & (r->vcap - 1);
-	e->vnext_  = r->vers[b];
-	r->vers[b] = e;
-	r->vlen++;
+	(void) ax_hmap_put(&r->vers, &e->version_id, e, NULL);
 }
 
 static void
 vers_unlink(ax_dag_registry *r, ax_dag_entry *e)
 {
-	ax_dag_entry **pp = &r->vers[hash_i64(e->version_id) & (r->vcap - 1)];
-	for (; *pp != NULL; pp = &(*pp)->vnext_)
-		if (*pp == e) {
-			*pp       = e->vnext_;
-			e->vnext_ = NULL;
-			r->vlen--;
-			return;
-		}
+	ax_hmap_remove(&r->vers, e);
 }
 
 /* A live entry of version_id with a new reference, or NULL (read lock). */
 static ax_dag_entry *
 vers_ref(ax_dag_registry *r, int64_t version_id)
 {
-	ax_dag_entry *e = r->vers[hash_i64(version_id) & (r->vcap - 1)];
-	for (; e != NULL; e = e->vnext_) {
-		if (e->version_id != version_id)
-			continue;
-		int n = atomic_load(&e->refs_);
-		while (n > 0)
-			if (atomic_compare_exchange_weak(&e->refs_, &n,
-			                                 n + 1)) {
-				atomic_store(&e->used_, 1);
-				return e;
-			}
-	}
-	return NULL;
+	ax_dag_entry *e = ax_hmap_get(&r->vers, &version_id);
+	int           n;
+
+	if (e == NULL)
+		return NULL;
+	n = atomic_load(&e->refs_);
+	while (n > 0)
+		if (atomic_compare_exchange_weak(&e->refs_, &n, n + 1)) {
+			atomic_store(&e->used_, 1);
+			return e;
+		}
+	return NULL; /* dying: its last reference is being dropped */
 }
 
 /* --- the CLOCK list ------------------------------------------------------
@@ -325,28 +280,14 @@ vers_ref(ax_dag_registry *r, int64_t version_id)
 static void
 lru_add(ax_dag_registry *r, ax_dag_entry *e)
 {
-	e->lnext_ = NULL;
-	e->lprev_ = r->ltail;
-	if (r->ltail != NULL)
-		r->ltail->lnext_ = e;
-	else
-		r->lhead = e;
-	r->ltail = e;
+	ax_list_append(&r->clock, &e->clock_);
 	r->ncached++;
 }
 
 static void
 lru_unlink(ax_dag_registry *r, ax_dag_entry *e)
 {
-	if (e->lprev_ != NULL)
-		e->lprev_->lnext_ = e->lnext_;
-	else
-		r->lhead = e->lnext_;
-	if (e->lnext_ != NULL)
-		e->lnext_->lprev_ = e->lprev_;
-	else
-		r->ltail = e->lprev_;
-	e->lprev_ = e->lnext_ = NULL;
+	ax_list_remove(&r->clock, &e->clock_);
 	r->ncached--;
 }
 
@@ -384,7 +325,7 @@ cache_drop(ax_dag_registry *r, ax_dag_entry *e)
  * Drops unreferenced cached entries, oldest first, until at most
  * cache_max are cached or the bounded walk ends (entries someone holds
  * are skipped: they may keep the cache over the bound until released).
- * Returns the entries to free after unlocking, chained through vnext_.
+ * Returns the entries to free after unlocking, chained through dnext_.
  */
 static ax_dag_entry *
 evict(ax_dag_registry *r)
@@ -398,9 +339,10 @@ evict(ax_dag_registry *r)
 	if (budget > 4096)
 		budget = 4096;
 	while (r->ncached > r->cache_max && steps++ < budget &&
-	       r->lhead != NULL) {
-		ax_dag_entry *e   = r->lhead;
-		int           one = 1;
+	       !ax_list_empty(&r->clock)) {
+		ax_dag_entry *e =
+		    AX_LIST_ENTRY(r->clock.head, ax_dag_entry, clock_);
+		int one = 1;
 		lru_unlink(r, e);
 		if (atomic_exchange(&e->used_, 0) != 0 ||
 		    !atomic_compare_exchange_strong(&e->refs_, &one, 0)) {
@@ -412,7 +354,7 @@ evict(ax_dag_registry *r)
 		e->cached_ = 0;
 		e->pinned_ = 0;
 		vers_unlink(r, e);
-		e->vnext_ = dead;
+		e->dnext_ = dead;
 		dead      = e;
 		atomic_fetch_add(&r->evictions, 1);
 	}
@@ -447,7 +389,7 @@ entry_new(ax_dag_registry *r, int64_t dag_id, int64_t version_id,
 	atomic_init(&e->used_, 1);
 	for (size_t i = 0; i < dag->n_tasks; i++) {
 		uint32_t h =
-		    (uint32_t) hash_str(dag->tasks[i].name) & (cap - 1);
+		    (uint32_t) ax_hash_str(dag->tasks[i].name) & (cap - 1);
 		while (e->tix_[h] != 0)
 			h = (h + 1) & (cap - 1);
 		e->tix_[h] = (uint32_t) i + 1;
@@ -487,7 +429,7 @@ ax_dag_entry_task_index(const ax_dag_entry *e, const char *task)
 
 	if (e == NULL || task == NULL)
 		return -1;
-	h = (uint32_t) hash_str(task) & (e->tcap_ - 1);
+	h = (uint32_t) ax_hash_str(task) & (e->tcap_ - 1);
 	while (e->tix_[h] != 0) {
 		uint32_t ix = e->tix_[h] - 1;
 		if (strcmp(e->dag->tasks[ix].name, task) == 0)
@@ -510,7 +452,8 @@ ax_dag_entry_task(const ax_dag_entry *e, const char *task)
  * version that became alive meanwhile wins and e is freed) or live. The
  * result becomes current when want_current and gen still equals gen0 and
  * the DAG has no current entry, else it is cached as pinned. Returns the
- * entry the caller now holds its one reference on.
+ * entry the caller now holds its one reference on; NULL (e released,
+ * detail set) when memory is short.
  */
 static ax_dag_entry *
 install(ax_dag_registry *r, ax_dag_entry *e, int fresh, int want_current,
@@ -519,6 +462,14 @@ install(ax_dag_registry *r, ax_dag_entry *e, int fresh, int want_current,
 	ax_dag_entry *old, *dead, *discard = NULL;
 
 	pthread_rwlock_wrlock(&r->lock);
+	if (tables_reserve(r) != AX_OK) {
+		pthread_rwlock_unlock(&r->lock);
+		if (fresh)
+			entry_free(e); /* never linked: nobody else has it */
+		else
+			ax_dag_entry_release(e);
+		return NULL;
+	}
 	if (!fresh) {
 		/* live already: the caller's reference keeps it */
 	} else if ((old = vers_ref(r, e->version_id)) != NULL) {
@@ -560,6 +511,11 @@ ax_dag_registry_publish(ax_dag_registry *r, int64_t dag_id, int64_t version_id,
 	if ((rv = entry_new(r, dag_id, version_id, set, dag, &e)) != AX_OK)
 		return rv;
 	pthread_rwlock_wrlock(&r->lock);
+	if ((rv = tables_reserve(r)) != AX_OK) {
+		pthread_rwlock_unlock(&r->lock);
+		entry_free(e);
+		return rv;
+	}
 	cur = name_find(r, dag->name);
 	if (cur != NULL && cur->version_id == version_id) {
 		pthread_rwlock_unlock(&r->lock);
@@ -617,9 +573,12 @@ ax_dag_registry_invalidate(ax_dag_registry *r, const char *dag_name)
 		if ((cur = name_find(r, dag_name)) != NULL)
 			name_unlink(r, cur);
 	} else {
-		for (size_t i = 0; i < r->ncap; i++) {
-			while ((cur = r->names[i]) != NULL)
-				name_unlink(r, cur);
+		ax_hmap_iter it;
+		ax_hmap_iter_init(&it, &r->names);
+		while ((cur = ax_hmap_iter_next(&it)) != NULL) {
+			ax_hmap_iter_remove(&it);
+			cur->current_ = 0;
+			cur->pinned_  = 1;
 		}
 	}
 	pthread_rwlock_unlock(&r->lock);
@@ -804,67 +763,20 @@ ax_dag_registry_version(ax_dag_registry *r, int64_t version_id)
 /* --- paused flags -------------------------------------------------------
  */
 
-static pnode **
-paused_slot(ax_dag_registry *r, const char *dag)
-{
-	pnode **pp = &r->paused[hash_str(dag) & (r->pcap - 1)];
-	while (*pp != NULL && strcmp((*pp)->name, dag) != 0)
-		pp = &(*pp)->next;
-	return pp;
-}
-
-static void
-paused_grow(ax_dag_registry *r)
-{
-	size_t  pcap = r->pcap * 2;
-	pnode **nb   = calloc(pcap, sizeof(pnode *));
-	if (nb == NULL)
-		return;
-	for (size_t i = 0; i < r->pcap; i++) {
-		pnode *p = r->paused[i];
-		while (p != NULL) {
-			pnode *n = p->next;
-			size_t b = hash_str(p->name) & (pcap - 1);
-			p->next  = nb[b];
-			nb[b]    = p;
-			p        = n;
-		}
-	}
-	free(r->paused);
-	r->paused = nb;
-	r->pcap   = pcap;
-}
-
 void
 ax_dag_registry_set_paused(ax_dag_registry *r, const char *dag, int paused)
 {
-	pnode **pp, *p = NULL;
-	int     oom = 0;
+	ax_err rv = AX_OK;
 
 	if (dag == NULL)
 		return;
 	pthread_rwlock_wrlock(&r->lock);
-	pp = paused_slot(r, dag);
-	if (!paused && *pp != NULL) {
-		p   = *pp;
-		*pp = p->next;
-		r->plen--;
-	} else if (paused && *pp == NULL) {
-		size_t len = strlen(dag);
-		pnode *n   = malloc(sizeof(*n) + len + 1);
-		if (n == NULL) {
-			oom = 1;
-		} else {
-			memcpy(n->name, dag, len + 1);
-			n->next = NULL;
-			*pp     = n;
-			if (++r->plen > r->pcap)
-				paused_grow(r);
-		}
-	}
+	if (!paused)
+		ax_strmap_del(r->paused, dag);
+	else if (ax_strmap_get(r->paused, dag) == NULL)
+		rv = ax_strmap_put(r->paused, dag, (void *) 1);
 	pthread_rwlock_unlock(&r->lock);
-	free(p);
-	if (oom)
+	if (rv != AX_OK)
 		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
 		        "out of memory recording the paused flag of %s", dag);
 }
@@ -877,7 +789,7 @@ ax_dag_registry_paused(ax_dag_registry *r, const char *dag)
 	if (dag == NULL)
 		return 0;
 	pthread_rwlock_rdlock(&r->lock);
-	p = *paused_slot(r, dag) != NULL;
+	p = ax_strmap_get(r->paused, dag) != NULL;
 	pthread_rwlock_unlock(&r->lock);
 	return p;
 }
@@ -902,9 +814,9 @@ ax_dag_registry_counts(ax_dag_registry *r, size_t *dags, size_t *entries)
 {
 	pthread_rwlock_rdlock(&r->lock);
 	if (dags != NULL)
-		*dags = r->nlen;
+		*dags = ax_hmap_count(&r->names);
 	if (entries != NULL)
-		*entries = r->vlen;
+		*entries = ax_hmap_count(&r->vers);
 	pthread_rwlock_unlock(&r->lock);
 }
 
@@ -912,8 +824,8 @@ void
 ax_dag_registry_stats_get(ax_dag_registry *r, ax_dag_registry_stats *out)
 {
 	pthread_rwlock_rdlock(&r->lock);
-	out->dags      = r->nlen;
-	out->entries   = r->vlen;
+	out->dags      = ax_hmap_count(&r->names);
+	out->entries   = ax_hmap_count(&r->vers);
 	out->cached    = r->ncached;
 	out->cache_max = r->cache_max;
 	pthread_rwlock_unlock(&r->lock);
@@ -961,7 +873,9 @@ ax_dag_registry_load_version(ax_dag_registry *r, ax_store *store,
 	PQclear(res);
 	if (e == NULL)
 		return ax_err_set(AX_EPARSE, "%s", ax_err_detail());
-	ax_dag_entry_release(install(r, e, fresh, active, gen0));
+	if ((e = install(r, e, fresh, active, gen0)) == NULL)
+		return AX_ENOMEM;
+	ax_dag_entry_release(e);
 	return AX_OK;
 }
 

@@ -48,6 +48,7 @@
 
 #include "ax_err.h"
 #include "dag.h"
+#include "list.h"
 #include "store.h"
 
 #define AX_DAG_REGISTRY_CACHE_DEFAULT 10000
@@ -60,14 +61,12 @@ typedef struct ax_dag_entry {
 	int64_t       version_id; /* dag_versions.id */
 	const ax_dag *dag;        /* merged, validated; owned by the entry */
 	/* private: */
-	ax_dagset              *set_;   /* owns dag */
-	atomic_int              refs_;  /* references held */
-	atomic_int              used_;  /* looked up since the last sweep */
-	struct ax_dag_registry *reg_;   /* the registry it belongs to */
-	struct ax_dag_entry    *vnext_; /* version hash chain (reg lock) */
-	struct ax_dag_entry    *nnext_; /* name hash chain while current */
-	struct ax_dag_entry    *lprev_; /* CLOCK list while cached */
-	struct ax_dag_entry    *lnext_;
+	ax_dagset              *set_;     /* owns dag */
+	atomic_int              refs_;    /* references held */
+	atomic_int              used_;    /* looked up since the last sweep */
+	struct ax_dag_registry *reg_;     /* the registry it belongs to */
+	struct ax_dag_entry    *dnext_;   /* list of entries to free */
+	ax_list_node            clock_;   /* CLOCK list while cached */
 	uint32_t               *tix_;     /* task name hash -> index + 1 */
 	uint32_t                tcap_;    /* slots in tix_ (power of two) */
 	uint8_t                 cached_;  /* the registry holds a reference */

@@ -81,6 +81,17 @@ grow(ax_hmap *m)
 }
 
 ax_err
+ax_hmap_reserve(ax_hmap *m, size_t n)
+{
+	ax_err rv;
+
+	while (n * 4 > m->cap * 3)
+		if ((rv = grow(m)) != AX_OK)
+			return rv;
+	return AX_OK;
+}
+
+ax_err
 ax_hmap_put(ax_hmap *m, const void *key, void *entry, void **old)
 {
 	uint64_t h = m->ops->hash_key(key);

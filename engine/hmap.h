@@ -79,6 +79,13 @@ void *ax_hmap_get(const ax_hmap *m, const void *key);
  */
 ax_err ax_hmap_put(ax_hmap *m, const void *key, void *entry, void **old);
 
+/*
+ * Makes room for n entries in all, so that puts up to that count cannot
+ * fail: for callers that must not fail half-way through a change (take
+ * the room first, then change). AX_ENOMEM (m unchanged).
+ */
+ax_err ax_hmap_reserve(ax_hmap *m, size_t n);
+
 /* Removes the entry with key; returns it (NULL when absent). */
 void *ax_hmap_del(ax_hmap *m, const void *key);
 

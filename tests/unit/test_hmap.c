@@ -195,6 +195,28 @@ Test(hmap, put_replaces_and_remove_is_by_pointer)
 	ax_hmap_fini(&m);
 }
 
+Test(hmap, reserve_then_puts_do_not_grow)
+{
+	ax_hmap m;
+	ent    *v = mk(1000);
+	void  **slots;
+
+	shape = h_good;
+	ax_hmap_init(&m, &ops);
+	cr_assert_eq(ax_hmap_reserve(&m, 1000), AX_OK);
+	cr_assert_geq(m.cap * 3, 1000 * 4);
+	slots = m.slot;
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(ax_hmap_put(&m, v[i].name, &v[i], NULL), AX_OK);
+	cr_assert_eq(m.slot, slots, "the table moved: a put grew it");
+	cr_assert_eq(ax_hmap_reserve(&m, 10), AX_OK); /* never shrinks */
+	cr_assert_eq(m.slot, slots);
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(ax_hmap_get(&m, v[i].name), &v[i]);
+	ax_hmap_fini(&m);
+	free(v);
+}
+
 ParameterizedTestParameters(hmap, remove_during_iteration)
 {
 	return cr_make_param_array(int, shape_ix,
