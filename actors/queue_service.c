@@ -124,6 +124,7 @@
 #include <sys/random.h>
 
 #include "clock.h"
+#include "hash.h"
 #include "routing.h"
 #include "store.h"
 #include "store_attempts.h"
@@ -146,7 +147,7 @@
 static uint64_t
 shash(const char *k)
 {
-	return ax_routing_hash(k);
+	return ax_hash_str(k);
 }
 
 void *

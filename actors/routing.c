@@ -14,27 +14,12 @@
 #include <sys/random.h>
 
 #include "clock.h"
+#include "hash.h"
 
 struct ax_ring_point {
 	uint64_t hash;
 	size_t   id; /* index in ring->ids */
 };
-
-uint64_t
-ax_routing_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++) {
-		h ^= (unsigned char) *s;
-		h *= 1099511628211ULL;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
 
 void
 ax_routing_state_init(ax_routing_state *st)
@@ -202,9 +187,8 @@ ring_rebuild(ax_routing_ring *r)
 			memcpy(buf, r->ids[i], len);
 			buf[len] = '#';
 			snprintf(buf + len + 1, 20, "%zu", v);
-			p[i * AX_ROUTING_VNODES + v].hash =
-			    ax_routing_hash(buf);
-			p[i * AX_ROUTING_VNODES + v].id = i;
+			p[i * AX_ROUTING_VNODES + v].hash = ax_hash_str(buf);
+			p[i * AX_ROUTING_VNODES + v].id   = i;
 		}
 	if (n > 0)
 		qsort(p, n, sizeof(*p), point_cmp);
@@ -260,7 +244,7 @@ ax_routing_ring_lookup(const ax_routing_ring *r, const char *key)
 
 	if (r->npoints == 0)
 		return NULL;
-	h  = ax_routing_hash(key);
+	h  = ax_hash_str(key);
 	hi = r->npoints;
 	while (lo < hi) { /* first point with hash >= h */
 		size_t mid = lo + (hi - lo) / 2;

@@ -12,6 +12,8 @@
  *
  * Invariants: strategies are pure functions of their inputs plus the small
  * per-group ax_routing_state; nothing here allocates except the ring.
+ * Ring points and keys hash with ax_hash_str (engine/hash.h), the same in
+ * every process and version, so a key keeps its worker across restarts.
  * The ring holds AX_ROUTING_VNODES virtual nodes per worker, so a worker
  * joining or leaving moves about 1/n of the keys and the rest stay.
  *
@@ -98,8 +100,5 @@ ax_err ax_routing_ring_remove(ax_routing_ring *r, const char *worker_id);
 
 /* The worker owning key on the ring; NULL when the ring is empty. */
 const char *ax_routing_ring_lookup(const ax_routing_ring *r, const char *key);
-
-/* 64-bit FNV-1a followed by a murmur finaliser (well mixed). */
-uint64_t ax_routing_hash(const char *s);
 
 #endif /* AX_ROUTING_H */
