@@ -27,9 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "heap.h"
 #include "hmap.h"
 #include "store.h"
 
@@ -64,6 +66,7 @@ typedef struct rd_item {
 	int                announced; /* a DELAY/BLOCK event was sent */
 	int32_t            slots;
 	rd_lane           *lane;
+	ax_heap_node       hn;           /* in lane->heap while RD_WAITING */
 	uint8_t            held;         /* blocked once admitted: READY */
 	uint8_t            reason_write; /* RD_R_*: a row write to make */
 	uint8_t            reason_on;    /* block_reason is on its row */
@@ -89,8 +92,7 @@ struct rd_lane {
 	rd_group *group;
 	rd_pool  *pool; /* NULL: no pool */
 	char     *gname, *pname;
-	rd_item **heap;
-	size_t    n, cap;
+	ax_heap   heap; /* waiting items, best first (item_before) */
 	rd_lane  *next; /* all lanes */
 };
 
@@ -146,67 +148,43 @@ item_before(const rd_item *a, const rd_item *b)
 	return a->seq < b->seq;
 }
 
-static ax_err
-heap_push(rd_lane *l, rd_item *it)
+static int
+node_before(const ax_heap_node *a, const ax_heap_node *b)
 {
-	if (l->n == l->cap) {
-		size_t    cap = l->cap ? l->cap * 2 : 64;
-		rd_item **h   = realloc(l->heap, cap * sizeof(*h));
-		if (h == NULL)
-			return ax_err_set(AX_ENOMEM,
-			                  "resource_detector: out of memory");
-		l->heap = h;
-		l->cap  = cap;
-	}
-	size_t i   = l->n++;
-	l->heap[i] = it;
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-		if (!item_before(l->heap[i], l->heap[p]))
-			break;
-		rd_item *t = l->heap[p];
-		l->heap[p] = l->heap[i];
-		l->heap[i] = t;
-		i          = p;
-	}
+	return item_before(AX_HEAP_ENTRY(a, rd_item, hn),
+	                   AX_HEAP_ENTRY(b, rd_item, hn));
+}
+
+/* The best waiting item of l, or NULL. */
+static rd_item *
+lane_top(const rd_lane *l)
+{
+	return AX_HEAP_ENTRY(ax_heap_top(&l->heap), rd_item, hn);
+}
+
+static ax_err
+lane_push(rd_lane *l, rd_item *it)
+{
+	if (ax_heap_push(&l->heap, &it->hn) != AX_OK)
+		return ax_err_set(AX_ENOMEM,
+		                  "resource_detector: out of memory");
 	it->lane  = l;
 	it->state = RD_WAITING;
 	return AX_OK;
 }
 
 static rd_item *
-heap_pop(rd_lane *l)
+lane_pop(rd_lane *l)
 {
-	rd_item *top = l->heap[0];
-	l->heap[0]   = l->heap[--l->n];
-	for (size_t i = 0;;) {
-		size_t c = 2 * i + 1, best = i;
-		if (c < l->n && item_before(l->heap[c], l->heap[best]))
-			best = c;
-		if (c + 1 < l->n && item_before(l->heap[c + 1], l->heap[best]))
-			best = c + 1;
-		if (best == i)
-			break;
-		rd_item *t    = l->heap[i];
-		l->heap[i]    = l->heap[best];
-		l->heap[best] = t;
-		i             = best;
-	}
-	return top;
+	return AX_HEAP_ENTRY(ax_heap_pop(&l->heap), rd_item, hn);
 }
 
 static ax_err
 ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it)
 {
-	if (*n == *cap) {
-		size_t    c = *cap ? *cap * 2 : 64;
-		rd_item **x = realloc(*v, c * sizeof(*x));
-		if (x == NULL)
-			return ax_err_set(AX_ENOMEM,
-			                  "resource_detector: out of memory");
-		*v   = x;
-		*cap = c;
-	}
+	if (ax_grow((void **) v, cap, *n + 1, sizeof(**v)) != AX_OK)
+		return ax_err_set(AX_ENOMEM,
+		                  "resource_detector: out of memory");
 	(*v)[(*n)++] = it;
 	return AX_OK;
 }
@@ -295,6 +273,7 @@ lane_get(rd_state *st, const char *group, const char *pool)
 		free(l);
 		return NULL;
 	}
+	ax_heap_init(&l->heap, node_before);
 	l->next       = st->lane_list;
 	st->lane_list = l;
 	return l;
@@ -404,23 +383,24 @@ drain(ax_actor *self, rd_state *st)
 		}
 		rd_lane *best = NULL;
 		for (rd_lane *l = st->lane_list; l != NULL; l = l->next) {
-			while (
-			    l->n > 0 &&
-			    dag_paused(st, l->heap[0]->ready->instance->dag)) {
-				rd_item *it = heap_pop(l);
+			while (lane_top(l) != NULL &&
+			       dag_paused(st,
+			                  lane_top(l)->ready->instance->dag)) {
+				rd_item *it = lane_pop(l);
 				if ((rv = block_item(self, st, it,
 				                     "DAG_PAUSED")) != AX_OK)
 					return rv;
 			}
-			if (l->n == 0 || !lane_room(st, l, l->heap[0]))
+			if (lane_top(l) == NULL ||
+			    !lane_room(st, l, lane_top(l)))
 				continue;
 			if (best == NULL ||
-			    item_before(l->heap[0], best->heap[0]))
+			    item_before(lane_top(l), lane_top(best)))
 				best = l;
 		}
 		if (best == NULL)
 			return AX_OK;
-		if ((rv = admit(self, st, heap_pop(best))) != AX_OK)
+		if ((rv = admit(self, st, lane_pop(best))) != AX_OK)
 			return rv;
 	}
 }
@@ -535,7 +515,7 @@ on_ready(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	}
 	if (dag_paused(st, ready->instance->dag))
 		return block_item(self, st, it, "DAG_PAUSED");
-	if ((rv = heap_push(it->lane, it)) != AX_OK)
+	if ((rv = lane_push(it->lane, it)) != AX_OK)
 		return rv;
 	return ptr_push(&st->fresh, &st->nfresh, &st->capfresh, it);
 }
@@ -654,7 +634,7 @@ recheck_blocked(rd_state *st)
 			continue;
 		}
 		it->announced = 0;
-		ax_err rv     = heap_push(it->lane, it);
+		ax_err rv     = lane_push(it->lane, it);
 		if (rv == AX_OK)
 			rv = ptr_push(&st->fresh, &st->nfresh, &st->capfresh,
 			              it);
@@ -880,7 +860,7 @@ rd_tick(ax_actor *self, void *state, int64_t now)
 static void
 lane_free(rd_lane *l)
 {
-	free(l->heap);
+	ax_heap_fini(&l->heap);
 	free(l->gname);
 	free(l->pname);
 	free(l);
