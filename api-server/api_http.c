@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dag_validate.h"
 #include "log.h"
 #include "tz.h"
 
@@ -243,6 +244,113 @@ ax_api_only_fields(json_t *o, const char *const *allowed, ax_api_resp *r)
 		return 1;
 	ax_api_reply_bad(r, &bad);
 	return 0;
+}
+
+int
+ax_api_parse_id(const char *s, int64_t *out)
+{
+	int64_t v = 0;
+	size_t  n = 0;
+
+	for (; s[n] != '\0'; n++) {
+		if (s[n] < '0' || s[n] > '9' || n >= 18)
+			return 0;
+		v = v * 10 + (s[n] - '0');
+	}
+	if (n == 0 || v == 0)
+		return 0;
+	if (out != NULL)
+		*out = v;
+	return 1;
+}
+
+/* "id" of pattern segment "{id}" into name (len bytes). */
+static void
+param_name(const char *seg, char *name, size_t len)
+{
+	size_t n = strcspn(seg + 1, "}/");
+	if (n >= len)
+		n = len - 1;
+	memcpy(name, seg + 1, n);
+	name[n] = '\0';
+}
+
+int
+ax_api_check_path_params(const char *pattern, const char *const *params,
+                         ax_api_resp *r)
+{
+	const char *p = pattern;
+	int         k = 0;
+	char        name[32];
+
+	while ((p = strchr(p, '{')) != NULL && k < AX_API_MAX_PARAMS) {
+		const char *v = params[k++];
+		param_name(p, name, sizeof(name));
+		p++;
+		if (v == NULL)
+			continue;
+		if (strcmp(name, "id") == 0 && !ax_api_parse_id(v, NULL)) {
+			ax_api_reply_error(r, 400, "invalid",
+			                   "the id in the path must be a "
+			                   "positive integer of digits only "
+			                   "(no sign, space or NUL), got '%s'",
+			                   v);
+			return 0;
+		}
+		if (strcmp(name, "name") == 0 && !ax_dag_name_valid(v)) {
+			ax_api_reply_error(
+			    r, 400, "invalid",
+			    "'%s' is not a DAG name: use words of letters, "
+			    "digits, '_' and '-' separated by single dots, "
+			    "at most 200 bytes, not starting with '-'",
+			    v);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+int
+ax_api_check_body(const ax_api_req *q, ax_api_body kind, ax_api_resp *r)
+{
+	json_t *j;
+
+	if (kind == AX_API_BODY_BY_METHOD)
+		kind =
+		    (!strcmp(q->method, "GET") || !strcmp(q->method, "HEAD") ||
+		     !strcmp(q->method, "DELETE"))
+		    ? AX_API_BODY_NONE
+		    : AX_API_BODY_JSON;
+	switch (kind) {
+	case AX_API_BODY_NONE:
+		if (q->body_len == 0)
+			return 1;
+		ax_api_reply_error(r, 400, "invalid",
+		                   "%s %s takes no request body (got %zu "
+		                   "bytes); send none",
+		                   q->method, q->path, q->body_len);
+		return 0;
+	case AX_API_BODY_JSON:
+	case AX_API_BODY_JSON_EMPTY:
+		if ((j = ax_api_body_object(q, r)) == NULL)
+			return 0;
+		if (kind == AX_API_BODY_JSON_EMPTY &&
+		    json_object_size(j) > 0) {
+			const char *k =
+			    json_object_iter_key(json_object_iter(j));
+			ax_api_reply_error(r, 400, "invalid",
+			                   "%s %s takes no fields: unknown "
+			                   "field '%s' in the body (send no "
+			                   "body, or {})",
+			                   q->method, q->path, k);
+			json_decref(j);
+			return 0;
+		}
+		json_decref(j);
+		return 1;
+	default:
+		return 1;
+	}
 }
 
 int

@@ -60,6 +60,16 @@ typedef struct ax_api_resp {
 
 typedef void (*ax_api_handler)(ax_api_req *q, ax_api_resp *r);
 
+/* What request body a route takes (api_routes.h). The server refuses
+ * any other body with a 400 before the handler runs. */
+typedef enum ax_api_body {
+	AX_API_BODY_BY_METHOD = 0, /* GET, HEAD, DELETE: NONE; else JSON */
+	AX_API_BODY_NONE,          /* no body at all */
+	AX_API_BODY_JSON,          /* empty, or a JSON object */
+	AX_API_BODY_JSON_EMPTY,    /* empty, or the JSON object {} */
+	AX_API_BODY_TEXT,          /* any UTF-8 text (YAML) */
+} ax_api_body;
+
 /* Sets a JSON answer (takes the reference of j; NULL: out of memory). */
 void ax_api_reply_json(ax_api_resp *r, unsigned status, json_t *j);
 
@@ -128,6 +138,29 @@ json_t *ax_api_body_object(const ax_api_req *q, ax_api_resp *r);
  * names the unknown member.
  */
 int ax_api_only_fields(json_t *o, const char *const *allowed, ax_api_resp *r);
+
+/*
+ * 1 when s is an id: 1 to 18 ASCII digits, no sign, no space, not zero
+ * (stored in *out when out is not NULL); else 0.
+ */
+int ax_api_parse_id(const char *s, int64_t *out);
+
+/*
+ * Checks the {params} of a route pattern against their rule: {id} an id
+ * (ax_api_parse_id), {name} a DAG name (ax_dag_name_valid); other
+ * params only need to be UTF-8 without NUL (checked by the server).
+ * Returns 1 when fine, 0 after a 400 naming the param and its rule.
+ */
+int ax_api_check_path_params(const char *pattern, const char *const *params,
+                             ax_api_resp *r);
+
+/*
+ * Checks the request body against what the route takes (kind; BY_METHOD
+ * is resolved with q->method). Returns 1 when fine, 0 after a 400:
+ * `invalid` for a body on a route that takes none or members where none
+ * are taken, `bad_json` (line and column) for malformed JSON.
+ */
+int ax_api_check_body(const ax_api_req *q, ax_api_body kind, ax_api_resp *r);
 
 /* 1 when s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
 int ax_api_utf8_ok(const char *s, size_t n);

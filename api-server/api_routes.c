@@ -73,6 +73,28 @@ const ax_api_route ax_api_routes[] = {
 const size_t ax_api_routes_count =
     sizeof(ax_api_routes) / sizeof(ax_api_routes[0]);
 
+/* The routes whose body is not the default of their method. */
+static const struct {
+	const char *method, *pattern;
+	ax_api_body body;
+} route_bodies[] = {
+	{ "POST", "/api/v1/dags", AX_API_BODY_TEXT },
+	{ "POST", "/api/v1/dags/{name}/pause", AX_API_BODY_JSON_EMPTY },
+	{ "POST", "/api/v1/dags/{name}/unpause", AX_API_BODY_JSON_EMPTY },
+	{ "POST", "/api/v1/instances/{id}/kill", AX_API_BODY_JSON_EMPTY },
+};
+
+ax_api_body
+ax_api_route_body(const ax_api_route *r)
+{
+	for (size_t i = 0; i < sizeof(route_bodies) / sizeof(route_bodies[0]);
+	     i++)
+		if (!strcmp(route_bodies[i].method, r->method) &&
+		    !strcmp(route_bodies[i].pattern, r->pattern))
+			return route_bodies[i].body;
+	return AX_API_BODY_BY_METHOD;
+}
+
 /*
  * Matches path against pattern; on success writes the params into
  * buf/params and returns the number of literal segments (a score: more

@@ -6,7 +6,10 @@
  *
  * Invariants: patterns are absolute, segments are literal or a whole
  * {param}; at most AX_API_MAX_PARAMS params; no two rows share method
- * and pattern. Matching prefers literal segments over params.
+ * and pattern. Matching prefers literal segments over params. A param
+ * named {id} must be an id and {name} a DAG name (api_http.h
+ * ax_api_check_path_params); the server answers 400 before the handler
+ * otherwise. What request body a route takes is ax_api_route_body().
  */
 #ifndef AX_API_ROUTES_H
 #define AX_API_ROUTES_H
@@ -25,6 +28,13 @@ typedef struct ax_api_route {
 
 extern const ax_api_route ax_api_routes[];
 extern const size_t       ax_api_routes_count;
+
+/*
+ * The request body route r takes: none for GET and DELETE, a JSON object
+ * for other methods, unless a row of the body table in api_routes.c says
+ * otherwise (DAG YAML; {} only for routes without fields).
+ */
+ax_api_body ax_api_route_body(const ax_api_route *r);
 
 /* Outcome of ax_api_route_match. */
 typedef struct ax_api_match {

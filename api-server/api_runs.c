@@ -25,7 +25,6 @@
 #include "state.h"
 
 #define LOG_MAX_BYTES   (8 * 1024 * 1024) /* one non-follow answer */
-#define LOG_POLL_MS     200               /* follow: new bytes, client */
 #define LOG_STATE_EVERY 500000            /* follow: attempt ended? (us) */
 
 /* Path {id} as a positive integer (text kept in q); 0 after a 400. */
@@ -410,15 +409,16 @@ out:
 /* ---- logs --------------------------------------------------------------- */
 
 typedef struct follow_ctx {
-	ax_api_server *srv;
-	int            fd;      /* the log file, -1 until it exists */
-	int            sock;    /* the client's socket */
-	off_t          off;     /* next byte to send */
-	char           id[24];  /* instance id */
-	char           num[12]; /* attempt number */
-	char          *path;
-	int            ended;      /* the attempt ended: drain, then stop */
-	int64_t        next_check; /* mono us of the next state check */
+	ax_api_server         *srv;
+	int                    fd;   /* the log file, -1 until it exists */
+	int                    sock; /* the client's socket */
+	struct MHD_Connection *conn;
+	off_t                  off;     /* next byte to send */
+	char                   id[24];  /* instance id */
+	char                   num[12]; /* attempt number */
+	char                  *path;
+	int                    ended; /* the attempt ended: drain, then stop */
+	int64_t next_check;           /* mono us of the next state check */
 } follow_ctx;
 
 static void
@@ -452,27 +452,26 @@ attempt_ended(follow_ctx *f)
 	return rv == AX_ENOENT || (rv == AX_OK && v == 1);
 }
 
-/* 1 when the client closed its side. */
+/* 1 when the client closed its side (never waits). */
 static int
-client_gone(int sock, int wait_ms)
+client_gone(int sock)
 {
 	struct pollfd pfd = { .fd = sock, .events = POLLIN | POLLRDHUP };
 	char          c;
 
-	if (poll(&pfd, 1, wait_ms) <= 0)
+	if (poll(&pfd, 1, 0) <= 0)
 		return 0;
 	if (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
 		return 1;
-	if (recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-		return 1;
-	usleep((useconds_t) wait_ms * 1000); /* pipelined bytes: wait */
-	return 0;
+	return recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 /*
- * MHD content reader of a follow: blocks (this connection's own thread)
- * until new bytes, the end of the attempt, the client leaving or the
- * server stopping.
+ * MHD content reader of a follow, on the connection's event-loop
+ * thread: never blocks. New bytes are sent; with none it suspends the
+ * connection until the server's next tick (ax_api_server_wait) and
+ * returns 0. The stream ends with the attempt, the client leaving or
+ * the server stopping.
  */
 static ssize_t
 follow_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -498,8 +497,11 @@ follow_read(void *cls, uint64_t pos, char *buf, size_t max)
 				continue; /* one more read: the last bytes */
 			}
 		}
-		if (client_gone(f->sock, LOG_POLL_MS))
+		if (client_gone(f->sock))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (!ax_api_server_wait(f->srv, f->conn))
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		return 0;
 	}
 }
 
@@ -645,6 +647,7 @@ ax_api_instance_logs(ax_api_req *q, ax_api_resp *r)
 		f->fd   = fd;
 		fd      = -1;
 		f->sock = ci->connect_fd;
+		f->conn = q->conn;
 		f->off  = start;
 		f->path = path;
 		path    = NULL;

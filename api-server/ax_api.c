@@ -89,6 +89,21 @@ run(ax_config *cfg)
 	o.pool_size = (int) ax_config_int(cfg, "database.pool");
 	o.timeout_s =
 	    (unsigned) (ax_config_duration_us(cfg, "api.timeout") / 1000000);
+	o.header_timeout_s =
+	    (unsigned) (ax_config_duration_us(cfg, "api.header_timeout") /
+	                1000000);
+	o.max_header = (size_t) ax_config_int(cfg, "api.max_header");
+	o.max_connections =
+	    (unsigned) ax_config_int(cfg, "api.max_connections");
+	o.per_client =
+	    (int) ax_config_int(cfg, "api.max_connections_per_client");
+	if (o.per_client == 0)
+		o.per_client = -1; /* 0 in the file: no limit */
+	o.threads = (int) ax_config_int(cfg, "api.threads");
+	o.statement_timeout_ms =
+	    ax_config_duration_us(cfg, "api.statement_timeout") / 1000;
+	if (o.statement_timeout_ms == 0)
+		o.statement_timeout_ms = -1; /* 0 in the file: the server's */
 	o.tls_cert = ax_config_str(cfg, "api.tls_cert");
 	o.tls_key  = ax_config_str(cfg, "api.tls_key");
 

@@ -108,6 +108,21 @@ static const cfg_key cfg_keys[] = {
 	{ "api.max_body", CFG_INT, "1048576", "largest request body, bytes" },
 	{ "api.timeout", CFG_DURATION, "30s",
 	  "idle HTTP connection timeout (log follows are exempt)" },
+	{ "api.header_timeout", CFG_DURATION, "10s",
+	  "a request head (line and headers) must arrive within this of "
+	  "the accept or the previous answer; else the connection is "
+	  "dropped (slow clients)" },
+	{ "api.max_header", CFG_INT, "16384",
+	  "largest request line + headers, bytes (431 above)" },
+	{ "api.max_connections", CFG_INT, "10000",
+	  "open HTTP connections in all (ulimit -n is raised to fit)" },
+	{ "api.max_connections_per_client", CFG_INT, "64",
+	  "open HTTP connections per client address; 0 = no limit (behind "
+	  "a proxy all clients share its address)" },
+	{ "api.threads", CFG_INT, "0",
+	  "event-loop threads; 0 = database.pool (never more)" },
+	{ "api.statement_timeout", CFG_DURATION, "15s",
+	  "longest SQL statement of an API request; 0 = the server's" },
 	{ "events.pub", CFG_ADDRESS, "ipc:///tmp/ax-events.ipc",
 	  "nng PUB socket for events (topic = type)" },
 	{ "openlineage.url", CFG_STRING, "",

@@ -51,6 +51,12 @@ valid_dotted(const char *s)
 	return s[0] != '-';
 }
 
+int
+ax_dag_name_valid(const char *s)
+{
+	return s != NULL && valid_dotted(s);
+}
+
 static int
 valid_task_name(const char *s)
 {

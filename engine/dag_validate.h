@@ -37,4 +37,11 @@ typedef void (*ax_dag_raw_fn)(void *arg, ax_pos pos, const char *what);
  */
 void ax_dagset_raw_uses(const ax_dagset *set, ax_dag_raw_fn fn, void *arg);
 
+/*
+ * 1 when s is a valid DAG or TaskTemplate name: words of letters, digits,
+ * '_' and '-' separated by single dots, 1 to 200 bytes, not starting
+ * with '-' or a dot, not ending with a dot. Pure.
+ */
+int ax_dag_name_valid(const char *s);
+
 #endif /* AX_DAG_VALIDATE_H */

@@ -18,7 +18,15 @@
 void
 ax_api_fixture_start(ax_api_fixture *f, size_t max_body)
 {
-	ax_api_options o = { 0 };
+	ax_api_options o = { .max_body = max_body, .pool_size = 3 };
+
+	ax_api_fixture_start_with(f, &o);
+}
+
+void
+ax_api_fixture_start_with(ax_api_fixture *f, const ax_api_options *opts)
+{
+	ax_api_options o = *opts;
 	int            applied;
 
 	memset(f, 0, sizeof(*f));
@@ -36,9 +44,7 @@ ax_api_fixture_start(ax_api_fixture *f, size_t max_body)
 	cr_assert_eq(ax_api_token_create(f->st, AX_API_ROLE_VIEWER, "v",
 	                                 f->viewer, NULL),
 	             AX_OK, "%s", ax_err_detail());
-	o.dsn       = ax_test_pg_dsn(f->pg);
-	o.max_body  = max_body;
-	o.pool_size = 3;
+	o.dsn = ax_test_pg_dsn(f->pg);
 	cr_assert_eq(ax_api_server_start(&o, &f->srv), AX_OK, "%s",
 	             ax_err_detail());
 	snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d",

@@ -35,6 +35,10 @@ typedef struct ax_api_fixture {
 /* Starts everything; max_body 0 is the server's default. */
 void ax_api_fixture_start(ax_api_fixture *f, size_t max_body);
 
+/* Starts everything with the server options o (its dsn is the
+ * fixture's). */
+void ax_api_fixture_start_with(ax_api_fixture *f, const ax_api_options *o);
+
 /* Stops the server and the cluster; safe on a zeroed fixture. */
 void ax_api_fixture_stop(ax_api_fixture *f);
 
