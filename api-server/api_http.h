@@ -8,9 +8,11 @@
  * the route table (api_routes.h) names, and sends the ax_api_resp.
  * Handlers live in api_dags.c, api_runs.c, api_commands.c and api_misc.c.
  *
- * Invariants: a handler runs on one MHD connection thread with a store
- * borrowed from the server's pool for the duration of the call (nobody
- * else uses it meanwhile); it sets exactly one response. Bad input is a
+ * Invariants: a handler runs on the MHD event-loop thread of its
+ * connection (it blocks that thread's other connections while it runs:
+ * no waiting in handlers) with a store borrowed from the server's pool
+ * for the duration of the call (nobody else uses it meanwhile); it sets
+ * exactly one response. Bad input is a
  * 4xx answer, never an assert. Instants in JSON are RFC 3339 UTC text
  * ("2024-05-01T02:30:00.000000Z"): every pooled connection runs with
  * TimeZone UTC and ax_api_rows_json() rewrites timestamptz values.

@@ -689,9 +689,9 @@ ax_api_server_wait(ax_api_server *s, struct MHD_Connection *c)
 	if (s->n_sleep == s->cap_sleep) {
 		size_t cap = s->cap_sleep ? s->cap_sleep * 2 : 16;
 		void  *p   = realloc(s->sleepers, cap * sizeof(*s->sleepers));
-		if (p == NULL) { /* not suspended: MHD calls again soon */
+		if (p == NULL) { /* out of memory: end the stream */
 			pthread_mutex_unlock(&s->cmu);
-			return 1;
+			return 0;
 		}
 		s->sleepers  = p;
 		s->cap_sleep = cap;
@@ -982,8 +982,9 @@ ax_api_server_start(const ax_api_options *o, ax_api_server **out)
 			NULL
 		};
 	/* Room for a head of max_header and more: a head over max_header
-	 * gets our JSON 431; only one past about 1.8 x max_header + 16 KiB
-	 * meets MHD's own 431 page (its text is built into MHD). */
+	 * gets our JSON 431; only one past the pool (2 x max_header + 16 KiB,
+	 * less MHD's own use) meets MHD's own 431 page (its text is built into
+	 * MHD). */
 	opts[k++] = (struct MHD_OptionItem) {
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		(intptr_t) (2 * s->max_header + 16 * 1024), NULL

@@ -38,8 +38,8 @@
  * 400 bad_utf8 body; 400 a body the route does not take (none, JSON
  * object, no fields: api_routes.h); then the handler's answer. Every
  * error body is JSON {"error": CODE, "detail": TEXT}. The exception is a
- * head so large that it overflows MHD's connection memory (about 1.8 x
- * max_header + 16 KiB): MHD 0.9.75 answers that 431 itself, with a
+ * head so large that it overflows MHD's connection memory (2 x max_header +
+ * 16 KiB, 48 KiB by default): MHD 0.9.75 answers that 431 itself, with a
  * fixed HTML text and no hook to replace it.
  */
 #ifndef AX_API_SERVER_H
@@ -103,8 +103,8 @@ void   ax_api_server_put_store(ax_api_server *s, ax_store *st);
  * For a content reader (on its connection's thread) that has no bytes
  * yet: suspends the connection c until the server's next tick (about
  * 100 ms), when MHD calls the reader again; the reader then returns 0.
- * Returns 0 without suspending once the server is stopping: end the
- * stream instead.
+ * Returns 0 without suspending once the server is stopping (or out of
+ * memory): end the stream instead.
  */
 int ax_api_server_wait(ax_api_server *s, struct MHD_Connection *c);
 
