@@ -16,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "heap.h"
+#include "hmap.h"
 #include "log.h"
 #include "queue_service.h"
 #include "routing.h"
@@ -25,27 +27,14 @@
 #define DISPATCH_MAX 256             /* dispatches per Pull reply */
 #define DB_RETRY_US  AX_USEC_PER_SEC /* see axq_record_dispatches */
 
-/* String-keyed open-addressing map (linear probing, backward-shift
- * deletion). Keys are borrowed from the values. */
-typedef struct smap_slot {
-	const char *key;
-	void       *val;
-} smap_slot;
-
-typedef struct smap {
-	smap_slot *s;
-	size_t     cap, n; /* cap: power of two */
-} smap;
-
 typedef struct qatt    qatt;
 typedef struct qworker qworker;
 typedef struct qgroup  qgroup;
 typedef struct qctx    qctx;
 
-typedef struct qheap {
-	qatt **v;
-	size_t n, cap;
-} qheap;
+/* Attempts ordered by channel rank, aging key, arrival (att_before);
+ * initialised with axq_heap_init. */
+typedef ax_heap qheap;
 
 enum {
 	ST_QUEUED = 1,
@@ -70,8 +59,8 @@ struct qatt {
 	int32_t                    slots; /* >= 1 */
 	qgroup                    *group;
 	const ax_routing_ops      *route;
-	qheap                     *heap; /* while QUEUED */
-	size_t                     hidx;
+	qheap                     *heap;   /* while QUEUED */
+	ax_heap_node               hn;     /* its node in heap */
 	qworker                   *worker; /* DISPATCHED / RUNNING */
 	qatt                      *wnext, *wprev;
 	qatt                      *unext, *uprev; /* unacked FIFO */
@@ -184,7 +173,9 @@ struct ax_queue {
 	nng_aio         *wake_aio;
 
 	/* actor-thread state */
-	smap      runs, insts, workers, groups;
+	/* node-less maps (engine/hmap.h), keys borrowed from the entries:
+	 * qatt by run_id and by inst_key, qworker by id, qgroup by name */
+	ax_hmap   runs, insts, workers, groups;
 	qatt     *un_head, *un_tail;     /* unacked FIFO */
 	qatt     *ret_head, *ret_tail;   /* retired FIFO */
 	qatt     *held_head, *held_tail; /* ST_HELD, by release_mono */
@@ -261,14 +252,14 @@ struct ax_queue {
 
 /* --------------------------------------------- shared by queue_*.c */
 
-/* String map (keys borrowed from the values): get is NULL when absent;
- * put returns -1 when out of memory. */
-void *axq_smap_get(const smap *m, const char *k);
-int   axq_smap_put(smap *m, const char *k, void *v);
-
-/* Heap of attempts ordered by channel rank, aging key, arrival. */
+/* Heap of attempts ordered by channel rank, aging key, arrival: init
+ * once (zeroed memory then init), push, remove from whichever heap a is
+ * in (no-op when in none), top, and the attempt at a position. */
+void   axq_heap_init(qheap *h);
 ax_err axq_heap_push(qheap *h, qatt *a);
-void   axq_heap_remove(qatt *a); /* no-op when a is in no heap */
+void   axq_heap_remove(qatt *a);
+qatt  *axq_heap_top(const qheap *h);
+qatt  *axq_heap_at(const qheap *h, size_t i);
 
 /* Log ids of a (borrowed from it). */
 ax_log_ids axq_att_ids(const qatt *a);

@@ -193,7 +193,7 @@ axq_doubt_settle(ax_queue *q, qworker *w, const Ax__Register *r)
 		return;
 	dl_remove(q, w);
 	for (size_t i = 0; i < r->n_running_run_ids; i++) {
-		a = axq_smap_get(&q->runs, r->running_run_ids[i]);
+		a = ax_hmap_get(&q->runs, r->running_run_ids[i]);
 		if (a != NULL && a->state == ST_DOUBT && a->holder == w &&
 		    a->bound == NULL) {
 			doubt_resolve(q, w, a, 1, same);
@@ -260,14 +260,15 @@ axq_reconcile_load(ax_queue *q)
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		qatt    *a = axq_smap_get(&q->runs, v[i].run_id);
+		qatt    *a = ax_hmap_get(&q->runs, v[i].run_id);
 		qworker *w = axq_worker_get(q, v[i].worker_id);
 		if (w == NULL)
 			break;
 		if (a == NULL) {
 			if ((a = calloc(1, sizeof(*a))) == NULL ||
 			    (a->run_id = strdup(v[i].run_id)) == NULL ||
-			    axq_smap_put(&q->runs, a->run_id, a) != 0) {
+			    ax_hmap_put(&q->runs, a->run_id, a, NULL) !=
+			        AX_OK) {
 				if (a != NULL)
 					free(a->run_id);
 				free(a);

@@ -142,88 +142,56 @@
 #define DB_RECONNECT_US (200 * AX_USEC_PER_MSEC)   /* keeps the actor live */
 #define DB_STMT_MAX_MS  3000 /* statement_timeout: see queue_add */
 
-/* ------------------------------------------------------------ hash map */
+/* ------------------------------------------------------------ hash maps */
 
 static uint64_t
-shash(const char *k)
+run_hash(const void *e)
 {
-	return ax_hash_str(k);
+	return ax_hash_str(((const qatt *) e)->run_id);
+}
+static int
+run_match(const void *e, const void *k)
+{
+	return strcmp(((const qatt *) e)->run_id, k) == 0;
+}
+static uint64_t
+inst_hash(const void *e)
+{
+	return ax_hash_str(((const qatt *) e)->inst_key);
+}
+static int
+inst_match(const void *e, const void *k)
+{
+	return strcmp(((const qatt *) e)->inst_key, k) == 0;
+}
+static uint64_t
+worker_hash(const void *e)
+{
+	return ax_hash_str(((const qworker *) e)->id);
+}
+static int
+worker_match(const void *e, const void *k)
+{
+	return strcmp(((const qworker *) e)->id, k) == 0;
+}
+static uint64_t
+group_hash(const void *e)
+{
+	return ax_hash_str(((const qgroup *) e)->name);
+}
+static int
+group_match(const void *e, const void *k)
+{
+	return strcmp(((const qgroup *) e)->name, k) == 0;
 }
 
-void *
-axq_smap_get(const smap *m, const char *k)
-{
-	if (m->cap == 0)
-		return NULL;
-	for (size_t i = shash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->s[i].key == NULL)
-			return NULL;
-		if (strcmp(m->s[i].key, k) == 0)
-			return m->s[i].val;
-	}
-}
-
-int
-axq_smap_put(smap *m, const char *k, void *v)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t     cap = m->cap ? m->cap * 2 : 64;
-		smap_slot *ns  = calloc(cap, sizeof(*ns));
-		if (ns == NULL)
-			return -1;
-		for (size_t j = 0; j < m->cap; j++) {
-			if (m->s[j].key == NULL)
-				continue;
-			size_t i = shash(m->s[j].key) & (cap - 1);
-			while (ns[i].key != NULL)
-				i = (i + 1) & (cap - 1);
-			ns[i] = m->s[j];
-		}
-		free(m->s);
-		m->s   = ns;
-		m->cap = cap;
-	}
-	size_t i = shash(k) & (m->cap - 1);
-	while (m->s[i].key != NULL) {
-		if (strcmp(m->s[i].key, k) == 0) {
-			m->s[i].key = k;
-			m->s[i].val = v;
-			return 0;
-		}
-		i = (i + 1) & (m->cap - 1);
-	}
-	m->s[i].key = k;
-	m->s[i].val = v;
-	m->n++;
-	return 0;
-}
-
-static void
-smap_del(smap *m, const char *k)
-{
-	size_t i, j, h;
-	if (m->cap == 0)
-		return;
-	for (i = shash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->s[i].key == NULL)
-			return;
-		if (strcmp(m->s[i].key, k) == 0)
-			break;
-	}
-	m->s[i].key = NULL;
-	m->n--;
-	for (j = (i + 1) & (m->cap - 1); m->s[j].key != NULL;
-	     j = (j + 1) & (m->cap - 1)) {
-		h = shash(m->s[j].key) & (m->cap - 1);
-		/* move j back to i unless h lies cyclically in (i, j] */
-		if ((j > i && (h <= i || h > j)) ||
-		    (j < i && h <= i && h > j)) {
-			m->s[i]     = m->s[j];
-			m->s[j].key = NULL;
-			i           = j;
-		}
-	}
-}
+static const ax_hmap_ops runs_ops  = { ax_hmap_hash_str, run_hash, run_match };
+static const ax_hmap_ops insts_ops = { ax_hmap_hash_str, inst_hash,
+	                               inst_match };
+static const ax_hmap_ops workers_ops = { ax_hmap_hash_str, worker_hash,
+	                                 worker_match };
+static const ax_hmap_ops groups_ops  = { ax_hmap_hash_str, group_hash,
+	                                 group_match };
 
 /* ---------------------------------------------------------------- heap */
 
@@ -237,79 +205,47 @@ att_before(const qatt *a, const qatt *b)
 	return a->seq < b->seq;
 }
 
-static void
-heap_swap(qheap *h, size_t i, size_t j)
+static int
+node_before(const ax_heap_node *a, const ax_heap_node *b)
 {
-	qatt *t       = h->v[i];
-	h->v[i]       = h->v[j];
-	h->v[j]       = t;
-	h->v[i]->hidx = i;
-	h->v[j]->hidx = j;
+	return att_before(AX_HEAP_ENTRY(a, qatt, hn),
+	                  AX_HEAP_ENTRY(b, qatt, hn));
 }
 
-static void
-heap_up(qheap *h, size_t i)
+void
+axq_heap_init(qheap *h)
 {
-	while (i > 0 && att_before(h->v[i], h->v[(i - 1) / 2])) {
-		heap_swap(h, i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-}
-
-static void
-heap_down(qheap *h, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < h->n && att_before(h->v[l], h->v[m]))
-			m = l;
-		if (r < h->n && att_before(h->v[r], h->v[m]))
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(h, i, m);
-		i = m;
-	}
+	ax_heap_init(h, node_before);
 }
 
 ax_err
 axq_heap_push(qheap *h, qatt *a)
 {
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 16;
-		qatt **v   = realloc(h->v, cap * sizeof(*v));
-		if (v == NULL)
-			return ax_err_set(AX_ENOMEM, "queue heap");
-		h->v   = v;
-		h->cap = cap;
-	}
-	h->v[h->n] = a;
-	a->hidx    = h->n++;
-	a->heap    = h;
-	heap_up(h, a->hidx);
+	if (ax_heap_push(h, &a->hn) != AX_OK)
+		return ax_err_set(AX_ENOMEM, "queue heap");
+	a->heap = h;
 	return AX_OK;
 }
 
 void
 axq_heap_remove(qatt *a)
 {
-	qheap *h = a->heap;
-	size_t i = a->hidx;
-	if (h == NULL)
+	if (a->heap == NULL)
 		return;
+	ax_heap_remove(a->heap, &a->hn);
 	a->heap = NULL;
-	if (i != --h->n) {
-		h->v[i]       = h->v[h->n];
-		h->v[i]->hidx = i;
-		heap_down(h, i);
-		heap_up(h, i);
-	}
 }
 
-static qatt *
-heap_top(const qheap *h)
+qatt *
+axq_heap_top(const qheap *h)
 {
-	return h->n ? h->v[0] : NULL;
+	return AX_HEAP_ENTRY(ax_heap_top(h), qatt, hn);
+}
+
+qatt *
+axq_heap_at(const qheap *h, size_t i)
+{
+	return AX_HEAP_ENTRY(ax_heap_at(h, i), qatt, hn);
 }
 
 /* ------------------------------------------------------------- helpers */
@@ -427,12 +363,12 @@ forward(ax_queue *q, const qatt *a, const char *run_id, int status,
 static qgroup *
 group_get(ax_queue *q, const char *name)
 {
-	qgroup *g = axq_smap_get(&q->groups, name);
+	qgroup *g = ax_hmap_get(&q->groups, name);
 	if (g != NULL)
 		return g;
 	if ((g = calloc(1, sizeof(*g))) == NULL ||
 	    (g->name = strdup(name)) == NULL ||
-	    axq_smap_put(&q->groups, g->name, g) != 0) {
+	    ax_hmap_put(&q->groups, g->name, g, NULL) != AX_OK) {
 		if (g)
 			free(g->name);
 		free(g);
@@ -440,6 +376,9 @@ group_get(ax_queue *q, const char *name)
 		return NULL;
 	}
 	ax_routing_state_init(&g->rs);
+	for (int ch = 0; ch < AX_QUEUE_NCHANNELS; ch++)
+		axq_heap_init(&g->heaps[ch]);
+	axq_heap_init(&g->unrouted);
 	return g;
 }
 
@@ -556,18 +495,19 @@ db_flush(ax_queue *q, int64_t now)
 qworker *
 axq_worker_get(ax_queue *q, const char *id)
 {
-	qworker *w = axq_smap_get(&q->workers, id);
+	qworker *w = ax_hmap_get(&q->workers, id);
 	if (w != NULL)
 		return w;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
 	    (w->id = strdup(id)) == NULL ||
-	    axq_smap_put(&q->workers, w->id, w) != 0) {
+	    ax_hmap_put(&q->workers, w->id, w, NULL) != AX_OK) {
 		if (w)
 			free(w->id);
 		free(w);
 		ax_err_set(AX_ENOMEM, "queue: worker %s", id);
 		return NULL;
 	}
+	axq_heap_init(&w->personal);
 	return w;
 }
 
@@ -779,11 +719,11 @@ park_answer_empty(ax_queue *q, qworker *w, uint64_t seq)
 static qatt *
 best_for(qworker *w)
 {
-	qatt *best = heap_top(&w->personal);
+	qatt *best = axq_heap_top(&w->personal);
 	if (w->group == NULL)
 		return best;
 	for (int ch = 0; ch < AX_QUEUE_NCHANNELS; ch++) {
-		qatt *t = heap_top(&w->group->heaps[ch]);
+		qatt *t = axq_heap_top(&w->group->heaps[ch]);
 		if (t != NULL && (best == NULL || att_before(t, best)))
 			best = t;
 	}
@@ -1031,8 +971,7 @@ axq_att_retire(ax_queue *q, qatt *a)
 		axq_doubt_unlink(a);
 	axq_att_unlink_worker(q, a);
 	if (a->inst_key[0])
-		if (axq_smap_get(&q->insts, a->inst_key) == a)
-			smap_del(&q->insts, a->inst_key);
+		ax_hmap_remove(&q->insts, a);
 	a->state     = ST_DONE;
 	a->retire_at = ax_clock_mono_us() + q->retain_us;
 	a->rnext     = NULL;
@@ -1220,7 +1159,7 @@ att_setup(ax_queue *q, qatt *a, Ax__Command *cmd)
 	if (ar->instance != NULL && ar->instance->instance_id != 0) {
 		snprintf(a->inst_key, sizeof(a->inst_key), "%" PRId64,
 		         ar->instance->instance_id);
-		axq_smap_put(&q->insts, a->inst_key, a);
+		(void) ax_hmap_put(&q->insts, a->inst_key, a, NULL);
 	}
 	return 0;
 }
@@ -1263,7 +1202,7 @@ on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
 		ax__command__free_unpacked(cmd, NULL);
 		return;
 	}
-	if ((a = axq_smap_get(&q->runs, ar->run_id)) != NULL) {
+	if ((a = ax_hmap_get(&q->runs, ar->run_id)) != NULL) {
 		if (a->cmd == NULL) {
 			att_complete(q, a, cmd);
 			return;
@@ -1281,7 +1220,7 @@ on_attempt_rendered(ax_queue *q, Ax__Command *cmd)
 		return;
 	}
 	a->seq = ++q->seq;
-	if (axq_smap_put(&q->runs, a->run_id, a) != 0) {
+	if (ax_hmap_put(&q->runs, a->run_id, a, NULL) != AX_OK) {
 		att_free(a);
 		ax__command__free_unpacked(cmd, NULL);
 		return;
@@ -1298,11 +1237,11 @@ on_cancel(ax_queue *q, const Ax__CancelInstance *ci)
 
 	STAT(q, st_cancels, 1);
 	if (ci->run_id != NULL && *ci->run_id)
-		a = axq_smap_get(&q->runs, ci->run_id);
+		a = ax_hmap_get(&q->runs, ci->run_id);
 	if (a == NULL && ci->instance != NULL &&
 	    ci->instance->instance_id != 0) {
 		snprintf(k, sizeof(k), "%" PRId64, ci->instance->instance_id);
-		a = axq_smap_get(&q->insts, k);
+		a = ax_hmap_get(&q->insts, k);
 	}
 	if (a == NULL || a->state == ST_DONE)
 		return; /* not here (or already over): nothing to kill */
@@ -1324,8 +1263,8 @@ group_join(ax_queue *q, qworker *w, qgroup *g)
 	glist_add(&g->members, w, 1);
 	ax_routing_ring_add(&g->ring, w->id);
 	/* consistent_hash attempts that had nobody to go to */
-	while (g->unrouted.n > 0) {
-		qatt *a = heap_top(&g->unrouted);
+	while (ax_heap_count(&g->unrouted) > 0) {
+		qatt *a = axq_heap_top(&g->unrouted);
 		axq_heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
 		axq_att_enqueue(q, a);
@@ -1347,8 +1286,8 @@ group_leave(ax_queue *q, qworker *w)
 	glist_del(&g->members, w, 1);
 	ax_routing_ring_remove(&g->ring, w->id);
 	cap_mark(q, g);
-	for (size_t i = 0; i < w->personal.n;) {
-		qatt *a = w->personal.v[i];
+	for (size_t i = 0; i < ax_heap_count(&w->personal);) {
+		qatt *a = axq_heap_at(&w->personal, i);
 		if (a->route == &ax_routing_consistent_hash &&
 		    a->bound == NULL) {
 			axq_heap_remove(a);
@@ -1423,8 +1362,8 @@ session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
 		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
 		a->state = ST_RUNNING;
 	}
-	for (size_t i = 0; i < w->personal.n;) {
-		a = w->personal.v[i];
+	for (size_t i = 0; i < ax_heap_count(&w->personal);) {
+		a = axq_heap_at(&w->personal, i);
 		if (a->bound != w) {
 			i++;
 			continue;
@@ -1491,7 +1430,7 @@ adopt(ax_queue *q, qworker *w, const char *run_id)
 	}
 	a->slots = 1;
 	a->seq   = ++q->seq;
-	if (axq_smap_put(&q->runs, a->run_id, a) != 0) {
+	if (ax_hmap_put(&q->runs, a->run_id, a, NULL) != AX_OK) {
 		att_free(a);
 		return;
 	}
@@ -1509,7 +1448,7 @@ adopt(ax_queue *q, qworker *w, const char *run_id)
 static void
 ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
 {
-	qatt   *a = axq_smap_get(&q->runs, run_id);
+	qatt   *a = ax_hmap_get(&q->runs, run_id);
 	int64_t dispatched;
 	if (a == NULL)
 		return;
@@ -1597,7 +1536,7 @@ on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 		return;
 	}
 	for (size_t i = 0; i < r->n_running_run_ids; i++) {
-		qatt *a = axq_smap_get(&q->runs, r->running_run_ids[i]);
+		qatt *a = ax_hmap_get(&q->runs, r->running_run_ids[i]);
 		if (a == NULL)
 			adopt(q, w, r->running_run_ids[i]);
 		else if (a->state == ST_DONE && a->kill)
@@ -1655,7 +1594,7 @@ on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
                 if (a->kill)
                         kill[nk++] = a->run_id;
 	for (size_t i = 0; i < hb->n_running_run_ids; i++) {
-		qatt *a = axq_smap_get(&q->runs, hb->running_run_ids[i]);
+		qatt *a = ax_hmap_get(&q->runs, hb->running_run_ids[i]);
 		if (a == NULL) {
 			unknown[nu++] = hb->running_run_ids[i];
 			adopt(q, w, hb->running_run_ids[i]);
@@ -1715,7 +1654,7 @@ on_started(ax_queue *q, qworker *w, const char *wid, const Ax__Started *s)
 	qatt *a;
 	if (s->run_id == NULL || !*s->run_id)
 		return;
-	a = axq_smap_get(&q->runs, s->run_id);
+	a = ax_hmap_get(&q->runs, s->run_id);
 	if (a != NULL && w != NULL)
 		ack_dispatch(q, w, a->run_id);
 	if (a != NULL && a->state != ST_DONE)
@@ -1737,7 +1676,7 @@ on_result(ax_queue *q, qworker *w, const char *wid, const Ax__Result *r)
 	if (st < AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS ||
 	    st > AX__ATTEMPT_STATUS__ATTEMPT_CANCELED)
 		st = AX__ATTEMPT_STATUS__ATTEMPT_FAILED;
-	a = axq_smap_get(&q->runs, r->run_id);
+	a = ax_hmap_get(&q->runs, r->run_id);
 	forward(q, a, r->run_id, st, wid, r, 0,
 	        st == AX__ATTEMPT_STATUS__ATTEMPT_CANCELED && a && a->kill
 	            ? a->kill_reason
@@ -1753,8 +1692,7 @@ on_deregister(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 	char                  json[300];
 	if (d->hand_back)
 		for (size_t i = 0; i < d->n_running_run_ids; i++) {
-			qatt *a =
-			    axq_smap_get(&q->runs, d->running_run_ids[i]);
+			qatt *a = ax_hmap_get(&q->runs, d->running_run_ids[i]);
 			if (a != NULL && a->worker == w && a->ar != NULL)
 				att_requeue(q, a);
 		}
@@ -1787,7 +1725,7 @@ on_request(ax_queue *q, qctx *c)
 		goto done;
 	}
 	if (m->worker_id && *m->worker_id)
-		w = axq_smap_get(&q->workers, m->worker_id);
+		w = ax_hmap_get(&q->workers, m->worker_id);
 	valid = w != NULL && w->alive && w->session == m->session;
 	if (valid)
 		lease_touch(q, w);
@@ -2056,8 +1994,7 @@ timers(ax_queue *q)
 		q->ret_head = a->rnext;
 		if (q->ret_head == NULL)
 			q->ret_tail = NULL;
-		if (axq_smap_get(&q->runs, a->run_id) == a)
-			smap_del(&q->runs, a->run_id);
+		ax_hmap_remove(&q->runs, a);
 		att_free(a);
 	}
 	cap_flush(q);
@@ -2139,12 +2076,6 @@ queue_tick(ax_actor *self, void *state, int64_t now)
 }
 
 static void
-heap_free_all(qheap *h)
-{
-	free(h->v);
-}
-
-static void
 queue_fini(void *state)
 {
 	ax_queue *q  = state;
@@ -2185,32 +2116,36 @@ queue_fini(void *state)
 	        (uint64_t) q->st_lease_losses, (uint64_t) q->st_started,
 	        (uint64_t) q->st_results, (uint64_t) q->st_cancels);
 	(void) nq;
-	for (size_t i = 0; i < q->runs.cap; i++)
-		if (q->runs.s[i].key)
-			att_free(q->runs.s[i].val);
-	for (size_t i = 0; i < q->workers.cap; i++)
-		if (q->workers.s[i].key) {
-			qworker *w = q->workers.s[i].val;
-			heap_free_all(&w->personal);
+	{
+		ax_hmap_iter it;
+		qatt        *a;
+		qworker     *w;
+		qgroup      *g;
+		ax_hmap_iter_init(&it, &q->runs);
+		while ((a = ax_hmap_iter_next(&it)) != NULL)
+			att_free(a);
+		ax_hmap_iter_init(&it, &q->workers);
+		while ((w = ax_hmap_iter_next(&it)) != NULL) {
+			ax_heap_fini(&w->personal);
 			free(w->doubt_host);
 			free(w->hostname);
 			free(w->id);
 			free(w);
 		}
-	for (size_t i = 0; i < q->groups.cap; i++)
-		if (q->groups.s[i].key) {
-			qgroup *g = q->groups.s[i].val;
+		ax_hmap_iter_init(&it, &q->groups);
+		while ((g = ax_hmap_iter_next(&it)) != NULL) {
 			for (int ch = 0; ch < AX_QUEUE_NCHANNELS; ch++)
-				heap_free_all(&g->heaps[ch]);
-			heap_free_all(&g->unrouted);
+				ax_heap_fini(&g->heaps[ch]);
+			ax_heap_fini(&g->unrouted);
 			ax_routing_ring_fini(&g->ring);
 			free(g->name);
 			free(g);
 		}
-	free(q->runs.s);
-	free(q->insts.s);
-	free(q->workers.s);
-	free(q->groups.s);
+	}
+	ax_hmap_fini(&q->runs);
+	ax_hmap_fini(&q->insts);
+	ax_hmap_fini(&q->workers);
+	ax_hmap_fini(&q->groups);
 	ax_store_close(q->store);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
@@ -2257,6 +2192,10 @@ ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
 	if ((q = calloc(1, sizeof(*q))) == NULL)
 		return ax_err_set(AX_ENOMEM, "queue");
 	pthread_mutex_init(&q->mu, NULL);
+	ax_hmap_init(&q->runs, &runs_ops);
+	ax_hmap_init(&q->insts, &insts_ops);
+	ax_hmap_init(&q->workers, &workers_ops);
+	ax_hmap_init(&q->groups, &groups_ops);
 	q->pctx = ctx;
 	q->aging_us =
 	    ax_config_duration_us(ctx->cfg, "scheduler.aging_interval");
