@@ -173,11 +173,15 @@ record(ax_api_req *q, const char *kind, json_t *body, json_t *payload,
 	char             hex[AX_SHA256_HEX_LEN];
 	char            *btext = json_dumps(body, JSON_COMPACT);
 	char            *atext = NULL, *rtext = NULL;
-	ax_store_cmd_new c = { .kind      = kind,
-		               .body_json = btext,
-		               .token_id  = q->token_id,
-		               .actor     = "ax-api",
-		               .idem_key  = idem_key(q) };
+	ax_store_cmd_new c = { .kind       = kind,
+		               .body_json  = btext,
+		               .token_id   = q->token_id,
+		               .token_name = q->token_name,
+		               .token_role = q->role != AX_API_ROLE_NONE
+		                   ? ax_api_role_name(q->role)
+		                   : NULL,
+		               .actor      = "ax-api",
+		               .idem_key   = idem_key(q) };
 	int64_t          id;
 	ax_err           rv;
 

@@ -34,40 +34,23 @@ caller_of(const ax_api_req *q, ax_api_caller *c)
 static int
 parse_ttl(json_t *v, ax_api_resp *r, int64_t *secs)
 {
-	static const struct {
-		char    unit;
-		int64_t mult;
-	} units[] = { { 's', 1 },
-		      { 'm', 60 },
-		      { 'h', 3600 },
-		      { 'd', 86400 },
-		      { 'w', 7 * 86400 } };
-	const char *t, *end;
-	long long   n;
+	char num[24];
 
 	if (json_is_integer(v)) {
-		*secs = json_integer_value(v);
-		if (*secs > 0)
+		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
+		         json_integer_value(v));
+		if (json_integer_value(v) > 0 &&
+		    ax_api_token_parse_ttl(num, secs) == AX_OK)
 			return 1;
-		goto bad;
+	} else if (json_is_string(v) &&
+	           ax_api_token_parse_ttl(json_string_value(v), secs) ==
+	               AX_OK) {
+		return 1;
 	}
-	if (!json_is_string(v))
-		goto bad;
-	t = json_string_value(v);
-	for (end = t; *end >= '0' && *end <= '9'; end++)
-		;
-	if (end == t || end - t > 9 || end[0] == '\0' || end[1] != '\0')
-		goto bad;
-	n = strtoll(t, NULL, 10);
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (units[i].unit == *end && n > 0) {
-			*secs = n * units[i].mult;
-			return 1;
-		}
-bad:
 	ax_api_reply_error(r, 400, "invalid",
-	                   "'ttl' must be positive seconds or a number "
-	                   "with a unit s, m, h, d or w (e.g. \"90d\")");
+	                   "'ttl' must be seconds or a number with a unit "
+	                   "s, m, h, d or w (e.g. \"90d\"), from 1 s to 10 "
+	                   "years");
 	return 0;
 }
 
@@ -161,25 +144,6 @@ ax_api_tokens_list(ax_api_req *q, ax_api_resp *r)
 	PQclear(res);
 }
 
-/* Path {id}: 1 to 18 ASCII digits, not 0; 0 after a 400. */
-static int
-token_id(ax_api_req *q, ax_api_resp *r, int64_t *id)
-{
-	const char *s = q->params[0];
-	size_t      n = strlen(s);
-
-	for (size_t i = 0; i < n; i++)
-		if (s[i] < '0' || s[i] > '9')
-			n = 0;
-	if (n == 0 || n > 18 || (*id = strtoll(s, NULL, 10)) <= 0) {
-		ax_api_reply_error(r, 400, "invalid",
-		                   "token id must be a positive integer (see "
-		                   "GET /api/v1/tokens)");
-		return 0;
-	}
-	return 1;
-}
-
 void
 ax_api_tokens_revoke(ax_api_req *q, ax_api_resp *r)
 {
@@ -188,11 +152,12 @@ ax_api_tokens_revoke(ax_api_req *q, ax_api_resp *r)
 	int64_t       id;
 	ax_err        rv;
 
-	if (!token_id(q, r, &id))
-		return;
-	if (q->body_len > 0) {
+	/* the server checked {id} (ax_api_check_path_params) and that no
+	 * body came (DELETE) before calling this */
+	if (!ax_api_parse_id(q->params[0], &id)) {
 		ax_api_reply_error(r, 400, "invalid",
-		                   "DELETE /api/v1/tokens/{id} takes no body");
+		                   "token id must be a positive integer (see "
+		                   "GET /api/v1/tokens)");
 		return;
 	}
 	caller_of(q, &by);

@@ -39,7 +39,7 @@ static const ax_cmd commands[] = {
 	{ "db", ax_cmd_db, "database: up, down, status, migrate, psql" },
 	{ "drill", ax_cmd_drill,
 	  "fault drills: kill, stop and restart parts of AX mid-run" },
-	{ "token", ax_cmd_token, "API tokens: create" },
+	{ "token", ax_cmd_token, "API tokens: create, list, revoke" },
 	{ "standalone", ax_cmd_standalone,
 	  "run PostgreSQL, axd, workers and the API on this machine" },
 	{ NULL, NULL, NULL },

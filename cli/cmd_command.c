@@ -196,14 +196,23 @@ ax_cmd_command_after(ax_api_cmd *cmd, json_t *answer, int wait,
 static int
 cmd_show(ax_api_cmd *cmd, int wait, int64_t timeout_us)
 {
-	static const char *const keys[] = {
-		"id",         "kind",       "status",        "result",
-		"reason",     "body",       "actor",         "token_id",
-		"created_at", "applied_at", "applied_epoch", NULL
-	};
-	json_t *c = NULL;
-	int64_t id;
-	int     rc = 0;
+	static const char *const keys[] = { "id",
+		                            "kind",
+		                            "status",
+		                            "result",
+		                            "reason",
+		                            "body",
+		                            "actor",
+		                            "token_id",
+		                            "token_name",
+		                            "token_role",
+		                            "created_at",
+		                            "applied_at",
+		                            "applied_epoch",
+		                            NULL };
+	json_t                  *c      = NULL;
+	int64_t                  id;
+	int                      rc = 0;
 
 	if (ax_api_cmd_id(cmd, "ID", cmd->pos[0], &id) != 0)
 		return 2;

@@ -38,20 +38,35 @@ usage(FILE *f)
 	        "\n" AX_API_OPTS_HELP);
 }
 
-static const char *const hdr[]  = { "ID",  "TIME",     "TYPE",  "DAG",
-	                            "RUN", "INSTANCE", "REASON" };
-static const char *const keys[] = { "id",    "time",       "type",
-	                            "dag",   "dag_run_id", "instance_id",
-	                            "reason" };
+static const char *const hdr[]  = { "ID",  "TIME",     "TYPE",   "DAG",
+	                            "RUN", "INSTANCE", "REASON", "BY" };
+static const char *const keys[] = { "id",     "time",       "type",
+	                            "dag",    "dag_run_id", "instance_id",
+	                            "reason", "by" };
+
+/* Sets e's "by" to the token that caused it (payload token_name, as
+ * commands and token changes record it), for the BY column. */
+static void
+set_by(json_t *e)
+{
+	json_t     *pl = json_object_get(e, "payload");
+	const char *name =
+	    json_string_value(json_object_get(pl, "token_name"));
+
+	if (name != NULL)
+		json_object_set_new(e, "by", json_string(name));
+}
 
 /* One follow line: fixed widths, since rows arrive over time. */
 static void
 print_row(json_t *e)
 {
-	static const int w[] = { 8, 20, 24, 24, 6, 8, 0 };
+	static const int w[] = { 8, 20, 24, 24, 6, 8, 16, 0 };
 	char             buf[256];
 
-	for (int c = 0; c < 7; c++) {
+	if (e != NULL)
+		set_by(e);
+	for (int c = 0; c < 8; c++) {
 		const char *v = e == NULL
 		    ? hdr[c]
 		    : ax_table_text(json_object_get(e, keys[c]), buf,
@@ -167,9 +182,12 @@ ax_cmd_events(int argc, char **argv)
 	}
 	if (cmd.opts.json) {
 		ax_api_cmd_print_json(j);
-	} else if ((t = ax_table_new(7, hdr)) != NULL) {
+	} else if ((t = ax_table_new(8, hdr)) != NULL) {
 		json_array_foreach(json_object_get(j, "events"), i, e)
-		    ax_table_add_json(t, e, keys);
+		{
+			set_by(e);
+			ax_table_add_json(t, e, keys);
+		}
 		ax_table_print(t, stdout);
 		ax_table_free(t);
 	}

@@ -1,6 +1,7 @@
 /*
- * cmd_token.h - `axctl token create --role R [--name N]`: mints an API
- * bearer token (engine/api_token.h) and prints it once.
+ * cmd_token.h - `axctl token create|list|revoke`: bearer tokens of ax-api,
+ * through the API, or on the database directly with --home / --dsn
+ * (bootstrap of the first admin token).
  */
 #ifndef AX_CMD_TOKEN_H
 #define AX_CMD_TOKEN_H

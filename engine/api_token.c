@@ -86,6 +86,35 @@ ax_api_token_name_check(const char *name)
 
 #define TTL_MAX_S (3650 * 86400) /* ten years */
 
+ax_err
+ax_api_token_parse_ttl(const char *text, int64_t *secs)
+{
+	static const struct {
+		char    unit;
+		int64_t mult;
+	} units[]       = { { '\0', 1 },   { 's', 1 },     { 'm', 60 },
+		            { 'h', 3600 }, { 'd', 86400 }, { 'w', 7 * 86400 } };
+	const char *end = text;
+
+	while (end != NULL && *end >= '0' && *end <= '9')
+		end++;
+	if (text != NULL && end != text && end - text <= 10 &&
+	    (end[0] == '\0' || end[1] == '\0'))
+		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (units[i].unit == *end) {
+				int64_t v =
+				    strtoll(text, NULL, 10) * units[i].mult;
+				if (v < 1 || v > TTL_MAX_S)
+					break;
+				*secs = v;
+				return AX_OK;
+			}
+	return ax_err_set(AX_EINVAL,
+	                  "ttl '%s': give seconds or a number with a unit "
+	                  "s, m, h, d or w (e.g. 90d), from 1 s to 10 years",
+	                  text ? text : "(null)");
+}
+
 /* Fills out with "axt_" + 64 hex digits of fresh randomness. */
 static ax_err
 token_random(char out[AX_API_TOKEN_LEN])

@@ -71,6 +71,12 @@ ax_err ax_api_role_parse(const char *name, ax_api_role *out);
  */
 ax_err ax_api_token_name_check(const char *name);
 
+/*
+ * Parses a token lifetime, "<n>" seconds or "<n>s|m|h|d|w" (e.g. "90d"),
+ * into *secs: 1 s to ten years. AX_EINVAL saying the form otherwise.
+ */
+ax_err ax_api_token_parse_ttl(const char *text, int64_t *secs);
+
 /* A token to create. Strings are borrowed for the call. */
 typedef struct ax_api_token_new {
 	ax_api_role role;   /* not NONE */

@@ -42,10 +42,11 @@ ax_store_commands_insert(ax_store *s, const ax_store_cmd_new *c, int64_t *id)
 {
 	static const char sql[] =
 	    "INSERT INTO control_command (kind, body, token_id, actor, "
-	    "idempotency_key, request_sha256) VALUES ($1, $2::jsonb, "
-	    "nullif($3::bigint, 0), $4, $5, $6) RETURNING id";
+	    "idempotency_key, request_sha256, token_name, token_role) "
+	    "VALUES ($1, $2::jsonb, nullif($3::bigint, 0), $4, $5, $6, "
+	    "nullif($7, ''), $8) RETURNING id";
 	char        tok[24];
-	const char *p[6];
+	const char *p[8];
 	const char *body = c->body_json ? c->body_json : "{}";
 	ax_err      rv;
 
@@ -68,10 +69,12 @@ ax_store_commands_insert(ax_store *s, const ax_store_cmd_new *c, int64_t *id)
 	p[3] = c->actor;
 	p[4] = c->idem_key;
 	p[5] = c->request_sha256;
-	if ((rv = ax_store_prepare_once(s, "ax_cmd_insert", sql, 6)) != AX_OK)
+	p[6] = c->token_name;
+	p[7] = c->token_role;
+	if ((rv = ax_store_prepare_once(s, "ax_cmd_insert", sql, 8)) != AX_OK)
 		return rv;
 	PGresult *res = NULL;
-	rv            = ax_store_write(s, "ax_cmd_insert", NULL, 6, p, &res);
+	rv            = ax_store_write(s, "ax_cmd_insert", NULL, 8, p, &res);
 	if (rv == AX_EEXIST)
 		return ax_err_set(AX_EEXIST,
 		                  "a command with Idempotency-Key '%s' exists "
@@ -128,7 +131,8 @@ ax_store_commands_get(ax_store *s, int64_t id, PGresult **res)
 	return ax_store_query(
 	    s,
 	    "SELECT id, kind, status, body, result, reason, actor, token_id, "
-	    "idempotency_key, created_at, applied_at, applied_epoch "
+	    "token_name, token_role, idempotency_key, created_at, applied_at, "
+	    "applied_epoch "
 	    "FROM control_command WHERE id = $1::bigint",
 	    1, p, res);
 }
@@ -157,12 +161,35 @@ ax_store_commands_finish(ax_store *s, ax_store_cmd_done *rows, size_t n,
                          size_t *nclaimed)
 {
 	static const char sql[] =
-	    "UPDATE control_command c SET status = u.st, "
+	    "WITH done AS (UPDATE control_command c SET status = u.st, "
 	    "result = u.res::jsonb, reason = u.why, applied_at = now(), "
 	    "applied_epoch = nullif($5::bigint, 0) "
 	    "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) "
 	    "AS u(id, st, res, why) "
-	    "WHERE c.id = u.id AND c.status = 'pending' RETURNING c.id";
+	    "WHERE c.id = u.id AND c.status = 'pending' RETURNING c.*), "
+	    /* the audit trail: one event per settled command, naming the
+	     * caller, in the transaction of the effect */
+	    "ev AS (INSERT INTO event_log (event_id, type, dag_id, "
+	    "dag_run_id, instance_id, reason, payload) "
+	    "SELECT gen_random_uuid(), 'command.' || x.status, "
+	    "coalesce(ti.dag_id, d.id), coalesce(CASE WHEN "
+	    "x.result->>'run_id' "
+	    "~ '^[0-9]{1,18}$' THEN (x.result->>'run_id')::bigint END, "
+	    "ti.dag_run_id), ti.id, upper(x.kind), jsonb_build_object("
+	    "'command_id', x.id, 'kind', x.kind, 'token_id', x.token_id, "
+	    "'token_name', x.token_name, 'token_role', x.token_role, "
+	    "'requested_at', to_char(x.created_at AT TIME ZONE 'UTC', "
+	    "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), 'body', x.body, "
+	    "'result', x.result, 'reason', x.reason) "
+	    "FROM done x "
+	    "LEFT JOIN dags d ON d.name = coalesce(x.body->>'dag', "
+	    "CASE WHEN jsonb_typeof(x.body->'dags') = 'array' AND "
+	    "jsonb_array_length(x.body->'dags') = 1 THEN x.body->'dags'->>0 "
+	    "END) "
+	    "LEFT JOIN task_instances ti ON ti.id = CASE WHEN "
+	    "x.body->>'instance_id' ~ '^[0-9]{1,18}$' THEN "
+	    "(x.body->>'instance_id')::bigint END) "
+	    "SELECT id FROM done";
 	ax_sqlarr   a[4] = { 0 };
 	const char *p[5];
 	char        epoch[24];

@@ -17,6 +17,9 @@
  *    so (claimed 0), and the caller must then undo its effect (roll back).
  *  - A finish written by a fenced store records the store's fence as
  *    applied_epoch: the axd lease epoch that applied it.
+ *  - a command keeps the name and role of the token that asked, as they
+ *    were then; settling it writes a command.applied / command.rejected
+ *    event carrying them (the audit trail: who paused this DAG, when).
  *  - (token, idempotency key) is unique: a second insert with the same
  *    pair fails with AX_EEXIST after the first committed.
  *
@@ -48,12 +51,14 @@ int ax_cmd_kind_valid(const char *kind);
 
 /* A command to record. Strings are borrowed for the call. */
 typedef struct ax_store_cmd_new {
-	const char *kind;      /* ax_cmd_kind_valid */
-	const char *body_json; /* a JSON object: what axd needs to apply it;
-	                          NULL: {} */
-	int64_t     token_id;  /* api_tokens.id; 0: unknown */
-	const char *actor;     /* who asked, for humans; may be NULL */
-	const char *idem_key;  /* Idempotency-Key; NULL: none */
+	const char *kind;       /* ax_cmd_kind_valid */
+	const char *body_json;  /* a JSON object: what axd needs to apply it;
+	                           NULL: {} */
+	int64_t     token_id;   /* api_tokens.id; 0: unknown */
+	const char *token_name; /* that token's name then; NULL/"": none */
+	const char *token_role; /* and its role ("operator"); may be NULL */
+	const char *actor;      /* the program that asked; may be NULL */
+	const char *idem_key;   /* Idempotency-Key; NULL: none */
 	const char *request_sha256; /* hex hash of the request; may be NULL */
 } ax_store_cmd_new;
 
@@ -86,7 +91,8 @@ ax_err ax_store_commands_find_key(ax_store *s, int64_t token_id,
 
 /*
  * One command as the API shows it: id, kind, status, body, result,
- * reason, actor, token_id, created_at, applied_at, applied_epoch (named
+ * reason, actor, token_id, token_name, token_role, idempotency_key,
+ * created_at, applied_at, applied_epoch (named
  * columns; timestamps as timestamptz). Zero rows for an unknown id. The
  * caller PQclear()s *res.
  */
@@ -118,7 +124,12 @@ typedef struct ax_store_cmd_done {
 /*
  * Sets the outcome of n commands in one statement, each only while it is
  * pending (UPDATE ... WHERE status = 'pending'); applied_at = now(),
- * applied_epoch = the store's fence (NULL when unfenced). Fills claimed;
+ * applied_epoch = the store's fence (NULL when unfenced), and writes one
+ * event_log row per moved command in the same statement: type
+ * command.applied / command.rejected, reason the kind in capitals, the
+ * DAG, run and instance the body or result names, payload {command_id,
+ * kind, token_id, token_name, token_role, requested_at, body, result,
+ * reason}: who asked for what, and what came of it. Fills claimed;
  * *nclaimed (may be NULL) counts the moved rows. A write: fenced
  * (ax_store_write) when no transaction is open, else part of the
  * caller's. AX_EINVAL for a pending status, a rejection without reason,

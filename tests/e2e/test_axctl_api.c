@@ -859,3 +859,120 @@ Test(axctl_cli, help_documents_exit_status)
 	EXPECT_RC(0, "instance", "logs", "--help");
 	cr_expect(strstr(out, "--follow") != NULL, "%s", out);
 }
+
+Test(axctl_api, token_create_list_revoke_through_the_api)
+{
+	char    alice[AX_API_TOKEN_LEN], idtext[24];
+	json_t *j;
+
+	EXPECT_RC(0, "token", "create", "--name", "alice", "--role",
+	          "operator", "--ttl", "30d", "--json");
+	j = out_json();
+	snprintf(alice, sizeof(alice), "%s",
+	         json_string_value(json_object_get(j, "token")));
+	snprintf(idtext, sizeof(idtext), "%" JSON_INTEGER_FORMAT,
+	         json_integer_value(json_object_get(j, "id")));
+	cr_expect_eq(strlen(alice), AX_API_TOKEN_LEN - 1, "%s", out);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "role")),
+	                 "operator");
+	cr_expect(json_is_string(json_object_get(j, "expires_at")), "%s", out);
+	json_decref(j);
+	/* made through the API: the event names the admin token "a" */
+	cr_expect_eq(ax_api_fixture_int(&fx,
+	                                "SELECT count(*) FROM event_log WHERE "
+	                                "type = 'token.created' AND "
+	                                "payload->>'token_name' = 'a' AND "
+	                                "payload->'target'->>'name' = "
+	                                "'alice'"),
+	             1);
+
+	/* the table form prints the token alone on stdout */
+	EXPECT_RC(0, "token", "create", "--name", "bob", "--role", "viewer");
+	cr_expect(strncmp(out, "axt_", 4) == 0 && strlen(out) == 69, "%s",
+	          out);
+	cr_expect(strstr(err, "shown only now") != NULL, "%s", err);
+
+	EXPECT_RC(0, "token", "list");
+	cr_expect(has_row(out,
+	                  ROW("ID", "NAME", "ROLE", "STATE", "CREATED", "LAST",
+	                      "USED", "EXPIRES", "REVOKED")),
+	          "%s", out);
+	cr_expect(has_row(out, ROW(idtext, "alice", "operator", "live")), "%s",
+	          out);
+	cr_expect(strstr(out, alice + 4) == NULL, "the token is listed");
+	EXPECT_RC(0, "token", "list", "--json");
+	j = out_json();
+	cr_expect_eq(json_array_size(json_object_get(j, "tokens")), 5, "%s",
+	             out);
+	json_decref(j);
+	cr_expect(strstr(out, alice + 4) == NULL, "the token is listed");
+
+	/* alice operates, but cannot manage tokens */
+	setenv("AX_TOKEN", alice, 1);
+	EXPECT_RC(0, "dag", "list");
+	EXPECT_RC(1, "token", "list");
+	cr_expect(strstr(err, "forbidden") != NULL, "%s", err);
+	EXPECT_RC(1, "token", "create", "--name", "mallory", "--role",
+	          "admin");
+	cr_expect(strstr(err, "forbidden") != NULL, "%s", err);
+	setenv("AX_TOKEN", fx.admin, 1);
+
+	EXPECT_RC(0, "token", "revoke", idtext);
+	cr_expect(strstr(out, "alice") != NULL && strstr(out, "revoked"), "%s",
+	          out);
+	setenv("AX_TOKEN", alice, 1);
+	EXPECT_RC(1, "dag", "list");
+	cr_expect(strstr(err, "revoked") != NULL, "%s", err);
+	setenv("AX_TOKEN", fx.admin, 1);
+	EXPECT_RC(1, "token", "revoke", idtext, "--json");
+	cr_expect(strstr(err, "was revoked at") != NULL, "%s", err);
+	EXPECT_RC(1, "token", "create", "--name", "bob", "--role", "viewer");
+	cr_expect(strstr(err, "bob") != NULL && strstr(err, "revoke"), "%s",
+	          err);
+
+	/* usage errors */
+	EXPECT_RC(2, "token", "create", "--role", "viewer");
+	EXPECT_RC(2, "token", "create", "--name", "x", "--role", "viewer",
+	          "--ttl", "1h", "--expires-at", "2999-01-01");
+	EXPECT_RC(2, "token", "revoke");
+	EXPECT_RC(2, "token", "revoke", "x1");
+	EXPECT_RC(2, "token", "list", "--name", "x");
+	EXPECT_RC(2, "token", "nope");
+	EXPECT_RC(1, "token", "create", "--name", "x y", "--role", "viewer");
+	cr_expect(strstr(err, "not allowed") != NULL, "%s", err);
+}
+
+Test(axctl_api, token_create_on_the_database_bootstraps)
+{
+	char    tok[AX_API_TOKEN_LEN];
+	json_t *j;
+
+	/* no admin token anywhere: --dsn works on the database itself */
+	unsetenv("AX_TOKEN");
+	EXPECT_RC(0, "token", "create", "--name", "root", "--role", "admin",
+	          "--dsn", ax_test_pg_dsn(fx.pg), "--json");
+	j = out_json();
+	snprintf(tok, sizeof(tok), "%s",
+	         json_string_value(json_object_get(j, "token")));
+	cr_expect_str_eq(json_string_value(json_object_get(j, "state")),
+	                 "live");
+	json_decref(j);
+	cr_expect_eq(ax_api_fixture_int(&fx,
+	                                "SELECT count(*) FROM event_log WHERE "
+	                                "type = 'token.created' AND "
+	                                "payload->>'via' = 'database' AND "
+	                                "payload->'target'->>'name' = "
+	                                "'root'"),
+	             1);
+	setenv("AX_TOKEN", tok, 1);
+	EXPECT_RC(0, "token", "list", "--json");
+	cr_expect(strstr(out, "\"root\"") != NULL, "%s", out);
+	EXPECT_RC(0, "token", "list", "--dsn", ax_test_pg_dsn(fx.pg));
+	cr_expect(has_row(out, ROW("4", "root", "admin", "live")), "%s", out);
+	EXPECT_RC(2, "token", "list", "--dsn", ax_test_pg_dsn(fx.pg),
+	          "--server", fx.url);
+	EXPECT_RC(0, "token", "revoke", "4", "--dsn", ax_test_pg_dsn(fx.pg));
+	EXPECT_RC(1, "token", "list");
+	cr_expect(strstr(err, "revoked") != NULL, "%s", err);
+	setenv("AX_TOKEN", fx.admin, 1);
+}

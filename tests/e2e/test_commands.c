@@ -529,3 +529,82 @@ Test(commands, applied_once_across_a_failover)
 	               (long long) ids[N_TRIGGERS - 1], (long long) epoch0),
 	    0, "the last ones were applied by the new leader");
 }
+
+/*
+ * The audit trail: each change made with operator token "alice" is, once
+ * axd applied it, an event_log row naming alice and her role, on the DAG
+ * (and the run of a trigger); the events route and `axctl events` show
+ * it. "Who paused e2e.cmd, and when" has one answer.
+ */
+Test(commands, each_change_names_its_token_in_the_event_log)
+{
+	char    admin[AX_API_TOKEN_LEN], path[128];
+	int64_t dag, pause, trig, run;
+	answer  a;
+
+	start_stack();
+	call("POST", "/api/v1/tokens",
+	     "{\"name\": \"alice\", \"role\": \"operator\"}", NULL, &a);
+	cr_assert_eq(a.status, 201, "%s", a.body);
+	memcpy(admin, token, sizeof(admin));
+	snprintf(token, sizeof(token), "%s",
+	         json_string_value(json_object_get(a.js, "token")));
+	json_decref(a.js);
+
+	pause = post("/api/v1/dags/e2e.cmd/pause", NULL, NULL, 200);
+	post("/api/v1/dags/e2e.cmd/unpause", NULL, NULL, 200);
+	trig = post("/api/v1/dags/e2e.cmd/trigger", NULL, NULL, 202);
+	dag  = ax_e2e_int(e, "SELECT id FROM dags WHERE name = 'e2e.cmd'");
+	wait_sql(60, "the three commands applied",
+	         "SELECT (count(*) = 3)::int FROM event_log WHERE type = "
+	         "'command.applied' AND payload->>'token_name' = 'alice'");
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(*) FROM event_log WHERE type = "
+	               "'command.applied' AND reason = 'PAUSE' AND dag_id = "
+	               "%lld AND payload->>'token_name' = 'alice' AND "
+	               "payload->>'token_role' = 'operator' AND "
+	               "(payload->>'command_id')::bigint = %lld AND time >= "
+	               "(payload->>'requested_at')::timestamptz",
+	               (long long) dag, (long long) pause),
+	    1, "the pause does not name alice and operator");
+	run = ax_e2e_int(e,
+	                 "SELECT (result->>'run_id')::bigint FROM "
+	                 "control_command WHERE id = %lld",
+	                 (long long) trig);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE type = "
+	                        "'command.applied' AND reason = 'TRIGGER' AND "
+	                        "dag_run_id = %lld AND payload->>'token_name' "
+	                        "= 'alice'",
+	                        (long long) run),
+	             1, "the trigger's event is not on its run %lld",
+	             (long long) run);
+
+	/* the same through the API and axctl, as a viewer would ask */
+	memcpy(token, admin, sizeof(token));
+	call("GET", "/api/v1/events?dag=e2e.cmd&type=command.applied", NULL,
+	     NULL, &a);
+	cr_assert_eq(a.status, 200, "%s", a.body);
+	json_t *ev = json_array_get(json_object_get(a.js, "events"), 0);
+	json_t *pl = json_object_get(ev, "payload");
+	cr_expect_str_eq(json_string_value(json_object_get(pl, "kind")),
+	                 "pause", "%s", a.body);
+	cr_expect_str_eq(json_string_value(json_object_get(pl, "token_name")),
+	                 "alice");
+	cr_expect_str_eq(json_string_value(json_object_get(pl, "token_role")),
+	                 "operator");
+	json_decref(a.js);
+	snprintf(path, sizeof(path), "/api/v1/commands/%lld",
+	         (long long) pause);
+	call("GET", path, NULL, NULL, &a);
+	cr_expect_str_eq(
+	    json_string_value(json_object_get(a.js, "token_name")), "alice",
+	    "%s", a.body);
+	json_decref(a.js);
+	cr_assert_eq(AX_CLI_AXCTL("events", "--dag", "e2e.cmd", "--type",
+	                          "command.applied", NULL),
+	             0, "%s", err);
+	cr_expect(strstr(out, "PAUSE") != NULL && strstr(out, "alice"), "%s",
+	          out);
+}

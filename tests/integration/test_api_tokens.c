@@ -347,12 +347,19 @@ Test(api_tokens, bad_bodies_are_400_naming_the_field)
 	             "/api/v1/tokens/0", "/api/v1/tokens/x",
 	             "/api/v1/tokens/1x", "/api/v1/tokens/%201",
 	             "/api/v1/tokens/-1", "/api/v1/tokens/1%20",
+	             "/api/v1/tokens/1%00",
 	             "/api/v1/tokens/"
 	             "99999999999999999999",
 	             NULL };
 	     *p; p++)
 		expect_error(req("DELETE", *p, fx.admin, NULL), 400, "invalid",
 		             *p);
+	expect_error(req("DELETE", "/api/v1/tokens/2", fx.admin, "{}"), 400,
+	             "invalid", "a body on DELETE");
+	cr_expect_eq(ax_api_fixture_int(&fx,
+	                                "SELECT count(*) FROM api_tokens "
+	                                "WHERE revoked_at IS NOT NULL"),
+	             0, "a refused request revoked a token");
 	cr_expect_eq(
 	    ax_api_fixture_int(&fx, "SELECT count(*) FROM api_tokens"), 3,
 	    "a refused request created or revoked a token");

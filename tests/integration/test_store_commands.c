@@ -202,3 +202,68 @@ Test(store_commands, finish_is_fenced_and_records_the_epoch)
 	             1, "the fenced finish left it pending");
 	ax_store_close(fs);
 }
+
+/* Settling a command writes one event naming the caller; a second
+ * finish (a redelivery) writes none. */
+Test(store_commands, settling_writes_an_audit_event_naming_the_caller)
+{
+	int64_t dag = q64("INSERT INTO dags (name) VALUES ('audited') "
+	                  "RETURNING id");
+	int64_t tok = q64("INSERT INTO api_tokens (name, role, hash) VALUES "
+	                  "('alice', 'operator', repeat('b', 64)) RETURNING "
+	                  "id");
+	ax_store_cmd_new c  = { .kind       = "pause",
+		                .body_json  = "{\"dag\":\"audited\"}",
+		                .token_id   = tok,
+		                .token_name = "alice",
+		                .token_role = "operator",
+		                .actor      = "ax-api" };
+	int64_t          id = 0, id2 = 0;
+	char             sql[512];
+
+	cr_assert_eq(ax_store_commands_insert(st, &c, &id), AX_OK, "%s",
+	             ax_err_detail());
+	c.kind      = "kill";
+	c.body_json = "{\"instance_id\":\"1; DROP TABLE dags\"}";
+	cr_assert_eq(ax_store_commands_insert(st, &c, &id2), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(q64("SELECT count(*) FROM event_log"), 0,
+	             "an event before the command was settled");
+	ax_store_cmd_done d[2] = {
+		{ .id = id, .status = AX_CMD_APPLIED, .result_json = "{}" },
+		{ .id = id2, .status = AX_CMD_REJECTED, .reason = "bad id" },
+	};
+	cr_assert_eq(ax_store_commands_finish(st, d, 2, NULL), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_commands_finish(st, d, 2, NULL), AX_OK);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log"), 2,
+	             "one event per settled command, none on a redelivery");
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM event_log WHERE type = "
+	         "'command.applied' AND reason = 'PAUSE' AND dag_id = %lld "
+	         "AND payload->>'token_name' = 'alice' AND "
+	         "payload->>'token_role' = 'operator' AND "
+	         "(payload->>'token_id')::bigint = %lld AND "
+	         "(payload->>'command_id')::bigint = %lld AND "
+	         "payload->>'kind' = 'pause' AND "
+	         "payload->'body'->>'dag' = 'audited' AND "
+	         "payload->>'requested_at' LIKE '____-__-__T%%Z'",
+	         (long long) dag, (long long) tok, (long long) id);
+	cr_assert_eq(q64(sql), 1, "the pause event does not name alice");
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM event_log WHERE type = "
+	         "'command.rejected' AND instance_id IS NULL AND "
+	         "payload->>'reason' = 'bad id' AND "
+	         "payload->>'token_name' = 'alice' AND "
+	         "(payload->>'command_id')::bigint = %lld",
+	         (long long) id2);
+	cr_assert_eq(q64(sql), 1, "the rejection is not in the event log");
+	PGresult *res = NULL;
+	cr_assert_eq(ax_store_commands_get(st, id, &res), AX_OK);
+	cr_assert_str_eq(PQgetvalue(res, 0, PQfnumber(res, "token_name")),
+	                 "alice");
+	cr_assert_str_eq(PQgetvalue(res, 0, PQfnumber(res, "token_role")),
+	                 "operator");
+	PQclear(res);
+	cr_assert_eq(q64("SELECT count(*) FROM dags"), 1);
+}
