@@ -53,6 +53,7 @@ axq_record_dispatches(ax_queue *q, qworker *w, qatt **batch, qheap **from,
 			.run_id           = batch[i]->run_id,
 			.worker_id        = w->id,
 			.dispatched_at_us = batch[i]->dispatched_at_us,
+			.command = batch[i]->ar ? batch[i]->ar->command : NULL,
 		};
 	if (ax_store_record_dispatches(q->store, rows, *n) != AX_OK) {
 		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,

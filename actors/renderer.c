@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "dag_params.h"
 #include "dag_registry.h"
 #include "flow_util.h"
 #include "hmap.h"
@@ -229,16 +230,21 @@ render_params(rn_out *o, const char *task, const ax_kvs *kvs,
  * it short, so the value run would not be the value given (the API
  * refuses such strings before they are stored). */
 static int
-conf_params(rn_out *o, const rn_run *run)
+conf_params(rn_out *o, const ax_dag *dag, const rn_run *run)
 {
 	const char *k;
 	json_t     *v;
+	char        why[400];
 
 	if (run == NULL || run->conf == NULL)
 		return 0;
 	json_t *params = json_object_get(run->conf, "params");
 	if (!json_is_object(params))
 		params = run->conf;
+	/* the API and axd checked them; checked here too, so params that
+	 * reached dag_runs any other way never run undeclared or mistyped */
+	if (ax_dag_params_check(dag, params, why, sizeof(why), NULL) != AX_OK)
+		return fail(o, "%s%s", why, "");
 	json_object_foreach(params, k, v)
 	{
 		if (json_is_string(v) &&
@@ -369,7 +375,7 @@ render_one(rn_state *st, const Ax__AttemptCreated *ac, const ax_dag *dag,
 	rc.shard_total = ref->shard_total > 0 ? ref->shard_total : 1;
 	if (render_params(o, t->name, &dag->params, &rc) != 0 ||
 	    render_params(o, t->name, &t->eff.params, &rc) != 0 ||
-	    conf_params(o, run) != 0)
+	    conf_params(o, dag, run) != 0)
 		return -1;
 	rc.params        = o->params;
 	rc.n_params      = o->nparams;

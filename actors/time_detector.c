@@ -24,8 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "buf.h"
 #include "clock.h"
+#include "dag_params.h"
 #include "dag_registry.h"
 #include "dag_schedule.h"
 #include "flow_util.h"
@@ -965,21 +968,26 @@ trigger_entry(tdet *d, const char *dag)
 	return e;
 }
 
-/* Rejects the command of a trigger whose DAG does not exist (a store
- * error leaves it pending: the control thread sends it again). */
+/* Rejects the command of a trigger whose DAG does not exist, or whose
+ * params the DAG does not declare (reason: NULL for the first); a store
+ * error leaves it pending: the control thread sends it again. */
 static void
-reject_trigger(tdet *d, const Ax__ControlOp *op)
+reject_trigger(tdet *d, const Ax__ControlOp *op, const char *reason)
 {
-	char              why[400];
+	char              why[800];
 	ax_store_cmd_done c = { .id     = op->command_id,
 		                .status = AX_CMD_REJECTED };
 
 	if (op->command_id <= 0 || d->store == NULL)
 		return;
-	snprintf(why, sizeof(why),
-	         "no DAG named '%.300s' with an active version (deleted, or "
-	         "never loaded); submit it and trigger again",
-	         op->dag ? op->dag : "");
+	if (reason != NULL)
+		snprintf(why, sizeof(why), "%s", reason);
+	else
+		snprintf(why, sizeof(why),
+		         "no DAG named '%.300s' with an active version "
+		         "(deleted, or never loaded); submit it and trigger "
+		         "again",
+		         op->dag ? op->dag : "");
 	c.reason = why;
 	if (ax_store_commands_finish(d->store, &c, 1, NULL) != AX_OK)
 		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
@@ -1001,8 +1009,28 @@ trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
 		ax_logf(AX_LOG_WARN, COMP, "UNKNOWN_DAG",
 		        &(ax_log_ids) { .dag = op->dag },
 		        "trigger of a DAG that is not loaded: dropped");
-		reject_trigger(d, op);
+		reject_trigger(d, op, NULL);
 		return;
+	}
+	/* the API checked the params; checked again here, so a command
+	 * row written any other way cannot set undeclared params */
+	if (op->params_json != NULL && op->params_json[0] != '\0') {
+		char    why[700];
+		json_t *pj = json_loads(op->params_json, 0, NULL);
+		ax_err  rv = pj == NULL
+		     ? ax_err_set(AX_EINVAL, "x")
+		     : ax_dag_params_check(e->dag, pj, why, sizeof(why), NULL);
+		if (pj == NULL)
+			snprintf(why, sizeof(why), "params are not JSON");
+		json_decref(pj);
+		if (rv != AX_OK) {
+			ax_logf(AX_LOG_WARN, COMP, "BAD_PARAMS",
+			        &(ax_log_ids) { .dag = op->dag },
+			        "trigger rejected: %s", why);
+			reject_trigger(d, op, why);
+			ax_dag_entry_release(e);
+			return;
+		}
 	}
 	p.logical_us = op->logical_date_us ? op->logical_date_us : utc_now;
 	p.start_us   = p.logical_us;

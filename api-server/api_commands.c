@@ -1,6 +1,7 @@
 /*
  * api_commands.c - control_command rows of ax-api requests, Idempotency-Key
- * replays and GET /api/v1/commands/{id} (see api_commands.h).
+ * replays, GET /api/v1/commands/{id}, and the check of trigger and
+ * backfill params against the DAG's declarations (see api_commands.h).
  */
 #include "api_commands.h"
 
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dag.h"
+#include "dag_params.h"
 #include "engine/control.h"
 #include "sha256.h"
 #include "store_commands.h"
@@ -275,4 +278,74 @@ ax_api_command_show(ax_api_req *q, ax_api_resp *r)
 	}
 	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
 	PQclear(res);
+}
+
+/* ---- params of trigger and backfill ------------------------------------ */
+
+/* The names a DAG declares, as a JSON array. */
+static json_t *
+declared_names(const ax_dag *d)
+{
+	const char *names[256];
+	size_t      n = ax_dag_param_names(d, names, 256);
+	json_t     *a = json_array();
+	for (size_t i = 0; a && i < n && i < 256; i++)
+		json_array_append_new(a, json_string(names[i]));
+	return a;
+}
+
+int
+ax_api_cmd_check_params(ax_api_req *q, ax_api_resp *r, const char *dag,
+                        const char *definition, const json_t *params)
+{
+	PGresult   *res = NULL;
+	json_t     *j   = NULL;
+	ax_dagset  *set = NULL;
+	ax_dag     *d   = NULL;
+	const char *bad = NULL;
+	char        msg[768];
+	int         ok = 0;
+	ax_err      rv;
+
+	if (definition == NULL) {
+		const char *p[] = { dag };
+		rv              = ax_store_query(q->st,
+		                                 "SELECT v.definition FROM dags d JOIN "
+		                                              "dag_versions v ON v.id = "
+		                                              "d.active_version_id WHERE d.name = $1",
+		                                 1, p, &res);
+		if (rv != AX_OK) {
+			ax_api_reply_err(r, rv);
+			return 0;
+		}
+		if (PQntuples(res) == 0) {
+			ax_api_reply_error(r, 404, "not_found",
+			                   "no DAG named '%s'", dag);
+			goto out;
+		}
+		definition = PQgetvalue(res, 0, 0);
+	}
+	if ((j = json_loads(definition, 0, NULL)) == NULL ||
+	    ax_dagset_new(NULL, &set) != AX_OK ||
+	    ax_dag_from_json(set, j, &d) != AX_OK) {
+		ax_api_reply_error(r, 500, "internal",
+		                   "the definition of DAG '%s' cannot be read",
+		                   dag);
+		goto out;
+	}
+	if (ax_dag_params_check(d, params, msg, sizeof(msg), &bad) == AX_OK) {
+		ok = 1;
+		goto out;
+	}
+	json_t *e = ax_api_reply_error(r, 422, "invalid_params", "%s", msg);
+	if (e != NULL) {
+		json_object_set_new(e, "param",
+		                    bad ? json_string(bad) : json_null());
+		json_object_set_new(e, "declared", declared_names(d));
+	}
+out:
+	ax_dagset_free(set);
+	json_decref(j);
+	PQclear(res);
+	return ok;
 }

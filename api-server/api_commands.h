@@ -56,6 +56,17 @@ void ax_api_cmd_commit(ax_api_req *q, ax_api_resp *r, const char *kind,
                        unsigned status, json_t *answer);
 
 /* GET /api/v1/commands/{id} */
+/*
+ * Checks the params of a trigger or backfill of DAG dag against the
+ * declarations of its definition (the JSON text of a dag_versions row;
+ * NULL: the DAG's active version is read). Returns 1 when they pass;
+ * else answers and returns 0: 422 invalid_params {"error", "detail",
+ * "param": the bad key, "declared": [names]} naming the key and what was
+ * expected, or 404 / 500 when the definition cannot be read.
+ */
+int ax_api_cmd_check_params(ax_api_req *q, ax_api_resp *r, const char *dag,
+                            const char *definition, const json_t *params);
+
 void ax_api_command_show(ax_api_req *q, ax_api_resp *r);
 
 #endif /* AX_API_COMMANDS_H */

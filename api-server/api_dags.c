@@ -373,7 +373,8 @@ ax_api_dag_trigger(ax_api_req *q, ax_api_resp *r)
 		goto out;
 	params = t.params;
 	ld     = t.has_logical_date ? t.logical_date_us : ax_clock_utc_us();
-	if (!find_dag(q, r, &id, &paused))
+	if (!find_dag(q, r, &id, &paused) ||
+	    !ax_api_cmd_check_params(q, r, q->params[0], NULL, params))
 		goto out;
 	snprintf(ids, sizeof(ids), "%" PRId64, id);
 	snprintf(lds, sizeof(lds), "%" PRId64, ld);
@@ -622,6 +623,9 @@ ax_api_dag_backfill(ax_api_req *q, ax_api_resp *r)
 		                   q->params[0]);
 		goto out;
 	}
+	if (!ax_api_cmd_check_params(q, r, q->params[0], PQgetvalue(res, 0, 2),
+	                             params))
+		goto out;
 	def = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
 	if (!schedule_of(def, r, &tz, &sched))
 		goto out;

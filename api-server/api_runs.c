@@ -219,7 +219,8 @@ ax_api_instance_show(ax_api_req *q, ax_api_resp *r)
 	                            "'admitted_at', a.admitted_at, 'dispatched_at', "
 	                            "a.dispatched_at, 'started_at', a.started_at, 'ended_at', "
 	                            "a.ended_at, 'exit_status', a.exit_status, 'log_path', "
-	                            "a.log_path, 'reason', a.reason) ORDER BY a.number), "
+	                            "a.log_path, 'reason', a.reason, 'command', a.command) "
+	                            "ORDER BY a.number), "
 	                            "'[]') FROM attempts a WHERE a.instance_id = i.id) AS "
 	                            "attempts FROM task_instances i JOIN dags d "
 	                            "ON d.id = i.dag_id WHERE i.id = $1::bigint",

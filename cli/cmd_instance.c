@@ -145,6 +145,17 @@ cmd_show(ax_api_cmd *cmd)
 			ax_table_print(t, stdout);
 		}
 		ax_table_free(t);
+		/* the command as the worker ran it (values quoted) */
+		json_array_foreach(json_object_get(j, "attempts"), i, o)
+		{
+			const char *c =
+			    json_string_value(json_object_get(o, "command"));
+			if (c != NULL)
+				printf("\ncommand of attempt %lld:\n%s\n",
+				       (long long) json_integer_value(
+				           json_object_get(o, "number")),
+				       c);
+		}
 	}
 	json_decref(j);
 	return rc;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "dag_params.h"
 
 /* --- arena --------------------------------------------------------------- */
 
@@ -488,6 +489,24 @@ str_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
+/* {name: {type, pattern}} of the params that declare either. */
+static json_t *
+decls_json(const ax_dag *d)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < d->params.n; i++) {
+		const ax_param_decl *pd = &d->param_decls[i];
+		if (pd->type == AX_PT_TEXT && pd->pattern == NULL)
+			continue;
+		json_object_set_new(o, d->params.v[i].key,
+		                    json_pack("{s:s, s:o}", "type",
+		                              ax_param_type_name(pd->type),
+		                              "pattern",
+		                              str_or_null(pd->pattern)));
+	}
+	return o;
+}
+
 static json_t *
 spec_json(const ax_task_spec *s)
 {
@@ -566,6 +585,8 @@ ax_dag_to_json(const ax_dag *d)
 	                              d->max_active_runs, "policy",
 	                              ax_overlap_name(d->policy)));
 	json_object_set_new(o, "params", kvs_json(&d->params));
+	if (d->param_decls != NULL) /* absent when none: hashes stay */
+		json_object_set_new(o, "param_types", decls_json(d));
 	for (size_t i = 0; i < d->n_deps; i++)
 		json_array_append_new(
 		    deps,
@@ -845,6 +866,51 @@ jr_kvs(jreader *r, const json_t *o, const char *key, const char *ptr,
 	}
 }
 
+/* The inverse of decls_json (absent: no declarations). */
+static void
+jr_decls(jreader *r, const json_t *j, ax_dag *d)
+{
+	const json_t *m = json_object_get(j, "param_types");
+	const char   *k;
+	json_t       *v;
+	char          p[160];
+
+	if (m == NULL)
+		return;
+	if (!json_is_object(m)) {
+		jr_fail(r, "/param_types", "expected an object%s", "");
+		return;
+	}
+	d->param_decls =
+	    ax_dagset_alloc(r->set, (d->params.n + 1) * sizeof(ax_param_decl));
+	if (d->param_decls == NULL) {
+		jr_fail(r, "/param_types", "out of memory%s", "");
+		return;
+	}
+	json_object_foreach((json_t *) m, k, v)
+	{
+		size_t i = 0;
+		snprintf(p, sizeof(p), "/param_types/%.140s", k);
+		while (i < d->params.n && strcmp(d->params.v[i].key, k) != 0)
+			i++;
+		const char *t = json_string_value(json_object_get(v, "type"));
+		const json_t *pat = json_object_get(v, "pattern");
+		if (i == d->params.n || t == NULL ||
+		    ax_param_type_parse(t, &d->param_decls[i].type) != 0 ||
+		    (pat != NULL && !json_is_null(pat) &&
+		     !json_is_string(pat))) {
+			jr_fail(r, p,
+			        "expected {type, pattern} of a declared "
+			        "param%s",
+			        "");
+			return;
+		}
+		if (json_is_string(pat))
+			d->param_decls[i].pattern =
+			    ax_dagset_strdup(r->set, json_string_value(pat));
+	}
+}
+
 /* The inverse of spec_json; every field becomes "set". */
 static void
 jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
@@ -983,6 +1049,7 @@ jr_dag(jreader *r, const json_t *j, ax_dag *d)
 	}
 	ax_task_spec_defaults(&d->defaults);
 	jr_kvs(r, j, "params", "", &d->params);
+	jr_decls(r, j, d);
 	if ((arr = jr_arr(r, j, "depends_on_dags", "")) != NULL &&
 	    json_array_size(arr) > 0) {
 		d->n_deps = json_array_size(arr);

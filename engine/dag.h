@@ -122,6 +122,24 @@ typedef struct ax_kvs {
 	size_t n;
 } ax_kvs;
 
+/* Declared type of a DAG param (`params: {n: {type: integer}}`). */
+typedef enum ax_param_type {
+	AX_PT_TEXT = 0, /* a plain `name: default`: any string, number or
+	                   boolean */
+	AX_PT_STRING,
+	AX_PT_INTEGER,
+	AX_PT_NUMBER,
+	AX_PT_BOOLEAN,
+} ax_param_type;
+
+/* What a DAG declares about one of its params, beyond the default. */
+typedef struct ax_param_decl {
+	ax_param_type type;
+	const char   *pattern; /* POSIX ERE the whole value matches, or NULL */
+	ax_pos        pos;     /* of the declaration's mapping */
+	ax_pos        pattern_pos;
+} ax_param_decl;
+
 typedef struct ax_retry {
 	int        count;        /* extra attempts after the first */
 	ax_backoff backoff;      /* delay growth between attempts */
@@ -245,14 +263,16 @@ typedef struct ax_dag {
 	ax_overlap   policy;          /* default serial */
 	ax_task_spec defaults;
 	ax_kvs       params;
-	ax_dag_dep  *deps; /* depends_on_dags */
-	size_t       n_deps;
-	ax_task     *tasks;
-	size_t       n_tasks;
-	size_t      *topo; /* task indices, upstream first (validated, or
-	                      NULL when there is a cycle) */
-	const char *yaml;  /* source text of this document */
-	int         valid; /* no error was reported for this DAG */
+	/* parallel to params.v; NULL when no param has a type or pattern */
+	ax_param_decl *param_decls;
+	ax_dag_dep    *deps; /* depends_on_dags */
+	size_t         n_deps;
+	ax_task       *tasks;
+	size_t         n_tasks;
+	size_t        *topo; /* task indices, upstream first (validated, or
+	                        NULL when there is a cycle) */
+	const char *yaml;    /* source text of this document */
+	int         valid;   /* no error was reported for this DAG */
 	char hash[AX_SHA256_HEX_LEN]; /* canonical JSON hash (validated) */
 } ax_dag;
 

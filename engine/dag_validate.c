@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cron.h"
+#include "dag_params.h"
 #include "render.h"
 #include "suggest.h"
 #include "tz.h"
@@ -244,6 +245,31 @@ check_kv_names(ax_dagset *set, const ax_kvs *k, int env)
 			    "env name '%s' is reserved: AX sets the AX_* "
 			    "variables itself",
 			    kv->key);
+	}
+}
+
+/* Patterns compile; a default that is not a template fits its type. */
+static void
+check_param_decls(ax_dagset *set, const ax_dag *d)
+{
+	char why[300];
+
+	for (size_t i = 0; d->param_decls != NULL && i < d->params.n; i++) {
+		const ax_param_decl *pd = &d->param_decls[i];
+		const ax_kv         *kv = &d->params.v[i];
+		if (pd->pattern != NULL &&
+		    ax_param_pattern_check(pd->pattern, why, sizeof(why)) !=
+		        0) {
+			ERR(set, pd->pattern_pos, "params.%s: %s", kv->key,
+			    why);
+			continue;
+		}
+		if (strstr(kv->value, "{{") == NULL &&
+		    ax_param_text_check(pd, kv->value, why, sizeof(why)) != 0)
+			ERR(set, kv->pos,
+			    "params.%s: the default '%s' does not fit its "
+			    "declaration: %s",
+			    kv->key, kv->value, why);
 	}
 }
 
@@ -605,6 +631,7 @@ validate_dag(vctx *v, ax_dag *d, size_t index)
 			    d->name);
 	}
 	check_kv_names(set, &d->params, 0);
+	check_param_decls(set, d);
 	check_spec_names(set, &d->defaults, d->pos);
 	if (d->n_tasks == 0 && d->tasks != NULL)
 		ERR(set, d->pos, "DAG '%s' has no tasks",

@@ -23,6 +23,7 @@
 #include <yaml.h>
 
 #include "clock.h"
+#include "dag_params.h"
 #include "suggest.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -523,6 +524,92 @@ get_kvs(ld *l, const map *m, const char *key, ax_kvs *out)
 	return rv;
 }
 
+/*
+ * The DAG's params: `name: default`, or a declaration
+ * `name: {default: V, type: string|integer|number|boolean, pattern: ERE,
+ * description: TEXT}`. Declarations fill d->param_decls (parallel to
+ * d->params.v), allocated only when some param has a type or pattern.
+ */
+static int
+get_params(ld *l, const map *m, ax_dag *d)
+{
+	static const char *const decl_keys[] = { "default", "type", "pattern",
+		                                 "description" };
+	map                      sub;
+	yaml_node_t             *v   = get(m, "params");
+	ax_kvs                  *out = &d->params;
+	int                      rv  = 1;
+
+	if (v == NULL)
+		return 0;
+	if (map_load(l, v, "params", &sub) != 0)
+		return -1;
+	out->v = ax_dagset_alloc(l->set, (sub.n + 1) * sizeof(ax_kv));
+	if (out->v == NULL) {
+		map_fini(&sub);
+		return -1;
+	}
+	for (size_t i = 0; i < sub.n; i++) {
+		yaml_node_t *val = sub.p[i].v;
+		ax_kv       *kv  = &out->v[out->n++];
+		kv->key          = adup(l, sub.p[i].k);
+		kv->key_pos      = node_pos(l, sub.p[i].k);
+		kv->value        = "";
+		kv->pos          = node_pos(l, val);
+		if (val->type == YAML_SCALAR_NODE) {
+			if (!is_null(val))
+				kv->value = adup(l, val);
+			continue;
+		}
+		if (val->type != YAML_MAPPING_NODE) {
+			ERR(l, node_pos(l, val),
+			    "params.%s must be a value or a mapping {default, "
+			    "type, pattern}, got %s",
+			    kv->key, what(val));
+			rv = -1;
+			continue;
+		}
+		map  dm;
+		char ctx[300];
+		snprintf(ctx, sizeof(ctx), "params.%s", kv->key);
+		if (map_load(l, val, ctx, &dm) != 0) {
+			rv = -1;
+			continue;
+		}
+		if (d->param_decls == NULL &&
+		    (d->param_decls = ax_dagset_alloc(
+		         l->set, (sub.n + 1) * sizeof(ax_param_decl))) ==
+		        NULL) {
+			map_fini(&dm);
+			rv = -1;
+			break;
+		}
+		ax_param_decl *pd = &d->param_decls[out->n - 1];
+		const char    *t  = NULL;
+		ax_pos         tp;
+		pd->pos = node_pos(l, val);
+		check_keys(l, &dm, decl_keys, N_OF(decl_keys), ctx);
+		yaml_node_t *dv = get(&dm, "default");
+		if (dv != NULL &&
+		    want_scalar(l, dv, "default", "a value") == 0) {
+			kv->value = adup(l, dv);
+			kv->pos   = node_pos(l, dv);
+		}
+		if (get_str(l, &dm, "type", &t, &tp) == 1 &&
+		    ax_param_type_parse(t, &pd->type) != 0) {
+			ERR(l, tp,
+			    "unknown type '%s' of params.%s; expected one of: "
+			    "string, integer, number, boolean",
+			    t, kv->key);
+			rv = -1;
+		}
+		get_str(l, &dm, "pattern", &pd->pattern, &pd->pattern_pos);
+		map_fini(&dm);
+	}
+	map_fini(&sub);
+	return rv;
+}
+
 /* --- resources ----------------------------------------------------------- */
 
 static int
@@ -973,7 +1060,7 @@ parse_dag(ld *l, const map *m, ax_dag *d)
 			map_fini(&dm);
 		}
 	}
-	get_kvs(l, m, "params", &d->params);
+	get_params(l, m, d);
 	if ((v = get(m, "depends_on_dags")) != NULL)
 		parse_dag_deps(l, v, d);
 	if ((v = get(m, "tasks")) != NULL)

@@ -413,12 +413,14 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
  * not returned. */
 #define SQL_RECORD_DISPATCH                                                   \
 	"WITH u AS (SELECT * FROM unnest($1::uuid[], $2::text[], "            \
-	"$3::bigint[]) WITH ORDINALITY AS u(rid, w, di, ord)), "              \
-	"l AS (SELECT a.id, u.w, u.di, u.ord FROM attempts a JOIN u ON "      \
+	"$3::bigint[], $4::text[]) WITH ORDINALITY AS u(rid, w, di, c, "      \
+	"ord)), "                                                             \
+	"l AS (SELECT a.id, u.w, u.di, u.c, u.ord FROM attempts a JOIN u ON " \
 	"a.run_id = u.rid WHERE a.state IN ('QUEUED', 'DISPATCHED') "         \
 	"ORDER BY a.id FOR UPDATE OF a) "                                     \
 	"UPDATE attempts a SET state = 'DISPATCHED', worker_id = l.w, "       \
-	"dispatched_at = coalesce(a.dispatched_at, ax_ts(nullif(l.di, 0))) "  \
+	"dispatched_at = coalesce(a.dispatched_at, ax_ts(nullif(l.di, 0))), " \
+	"command = coalesce(l.c, a.command) "                                 \
 	"FROM l WHERE a.id = l.id RETURNING l.ord"
 
 typedef struct dispatch_arg {
@@ -430,8 +432,8 @@ static ax_err
 dispatch_tx(ax_store *s, void *arg)
 {
 	dispatch_arg *d = arg;
-	ax_sqlarr     a[3];
-	const char   *p[3];
+	ax_sqlarr     a[4];
+	const char   *p[4];
 	PGresult     *r = NULL;
 	ax_err        rv;
 
@@ -446,12 +448,13 @@ dispatch_tx(ax_store *s, void *arg)
 		                   : NULL);
 		ax_sqlarr_text(&a[1], x->worker_id);
 		ax_sqlarr_int(&a[2], x->dispatched_at_us);
+		ax_sqlarr_text(&a[3], x->command);
 	}
-	rv = ax_sqlarr_end_all(a, p, 3);
+	rv = ax_sqlarr_end_all(a, p, 4);
 	if (rv == AX_OK)
-		rv = ax_store_query_prepared(s, "ax_sa.record_dispatch", 3, p,
+		rv = ax_store_query_prepared(s, "ax_sa.record_dispatch", 4, p,
 		                             &r);
-	ax_sqlarr_fini_all(a, 3);
+	ax_sqlarr_fini_all(a, 4);
 	if (rv != AX_OK)
 		return rv;
 	for (int k = 0; k < PQntuples(r); k++) {
@@ -486,7 +489,7 @@ ax_store_record_dispatches(ax_store *s, ax_store_dispatch_row *rows, size_t n)
 	if (n == 0)
 		return AX_OK;
 	if ((rv = ax_store_prepare_once(s, "ax_sa.record_dispatch",
-	                                SQL_RECORD_DISPATCH, 3)) != AX_OK)
+	                                SQL_RECORD_DISPATCH, 4)) != AX_OK)
 		return rv;
 	return ax_store_tx_join(s, dispatch_tx, &d);
 }

@@ -144,6 +144,7 @@ typedef struct ax_store_dispatch_row {
 	const char *run_id;    /* uuid text */
 	const char *worker_id; /* required */
 	int64_t     dispatched_at_us;
+	const char *command;  /* as rendered and sent; NULL: keep the stored */
 	int         recorded; /* out: 1 when the row now names worker_id */
 } ax_store_dispatch_row;
 

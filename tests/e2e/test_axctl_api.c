@@ -33,6 +33,7 @@ static const char *chain_yaml =
     "name: demo.chain\n"
     "owner: data\n"
     "schedule: {cron: \"0 0 * * * ?\"}\n"
+    "params: {region: us, x: \"\"}\n"
     "tasks:\n"
     "  - {name: a, type: bash, command: \"echo a\"}\n"
     "  - {name: b, type: bash, command: \"echo b\", depends_on: [a]}\n"

@@ -215,6 +215,7 @@ Test(axd, serves_control_and_stops_cleanly_on_sigterm)
 	/* `axctl dag load` (no explicit NOTIFY here: the load sends it) */
 	snprintf(yaml, sizeof(yaml),
 	         "kind: DAG\nname: e2e.axd\nschedule: {at: \"%s\"}\n"
+	         "params: {x: 0}\n"
 	         "tasks:\n  - {name: a, command: \"true\"}\n",
 	         ax_e2e_at(2, at, sizeof(at)));
 	ax_e2e_load(e, "axd", NULL, yaml);

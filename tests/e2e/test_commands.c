@@ -144,6 +144,7 @@ static const char *one_yaml = "kind: DAG\n"
                               "name: e2e.cmd\n"
                               "concurrency: {max_active_runs: 64, "
                               "policy: parallel}\n"
+                              "params: {k: v0}\n"
                               "tasks:\n"
                               "  - {name: t, command: \"echo ran\"}\n";
 

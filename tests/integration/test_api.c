@@ -147,6 +147,7 @@ static const char *chain =
     "kind: DAG\n"
     "name: demo.chain\n"
     "schedule: {cron: \"0 0 * * * ?\"}\n"
+    "params: {day: d0}\n"
     "tasks:\n"
     "  - {name: a, type: bash, command: \"echo a\"}\n"
     "  - {name: b, type: bash, command: \"echo b\", depends_on: [a]}\n"

@@ -446,7 +446,7 @@ Test(time_detector, pause_disarms_and_unpause_rearms)
 
 Test(time_detector, manual_trigger_and_retry_timer)
 {
-	store_dag("kind: DAG\nname: man\n"
+	store_dag("kind: DAG\nname: man\nparams: {x: \"0\"}\n"
 	          "tasks:\n  - {name: a, command: echo a}\n");
 	start_system();
 	ax_clock_sleep_us(300000); /* initial load */
