@@ -7,7 +7,6 @@
 #include "api_metrics.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,47 +35,6 @@ struct ax_api_metrics {
 	size_t          nroutes; /* ax_api_routes_count + 1 (unmatched) */
 	route_stats     stats[];
 };
-
-void
-ax_api_buf_printf(ax_api_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int     n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		size_t room = b->cap - b->len;
-		va_start(ap, fmt);
-		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = 1;
-			return;
-		}
-		if ((size_t) n < room) {
-			b->len += (size_t) n;
-			return;
-		}
-		size_t cap = b->cap ? b->cap * 2 : 4096;
-		while (cap < b->len + (size_t) n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (p == NULL) {
-			b->oom = 1;
-			return;
-		}
-		b->p   = p;
-		b->cap = cap;
-	}
-}
-
-void
-ax_api_buf_fini(ax_api_buf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
-}
 
 ax_err
 ax_api_metrics_new(ax_api_metrics **out)
@@ -146,24 +104,24 @@ labels(size_t r, char *buf, size_t len)
 }
 
 void
-ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b)
+ax_api_metrics_render(ax_api_metrics *m, ax_buf *b)
 {
 	static const char *const cls[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
 	route_stats             *copy  = malloc(m->nroutes * sizeof(*copy));
 	char                     lab[200];
 
 	if (copy == NULL) {
-		b->oom = 1;
+		ax_buf_set_err(b, AX_ENOMEM);
 		return;
 	}
 	pthread_mutex_lock(&m->mu);
 	memcpy(copy, m->stats, m->nroutes * sizeof(*copy));
 	pthread_mutex_unlock(&m->mu);
 
-	ax_api_buf_printf(b,
-	                  "# HELP ax_api_requests_total HTTP requests "
-	                  "answered, by route and status code.\n"
-	                  "# TYPE ax_api_requests_total counter\n");
+	ax_buf_printf(b,
+	              "# HELP ax_api_requests_total HTTP requests "
+	              "answered, by route and status code.\n"
+	              "# TYPE ax_api_requests_total counter\n");
 	for (size_t r = 0; r < m->nroutes; r++) {
 		labels(r, lab, sizeof(lab));
 		for (size_t k = 0; k < NSLOTS; k++) {
@@ -175,16 +133,16 @@ ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b)
 			else
 				snprintf(code, sizeof(code), "%s",
 				         cls[k - NCODES]);
-			ax_api_buf_printf(
+			ax_buf_printf(
 			    b, "ax_api_requests_total{%s,code=\"%s\"} %llu\n",
 			    lab, code, (unsigned long long) copy[r].count[k]);
 		}
 	}
-	ax_api_buf_printf(b,
-	                  "# HELP ax_api_request_duration_seconds Time from "
-	                  "request to answer, by route.\n"
-	                  "# TYPE ax_api_request_duration_seconds "
-	                  "histogram\n");
+	ax_buf_printf(b,
+	              "# HELP ax_api_request_duration_seconds Time from "
+	              "request to answer, by route.\n"
+	              "# TYPE ax_api_request_duration_seconds "
+	              "histogram\n");
 	for (size_t r = 0; r < m->nroutes; r++) {
 		uint64_t cum = 0;
 		if (copy[r].n == 0)
@@ -192,13 +150,13 @@ ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b)
 		labels(r, lab, sizeof(lab));
 		for (size_t k = 0; k < NBOUNDS; k++) {
 			cum += copy[r].bucket[k];
-			ax_api_buf_printf(b,
-			                  "ax_api_request_duration_seconds_"
-			                  "bucket{%s,le=\"%g\"} %llu\n",
-			                  lab, bounds[k],
-			                  (unsigned long long) cum);
+			ax_buf_printf(b,
+			              "ax_api_request_duration_seconds_"
+			              "bucket{%s,le=\"%g\"} %llu\n",
+			              lab, bounds[k],
+			              (unsigned long long) cum);
 		}
-		ax_api_buf_printf(
+		ax_buf_printf(
 		    b,
 		    "ax_api_request_duration_seconds_bucket{%s,le=\"+Inf\"} "
 		    "%llu\n"
@@ -213,7 +171,7 @@ ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b)
 /* One family of ax_event_sink_*: rows whose key is `key` (or starts with
  * `prefix`, the rest being the reason label). */
 static void
-sink_family(PGresult *res, ax_api_buf *b, const char *name, const char *help,
+sink_family(PGresult *res, ax_buf *b, const char *name, const char *help,
             const char *key, const char *prefix)
 {
 	int    head = 0;
@@ -227,21 +185,19 @@ sink_family(PGresult *res, ax_api_buf *b, const char *name, const char *help,
 		if (key != NULL ? strcmp(k, key) != 0 : strncmp(k, prefix, pl))
 			continue;
 		if (!head++)
-			ax_api_buf_printf(b,
-			                  "# HELP %s %s\n# TYPE %s counter\n",
-			                  name, help, name);
+			ax_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n",
+			              name, help, name);
 		if (key != NULL)
-			ax_api_buf_printf(b, "%s{sink=\"%s\"} %s\n", name,
-			                  comp, v);
+			ax_buf_printf(b, "%s{sink=\"%s\"} %s\n", name, comp,
+			              v);
 		else
-			ax_api_buf_printf(b,
-			                  "%s{sink=\"%s\",reason=\"%s\"} %s\n",
-			                  name, comp, k + pl, v);
+			ax_buf_printf(b, "%s{sink=\"%s\",reason=\"%s\"} %s\n",
+			              name, comp, k + pl, v);
 	}
 }
 
 ax_err
-ax_api_metrics_render_sinks(struct ax_store *st, ax_api_buf *b)
+ax_api_metrics_render_sinks(struct ax_store *st, ax_buf *b)
 {
 	PGresult *res;
 	/* component and key are written by axd only (fixed identifiers),

@@ -14,19 +14,9 @@
 #include <stdint.h>
 
 #include "ax_err.h"
+#include "buf.h"
 
 typedef struct ax_api_metrics ax_api_metrics;
-
-/* A growing text buffer (Prometheus exposition). */
-typedef struct ax_api_buf {
-	char  *p;
-	size_t len, cap;
-	int    oom; /* an append failed: the text is incomplete */
-} ax_api_buf;
-
-void ax_api_buf_printf(ax_api_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void ax_api_buf_fini(ax_api_buf *b);
 
 ax_err ax_api_metrics_new(ax_api_metrics **out);
 void   ax_api_metrics_free(ax_api_metrics *m);
@@ -43,7 +33,7 @@ void ax_api_metrics_record(ax_api_metrics *m, int route, unsigned status,
  * Appends ax_api_requests_total{method,route,code} and the
  * ax_api_request_duration_seconds histogram {method,route} to b.
  */
-void ax_api_metrics_render(ax_api_metrics *m, ax_api_buf *b);
+void ax_api_metrics_render(ax_api_metrics *m, ax_buf *b);
 
 struct ax_store;
 
@@ -54,6 +44,6 @@ struct ax_store;
  * ax_event_sink_dropped_total{sink,reason}. A family without rows is
  * left out. One query; errors as ax_store_query.
  */
-ax_err ax_api_metrics_render_sinks(struct ax_store *st, ax_api_buf *b);
+ax_err ax_api_metrics_render_sinks(struct ax_store *st, ax_buf *b);
 
 #endif /* AX_API_METRICS_H */

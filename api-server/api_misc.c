@@ -36,7 +36,7 @@ ax_api_healthz(ax_api_req *q, ax_api_resp *r)
 /* Appends gauge family name{label=key} for every row (key, value) of
  * sql, plus 0 for every key of zeros not in the rows. */
 static ax_err
-gauge(ax_api_req *q, ax_api_buf *b, const char *name, const char *help,
+gauge(ax_api_req *q, ax_buf *b, const char *name, const char *help,
       const char *label, const char *sql, const char *const *zeros)
 {
 	PGresult *res;
@@ -44,20 +44,17 @@ gauge(ax_api_req *q, ax_api_buf *b, const char *name, const char *help,
 
 	if (rv != AX_OK)
 		return rv;
-	ax_api_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help,
-	                  name);
+	ax_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
 	for (const char *const *z = zeros; z && *z; z++) {
 		int found = 0;
 		for (int i = 0; i < PQntuples(res); i++)
 			found |= !strcmp(PQgetvalue(res, i, 0), *z);
 		if (!found)
-			ax_api_buf_printf(b, "%s{%s=\"%s\"} 0\n", name, label,
-			                  *z);
+			ax_buf_printf(b, "%s{%s=\"%s\"} 0\n", name, label, *z);
 	}
 	for (int i = 0; i < PQntuples(res); i++)
-		ax_api_buf_printf(b, "%s{%s=\"%s\"} %s\n", name, label,
-		                  PQgetvalue(res, i, 0),
-		                  PQgetvalue(res, i, 1));
+		ax_buf_printf(b, "%s{%s=\"%s\"} %s\n", name, label,
+		              PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	PQclear(res);
 	return AX_OK;
 }
@@ -76,7 +73,7 @@ ax_api_metrics_text(ax_api_req *q, ax_api_resp *r)
 		                                  NULL };
 	static const char *const w_states[]   = { "ACTIVE", "DRAINING", "LOST",
 		                                  "GONE", NULL };
-	ax_api_buf               b            = { 0 };
+	ax_buf                   b            = { 0 };
 	ax_err                   rv           = AX_OK;
 
 	ax_api_metrics_render(ax_api_server_metrics(q->srv), &b);
@@ -118,18 +115,18 @@ ax_api_metrics_text(ax_api_req *q, ax_api_resp *r)
 	if (rv == AX_OK)
 		rv = ax_api_metrics_render_sinks(q->st, &b);
 	if (rv != AX_OK) {
-		ax_api_buf_fini(&b);
+		ax_buf_fini(&b);
 		ax_api_reply_err(r, rv);
 		return;
 	}
-	if (b.oom) {
-		ax_api_buf_fini(&b);
-		ax_api_reply_err(r, ax_err_set(AX_ENOMEM, "metrics"));
+	if (ax_buf_err(&b) != AX_OK) { /* take reports it, with a detail */
+		char *none;
+		ax_api_reply_err(r, ax_buf_take(&b, &none, NULL));
 		return;
 	}
 	ax_api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-	                  b.p ? b.p : "", b.len);
-	ax_api_buf_fini(&b);
+	                  ax_buf_str(&b), ax_buf_len(&b));
+	ax_buf_fini(&b);
 }
 
 void

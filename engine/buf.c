@@ -154,6 +154,13 @@ ax_buf_printf(ax_buf *b, const char *fmt, ...)
 	va_end(ap);
 }
 
+void
+ax_buf_set_err(ax_buf *b, ax_err err)
+{
+	if (b->err == AX_OK && err != AX_OK)
+		b->err = err;
+}
+
 ax_err
 ax_buf_take(ax_buf *b, char **out, size_t *len)
 {

@@ -90,6 +90,11 @@ ax_buf_err(const ax_buf *b)
 	return b->err;
 }
 
+/* Marks the text incomplete for a failure outside the buffer (memory a
+ * builder needed for its own work): err (not AX_OK) becomes the sticky
+ * error unless one is set already. */
+void ax_buf_set_err(ax_buf *b, ax_err err);
+
 /*
  * Hands the text to the caller: *out (free() it; never NULL on success,
  * "" for an empty text) and *len (may be NULL). On an earlier error the

@@ -275,7 +275,7 @@ Test(event_emitter, refused_events_are_dead_lettered_and_the_rest_written)
 
 	/* the counter reaches component_stats and /metrics */
 	stop();
-	ax_api_buf m = { 0 };
+	ax_buf m = { 0 };
 	cr_assert_eq(ax_api_metrics_render_sinks(st, &m), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_not_null(m.p);
@@ -289,7 +289,7 @@ Test(event_emitter, refused_events_are_dead_lettered_and_the_rest_written)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		cr_assert_not_null(strstr(m.p, want[i]), "want %s in:\n%s",
 		                   want[i], m.p);
-	ax_api_buf_fini(&m);
+	ax_buf_fini(&m);
 }
 
 /*

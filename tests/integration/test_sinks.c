@@ -683,7 +683,7 @@ Test(sinks, openlineage_overflow_drops_counted_never_blocks)
 
 	ax_store *st;
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
-	ax_api_buf b = { 0 };
+	ax_buf b = { 0 };
 	cr_assert_eq(ax_api_metrics_render_sinks(st, &b), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_not_null(b.p);
@@ -715,7 +715,7 @@ Test(sinks, openlineage_overflow_drops_counted_never_blocks)
 	             AX_OK);
 	cr_assert_eq((uint64_t) und + full, 50, "undeliverable %lld",
 	             (long long) und);
-	ax_api_buf_fini(&b);
+	ax_buf_fini(&b);
 	ax_store_close(st);
 	teardown();
 }

@@ -178,6 +178,23 @@ Test(buf, enormous_request_is_an_error_not_a_wrap)
 	cr_assert_eq(ax_buf_err(&b), AX_OK);
 }
 
+Test(buf, set_err_is_sticky_and_first_wins)
+{
+	ax_buf b = { 0 };
+	char  *s = (char *) 1;
+
+	ax_buf_puts(&b, "part");
+	ax_buf_set_err(&b, AX_OK); /* not an error: no change */
+	cr_assert_eq(ax_buf_err(&b), AX_OK);
+	ax_buf_set_err(&b, AX_ENOMEM);
+	ax_buf_set_err(&b, AX_ELIMIT); /* the first one stays */
+	ax_buf_puts(&b, " more");
+	cr_assert_str_eq(ax_buf_str(&b), "part");
+	cr_assert_eq(ax_buf_take(&b, &s, NULL), AX_ENOMEM);
+	cr_assert_null(s);
+	cr_assert(strstr(ax_err_detail(), "out of memory") != NULL);
+}
+
 Test(grow, doubles_and_keeps_contents)
 {
 	int   *v   = NULL;
