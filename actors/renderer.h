@@ -14,9 +14,14 @@
  * DAG's time zone, the data interval of the run (dag_runs, one query per
  * batch, cached), run_id, dag.name, task.name, shard, and params (DAG
  * params < task params < the run's conf, each value rendered in turn).
+ * The command of a bash task renders in shell mode: every value is one
+ * shell word (render.h); env values and the routing key are plain text.
+ * The run's conf params are checked against the DAG's declarations
+ * (dag_params.h) before they are used.
  *
  * A render error (unknown variable, a bash task without command, a DAG
- * version that cannot be loaded) never produces an empty command: the
+ * version that cannot be loaded, a value that cannot be quoted where it
+ * lands, an undeclared or mistyped conf param) never produces an empty command: the
  * attempt fails with reason RENDER_ERROR and a message naming the task,
  * the field and the offset (AttemptResult FAILED to result_handler).
  */

@@ -307,6 +307,9 @@ ax_api_cmd_check_params(ax_api_req *q, ax_api_resp *r, const char *dag,
 	int         ok = 0;
 	ax_err      rv;
 
+	if (params == NULL ||
+	    (json_is_object(params) && json_object_size(params) == 0))
+		return 1; /* nothing to check: no definition read */
 	if (definition == NULL) {
 		const char *p[] = { dag };
 		rv              = ax_store_query(q->st,

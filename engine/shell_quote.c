@@ -26,6 +26,7 @@ enum {
 	SHQ_COMMENT, /* # to the end of the line */
 	SHQ_DOC,     /* a heredoc body */
 	SHQ_BQ,      /* `...` */
+	SHQ_SUB,     /* ${name[...]}: an arithmetic subscript */
 };
 
 void
@@ -57,6 +58,10 @@ push(ax_shq *q, int kind)
 	q->f[q->top].kind  = (unsigned char) kind;
 	q->f[q->top].under = (unsigned char) k;
 	q->f[q->top].depth = 0;
+	q->f[q->top].name  = kind == SHQ_PARAM;
+	/* a word with a substitution is no keyword; $( starts a command */
+	if (kind != SHQ_SQ)
+		q->wlen = kind == SHQ_CMD ? 0 : 8;
 }
 
 static void
@@ -213,6 +218,47 @@ step_dq(ax_shq *q, char c, int is_doc)
 		pop(q);
 }
 
+/* A bare word ended: keywords that change how values are read. */
+static void
+word_end(ax_shq *q)
+{
+	static const char *const cmp[] = { "-eq", "-ne", "-lt",
+		                           "-le", "-gt", "-ge" };
+	size_t                   n     = (size_t) q->wlen;
+
+	q->wlen = 0;
+	if (n == 0 || n > 7)
+		return;
+	if (n == 4 && memcmp(q->word, "case", 4) == 0 && q->top > 0)
+		q->uncertain = 1;
+	if (n == 3 && memcmp(q->word, "let", 3) == 0)
+		q->letcmd = 1;
+	for (size_t i = 0; n == 3 && i < 6; i++)
+		if (memcmp(q->word, cmp[i], 3) == 0)
+			q->aw = 1;
+}
+
+/* Word and command boundaries in a bare command frame. */
+static void
+track_word(ax_shq *q, char c)
+{
+	if (!is_meta(c)) {
+		if (q->aw == 1)
+			q->aw = 2;
+		if (q->wlen < 8)
+			q->word[q->wlen < 8 ? q->wlen : 7] = c;
+		q->wlen++;
+		return;
+	}
+	if (q->aw == 2)
+		q->aw = 0;
+	if (c == ';' || c == '\n' || c == '&' || c == '|') {
+		q->letcmd = 0;
+		q->aw     = 0;
+	}
+	word_end(q);
+}
+
 static void
 step_bare_char(ax_shq *q, int k, char c)
 {
@@ -269,6 +315,20 @@ step_bare_char(ax_shq *q, int k, char c)
 	case '{':
 		if (k == SHQ_PARAM)
 			f->depth++;
+		break;
+	case '[':
+		if (k == SHQ_PARAM && f->name) {
+			f->name = 0;
+			push(q, SHQ_SUB);
+		} else if (k == SHQ_SUB) {
+			f->depth++;
+		}
+		break;
+	case ']':
+		if (k == SHQ_SUB && f->depth > 0)
+			f->depth--;
+		else if (k == SHQ_SUB)
+			pop(q);
 		break;
 	case '}':
 		if (k == SHQ_PARAM && f->depth > 0)
@@ -330,9 +390,15 @@ step_bare(ax_shq *q, int k, char c)
 	} else {
 		q->lt = 0;
 	}
+	if (k == SHQ_PARAM && q->f[q->top].name && c != '[' &&
+	    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	      (c >= '0' && c <= '9') || c == '_' || c == '#' || c == '!'))
+		q->f[q->top].name = 0;
 	step_bare_char(q, k, c);
-	if (k == SHQ_CMD)
+	if (k == SHQ_CMD) {
 		q->wstart = is_meta(c);
+		track_word(q, c);
+	}
 }
 
 static void
@@ -428,8 +494,7 @@ plain_word(const char *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		char c = v[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') ||
-		      strchr("_./:,+@%-", c) != NULL))
+		      (c >= '0' && c <= '9') || strchr("_./:+@%-", c) != NULL))
 			return 0;
 	}
 	return 1;
@@ -470,6 +535,10 @@ unplaceable(const ax_shq *q)
 	if (q->hd_read || q->lt == 2)
 		return "a value cannot be a heredoc delimiter; write the "
 		       "delimiter as text";
+	if (q->uncertain)
+		return "a value after a `case` inside $( ) cannot be placed "
+		       "safely (its patterns' ')' are not followed); set a "
+		       "variable from the value before the $( )";
 	for (int i = 0; i <= q->top; i++)
 		if (q->f[i].kind == SHQ_BQ)
 			return "a value inside `...` cannot be quoted; use "
@@ -511,12 +580,16 @@ quote_for(const ax_shq *q, const char *v, size_t n, qbuf *b)
 		put(b, v, n);
 		break;
 	case SHQ_ARITH:
+	case SHQ_SUB:
+	arith:
 		if (!integer_text(v, n))
 			return "the value is placed in a shell arithmetic "
 			       "expression and is not an integer";
 		put(b, v, n);
 		break;
 	default: /* bare */
+		if (q->aw != 0 || q->letcmd)
+			goto arith;
 		if (plain_word(v, n)) {
 			put(b, v, n);
 			break;

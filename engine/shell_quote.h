@@ -7,7 +7,7 @@
  * quotes it for the bash context at that point, so that the value is read
  * by bash as data inside one word, never as syntax:
  *   bare (command words, inside $( ), ( ), ${x:-...}): 'v' with ' as '\''
- *     (a value made only of [A-Za-z0-9_./:,+@%-] is written as it is;
+ *     (a value made only of [A-Za-z0-9_./:+@%-] is written as it is;
  *     an empty value is '')
  *   inside "...":             \ before each of " \ $ `
  *   inside '...':             ' as '\''
@@ -15,8 +15,11 @@
  *   heredoc body (<<EOF):     \ before each of \ $ `
  *   heredoc body (<<'EOF'):   as it is
  *   shell comment:            as it is (a newline is refused)
- *   arithmetic $(( )), (( )): only an integer is accepted
- * Refused (an error naming the reason): a value right after an unquoted
+ *   arithmetic $(( )), (( )), ${a[...]}, `let`, the operand after
+ *   -eq -ne -lt -le -gt -ge: only an integer is accepted (bash evaluates
+ *   any other text there as an expression, which can run commands)
+ * Refused (an error naming the reason): a value after a `case` word
+ * inside $( ) (its patterns' ')' are not followed), right after an unquoted
  * '\' or '$', inside `...` backticks, inside "${...}" (bash reads quotes
  * there by operator), or a value whose quoted form would still change the
  * tracker's state other than by its own quotes (it would end a comment or
@@ -48,7 +51,8 @@
 typedef struct ax_shq_frame {
 	unsigned char kind;  /* SHQ_* in shell_quote.c */
 	unsigned char under; /* kind of the frame below (for ${ }) */
-	int           depth; /* open ( or { inside this frame */
+	int           depth; /* open ( or { or [ inside this frame */
+	int           name;  /* ${: only name characters so far */
 } ax_shq_frame;
 
 typedef struct ax_shq_doc {
@@ -78,6 +82,11 @@ typedef struct ax_shq {
 	size_t       llen;      /* bytes of the body line kept in line */
 	int          lval;      /* the body line holds value bytes */
 	int          docf;      /* index of the heredoc frame, -1: none */
+	char         word[8];   /* bare: the current word, when short */
+	int          wlen;      /* its length; > 7: long, not a keyword */
+	int          aw;        /* 1: after -eq etc., 2: in its operand */
+	int          letcmd;    /* in the arguments of `let` */
+	int          uncertain; /* `case` inside $( ): refuse values */
 	int          lp;        /* previous char was a bare '(' */
 	int          in_value;  /* feeding a value (checking) */
 	int          vtop;      /* top when the value started */

@@ -423,6 +423,12 @@ ParameterizedTestParameters(render, shell_quoting)
 		{ "echo {{ params.region | raw }}", "a; b", "echo a; b" },
 		{ "echo {{ '$HOME' }}", "", "echo $HOME" },
 		{ "echo {{ dag.name }}", "", "echo demo.diamond" },
+		{ "[[ 1 -eq {{ params.region }} ]]", "-5", "[[ 1 -eq -5 ]]" },
+		{ "a=(1); echo ${a[{{ params.region }}]}", "0",
+		  "a=(1); echo ${a[0]}" },
+		{ "echo {a,{{ params.region }}}", "b,c", "echo {a,'b,c'}" },
+		{ "echo -e {{ params.region }}; let x=1", "a b",
+		  "echo -e 'a b'; let x=1" },
 	};
 	return cr_make_param_array(struct qcase, cases,
 	                           sizeof(cases) / sizeof(cases[0]));
@@ -469,6 +475,13 @@ ParameterizedTestParameters(render, shell_refusals)
 		{ "cat <<EOF\nE{{ params.region }}OF\nEOF", "\nE",
 		  "delimiter line" },
 		{ "cat <<{{ params.region }}\nx\n", "E", "heredoc delimiter" },
+		{ "[[ 1 -eq {{ params.region }} ]]", "a[$(id)]",
+		  "not an integer" },
+		{ "let n={{ params.region }}", "a[$(id)]", "not an integer" },
+		{ "a=(1); echo ${a[{{ params.region }}]}", "a[$(id)]",
+		  "not an integer" },
+		{ "x=$(case a in a) echo {{ params.region }};; esac)", "b",
+		  "`case` inside $( )" },
 	};
 	return cr_make_param_array(struct rfcase, cases,
 	                           sizeof(cases) / sizeof(cases[0]));
