@@ -234,35 +234,28 @@ mono_to_timespec(int64_t us, struct timespec *ts)
 
 /* -------------------------------------------------------------- framing */
 
-/*
- * Item count of an envelope when its fixed header is well formed, else 0.
- * Cheap enough to call under the inbox lock.
- */
-static uint32_t
-env_peek_count(nng_msg *m)
+uint32_t
+ax_actor_env_count(const void *buf, size_t len)
 {
-	const uint8_t *b   = nng_msg_body(m);
-	size_t         len = nng_msg_len(m);
+	const uint8_t *b = buf;
+	uint32_t       cnt;
+
 	if (len < ENV_FIXED || get_be32(b) != ENV_MAGIC)
 		return 0;
 	size_t nl = b[12];
 	if (len < ENV_FIXED + nl)
 		return 0;
-	return get_be32(b + 13 + nl);
+	cnt = get_be32(b + 13 + nl);
+	/* a count the parse refuses must not count towards a batch */
+	return cnt > AX_ACTOR_ENVELOPE_MAX_ITEMS ? 0 : cnt;
 }
 
-/*
- * Validates envelope m and appends its items to items[*n..]. The sender
- * name is copied into name (items point at it). Returns AX_EPROTO with a
- * detail for any malformed field; nothing is appended then. The caller
- * guarantees room for AX_ACTOR_ENVELOPE_MAX_ITEMS more items.
- */
-static ax_err
-env_parse(nng_msg *m, char *name, uint64_t *sysid, ax_actor_item *items,
-          size_t *n)
+ax_err
+ax_actor_env_parse(const void *buf, size_t len,
+                   char name[AX_ACTOR_NAME_MAX + 1], uint64_t *sysid,
+                   ax_actor_item *items, size_t room, size_t *n)
 {
-	const uint8_t *b   = nng_msg_body(m);
-	size_t         len = nng_msg_len(m);
+	const uint8_t *b = buf;
 	size_t         off, nl;
 	uint32_t       cnt;
 
@@ -286,6 +279,11 @@ env_parse(nng_msg *m, char *name, uint64_t *sysid, ax_actor_item *items,
 		                  "envelope from %s: %u items, "
 		                  "limit %d",
 		                  name, cnt, AX_ACTOR_ENVELOPE_MAX_ITEMS);
+	if (cnt > room)
+		return ax_err_set(AX_EPROTO,
+		                  "envelope from %s: %u items, room for "
+		                  "%zu in the batch",
+		                  name, cnt, room);
 	off = ENV_FIXED + nl;
 	for (uint32_t i = 0; i < cnt; i++) {
 		if (len - off < ITEM_HDR)
@@ -786,10 +784,12 @@ rx_cb(void *arg)
 static uint32_t
 inbox_take(ax_actor *a, int *rearm)
 {
-	uint32_t k = 0, items = 0;
+	uint32_t k     = 0;
+	uint64_t items = 0;
 	while (a->rcount > 0) {
 		nng_msg *m = a->ring[a->rhead];
-		uint32_t c = env_peek_count(m);
+		uint32_t c =
+		    ax_actor_env_count(nng_msg_body(m), nng_msg_len(m));
 		if (k > 0 && items + c > a->max_batch)
 			break;
 		a->bmsgs[k++] = m;
@@ -870,8 +870,9 @@ handle_batch(ax_actor *a, uint32_t k)
 	for (uint32_t i = 0; i < k; i++) {
 		uint64_t sysid  = 0;
 		size_t   before = n;
-		rv =
-		    env_parse(a->bmsgs[i], a->bnames[i], &sysid, a->items, &n);
+		rv              = ax_actor_env_parse(
+		                 nng_msg_body(a->bmsgs[i]), nng_msg_len(a->bmsgs[i]),
+		                 a->bnames[i], &sysid, a->items, a->items_cap - n, &n);
 		if (rv != AX_OK) {
 			STAT_ADD(a, bad_envelopes, 1);
 			ax_logf(AX_LOG_WARN, a->name, "BAD_ENVELOPE", NULL,
@@ -1085,8 +1086,9 @@ actor_stop(ax_actor *a)
 		nng_msg *m     = a->ring[a->rhead];
 		uint64_t sysid = 0;
 		size_t   n     = 0;
-		if (env_parse(m, a->bnames[0], &sysid, a->items, &n) ==
-		    AX_OK) {
+		if (ax_actor_env_parse(nng_msg_body(m), nng_msg_len(m),
+		                       a->bnames[0], &sysid, a->items,
+		                       a->items_cap, &n) == AX_OK) {
 			dropped += n;
 			if (sysid == sys->id)
 				atomic_fetch_sub(&sys->pending, (int64_t) n);

@@ -155,6 +155,24 @@ typedef struct ax_actor_stop_report {
 } ax_actor_stop_report;
 
 /*
+ * The envelope framing on its own, for the inbox and for fuzzing; pure.
+ *
+ * ax_actor_env_count: the item count of the envelope buf[0..len) when its
+ * fixed header is well formed and the count within
+ * AX_ACTOR_ENVELOPE_MAX_ITEMS, else 0 (the envelope will be refused).
+ *
+ * ax_actor_env_parse: validates the envelope and appends its items to
+ * items[*n..]; the sender name is copied into name, which the items point
+ * at, and the sender's system id into *sysid. Items point into buf. An
+ * envelope of more than room items is refused. Returns AX_EPROTO with a
+ * detail for any malformed field; nothing is appended then.
+ */
+uint32_t ax_actor_env_count(const void *buf, size_t len);
+ax_err   ax_actor_env_parse(const void *buf, size_t len,
+                            char name[AX_ACTOR_NAME_MAX + 1], uint64_t *sysid,
+                            ax_actor_item *items, size_t room, size_t *n);
+
+/*
  * Creates an empty system. Returns AX_ENOMEM. The system id written into
  * envelopes is random, so envelopes from other processes are told apart.
  */

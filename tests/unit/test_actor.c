@@ -674,6 +674,81 @@ Test(actor, malformed_envelopes_are_dropped_and_counted)
 	ax_actor_system_free(s);
 }
 
+/* A raw envelope from sender "z" of count items of `payload` (sender 0,
+ * seq from seq0); with items 0 only the header, claiming count. */
+static size_t
+raw_envelope(uint8_t *b, uint32_t count, uint32_t items, uint32_t seq0)
+{
+	size_t off = 0;
+
+	memcpy(b, "AXE1", 4);
+	memset(b + 4, 0, 8); /* system id: not ours */
+	b[12] = 1;
+	b[13] = 'z';
+	off   = 14;
+	for (int k = 3; k >= 0; k--)
+		b[off++] = (uint8_t) (count >> (8 * k));
+	for (uint32_t i = 0; i < items; i++) {
+		payload p = { 0, seq0 + i };
+		for (int k = 3; k >= 0; k--)
+			b[off++] = (uint8_t) (AX_ITEM_USER >> (8 * k));
+		for (int k = 3; k >= 0; k--)
+			b[off++] = (uint8_t) (sizeof(p) >> (8 * k));
+		memcpy(b + off, &p, sizeof(p));
+		off += sizeof(p);
+	}
+	return off;
+}
+
+/* Envelopes whose header claims close to 2^32 items used to wrap the
+ * 32-bit item sum of a batch, so the full envelopes queued with them
+ * joined the same batch and were parsed past the end of the item array
+ * (heap overflow, seen as a batch of 3072 items with room for 1024). */
+Test(actor, absurd_item_counts_do_not_grow_a_batch)
+{
+	ax_actor_system *s = new_sys();
+	ax_actor_client *c = NULL;
+	rec              r;
+	ax_actor        *a;
+	ax_actor_stats   st;
+	nng_socket       raw;
+	size_t           len;
+	uint8_t         *b = malloc(20 + 1024 * 16);
+
+	rec_init(&r);
+	r.gate_open = 0;
+	a           = add(s, "victim", &r, 0, 0);
+	cr_assert_eq(ax_actor_system_start(s), AX_OK);
+	cr_assert_eq(ax_actor_client_new(s, "load", &c), AX_OK);
+	cr_assert_eq(send1(c, "victim", 1, 0, 0), AX_OK);
+	for (int i = 0; i < 2000 && atomic_load(&r.entered) == 0; i++)
+		ax_clock_sleep_us(1000);
+	cr_assert_eq(atomic_load(&r.entered), 1, "the handler holds");
+	/* queued while the handler holds: full, absurd, full, absurd, full */
+	cr_assert_eq(nng_push0_open(&raw), 0);
+	cr_assert_eq(nng_dial(raw, ax_actor_url(a), NULL, 0), 0);
+	for (uint32_t e = 0; e < 5; e++) {
+		if (e % 2 == 0)
+			len = raw_envelope(b, 1024, 1024, e / 2 * 1024);
+		else
+			len = raw_envelope(b, 0xfffffc00u, 0, 0);
+		cr_assert_eq(nng_send(raw, b, len, 0), 0);
+	}
+	ax_clock_sleep_us(300 * 1000); /* all five in the inbox ring */
+	gate_set(&r, 1);
+	cr_assert(wait_u64(&r.n, 1 + 3 * 1024, 5000), "handled %llu",
+	          (unsigned long long) atomic_load(&r.n));
+	ax_actor_stats_get(a, &st);
+	cr_expect_leq(st.max_batch, 1024, "a batch of %llu items",
+	              (unsigned long long) st.max_batch);
+	cr_expect_eq(st.bad_envelopes, 2);
+	cr_expect_eq(atomic_load(&r.order_errors), 0);
+	nng_close(raw);
+	ax_actor_client_free(c);
+	ax_actor_system_free(s);
+	free(b);
+}
+
 struct cfg_case {
 	char     name[80];
 	char     url[64];
