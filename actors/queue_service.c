@@ -130,6 +130,7 @@
 #include "store_attempts.h"
 #include "store_workers.h"
 #include "worker.pb-c.h"
+#include "worker_proto.h"
 
 #define ITEM_WAKE       (AX_ITEM_USER + 50) /* empty: "drain the hand-off" */
 #define QCTX_INITIAL    8
@@ -1710,14 +1711,14 @@ on_request(ax_queue *q, qctx *c)
 	qworker           *w = NULL;
 	int                valid;
 	nng_msg           *msg = c->req;
+	ax_err             rv;
 
 	c->req = NULL;
-	m      = ax__worker_message__unpack(NULL, nng_msg_len(msg),
-	                                    nng_msg_body(msg));
+	rv     = ax_wproto_worker_msg(nng_msg_body(msg), nng_msg_len(msg), &m);
 	nng_msg_free(msg);
-	if (m == NULL) {
-		reply_error(q, c, 0, "BAD_REQUEST",
-		            "not an ax.WorkerMessage (proto/worker.proto)");
+	if (rv != AX_OK) {
+		/* the seq of a refused message is not trusted: 0 */
+		reply_error(q, c, 0, "BAD_REQUEST", ax_err_detail());
 		return;
 	}
 	if (m->body_case == AX__WORKER_MESSAGE__BODY_REGISTER) {

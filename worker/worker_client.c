@@ -20,6 +20,7 @@
 #include "task_records.h"
 #include "log.h"
 #include "worker.pb-c.h"
+#include "worker_proto.h"
 
 #define NEXEC       2    /* bash (local), noop */
 #define DONE_RING   1024 /* recently finished run_ids kept for dedupe */
@@ -182,11 +183,11 @@ rq_reply(ax_worker *w, int k)
 		return NULL;
 	}
 	msg = nng_aio_get_msg(r->aio);
-	m   = ax__queue_message__unpack(NULL, nng_msg_len(msg),
-	                                nng_msg_body(msg));
+	if (ax_wproto_queue_msg(nng_msg_body(msg), nng_msg_len(msg), &m) !=
+	    AX_OK)
+		ax_logf(AX_LOG_WARN, COMP, "BAD_REPLY", NULL,
+		        "reply from the queue ignored: %s", ax_err_detail());
 	nng_msg_free(msg);
-	if (m == NULL)
-		ax_log_warn(COMP, "reply is not an ax.QueueMessage; ignored");
 	return m;
 }
 
@@ -423,6 +424,24 @@ start_one(ax_worker *w, const Ax__Dispatch *d)
 	out_started(w, d->run_id, started);
 }
 
+/* A dispatch that ax_wproto_dispatch() refused: never run; failed with
+ * the reason when its run_id can carry a Result, else only logged (the
+ * queue's ack timeout then tells it). */
+static void
+bad_dispatch(ax_worker *w, const Ax__Dispatch *d)
+{
+	char err[512];
+
+	snprintf(err, sizeof(err), "dispatch refused by the worker: %s",
+	         ax_err_detail());
+	ax_logf(AX_LOG_WARN, COMP, "BAD_DISPATCH", NULL, "%s", err);
+	if (!ax_wproto_run_id_ok(d->run_id))
+		return;
+	out_result(w, d->run_id, 2, -1, 0, 0, ax_clock_utc_us(), err, "",
+	           NULL);
+	done_add(w, d->run_id);
+}
+
 static void
 on_dispatches(ax_worker *w, const Ax__DispatchBatch *b)
 {
@@ -437,6 +456,10 @@ on_dispatches(ax_worker *w, const Ax__DispatchBatch *b)
 		}
 		if (w->draining && w->stops > 1)
 			continue;
+		if (ax_wproto_dispatch(d) != AX_OK) {
+			bad_dispatch(w, d);
+			continue;
+		}
 		start_one(w, d);
 	}
 }

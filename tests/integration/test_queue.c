@@ -1353,3 +1353,77 @@ Test(queue, blocked_database_statement_does_not_stall_the_workers)
 	db_stop();
 	q_lease = "1s";
 }
+
+/* Sends m as peer p and expects a BAD_REQUEST whose text names field. */
+static void
+expect_refused(peer *p, Ax__WorkerMessage *m, const char *field)
+{
+	Ax__QueueMessage *r = peer_call(p, m);
+
+	cr_expect_eq(r->body_case, AX__QUEUE_MESSAGE__BODY_ERROR,
+	             "%s: answered with body %d", field, (int) r->body_case);
+	if (r->body_case == AX__QUEUE_MESSAGE__BODY_ERROR) {
+		cr_expect_str_eq(r->error->code, "BAD_REQUEST", "%s", field);
+		cr_expect(strstr(r->error->message, field) != NULL,
+		          "'%s' in '%s'", field, r->error->message);
+	}
+	ax__queue_message__free_unpacked(r, NULL);
+}
+
+/*
+ * A worker whose messages are out of range (a broken or hostile process
+ * on the worker endpoint) is refused message by message, with the field
+ * named, and the queue goes on serving it and the others.
+ */
+Test(queue, out_of_range_worker_messages_are_refused_by_name)
+{
+	peer              p;
+	Ax__WorkerMessage m   = AX__WORKER_MESSAGE__INIT;
+	Ax__Register      reg = AX__REGISTER__INIT;
+	Ax__Pull          pl  = AX__PULL__INIT;
+	Ax__Started       s   = AX__STARTED__INIT;
+	Ax__Result        res = AX__RESULT__INIT;
+	Ax__QueueMessage *r;
+	char              long_id[400];
+
+	start_queue("30s", "false");
+	peer_open(&p, "wx", "hx", 4242);
+	m.body_case   = AX__WORKER_MESSAGE__BODY_REGISTER;
+	m.register_   = &reg;
+	reg.worker_id = "wx";
+	reg.slots     = -3;
+	expect_refused(&p, &m, "Register.slots");
+	memset(long_id, 'w', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	reg.worker_id                = long_id;
+	reg.slots                    = 4;
+	expect_refused(&p, &m, "Register.worker_id");
+	peer_register(&p, NULL, 0);
+	m.body_case   = AX__WORKER_MESSAGE__BODY_PULL;
+	m.pull        = &pl;
+	pl.free_slots = INT32_MIN;
+	expect_refused(&p, &m, "Pull.free_slots");
+	m.body_case = AX__WORKER_MESSAGE__BODY_STARTED;
+	m.started   = &s;
+	s.run_id    = "";
+	expect_refused(&p, &m, "Started.run_id");
+	m.body_case = AX__WORKER_MESSAGE__BODY_RESULT;
+	m.result    = &res;
+	res.run_id  = "../../etc/passwd";
+	res.status  = 1;
+	expect_refused(&p, &m, "Result.run_id");
+	/* the session is intact: a sane pull is answered (the body members
+	 * share a union: set pull again) */
+	m.body_case   = AX__WORKER_MESSAGE__BODY_PULL;
+	m.pull        = &pl;
+	pl.free_slots = 4;
+	pl.wait_ms    = 0;
+	r             = peer_call(&p, &m);
+	cr_expect_neq(r->body_case, AX__QUEUE_MESSAGE__BODY_ERROR, "%s",
+	              r->body_case == AX__QUEUE_MESSAGE__BODY_ERROR
+	                  ? r->error->message
+	                  : "");
+	ax__queue_message__free_unpacked(r, NULL);
+	nng_close(p.s);
+	stop_all();
+}

@@ -1,0 +1,270 @@
+/*
+ * test_worker_peer.c - the real ax-worker binary against a queue played
+ * by the test on an ipc:// REP socket: what a worker does with replies
+ * and dispatches that are out of range. A refused dispatch is never run;
+ * it comes back as a failed Result naming the field, and the worker
+ * goes on with the good ones.
+ */
+#include <criterion/criterion.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "worker.pb-c.h"
+
+#define R_GOOD    "01890000-0000-7000-8000-0000000000c1"
+#define R_TIMEOUT "01890000-0000-7000-8000-0000000000c2"
+#define R_PATH    "01890000-0000-7000-8000-0000000000c3"
+#define R_ENV     "01890000-0000-7000-8000-0000000000c4"
+
+static char       dir[64], addr[128];
+static nng_socket rep;
+static pid_t      worker = -1;
+
+static void
+setup(void)
+{
+	const char *bin = getenv("AX_WORKER");
+	char        logs[128], out[128];
+
+	cr_assert_not_null(bin, "AX_WORKER is not set");
+	snprintf(dir, sizeof(dir), "/tmp/ax-test-wpeer-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(addr, sizeof(addr), "ipc://%s/q.ipc", dir);
+	snprintf(logs, sizeof(logs), "%s/deep/logs", dir);
+	snprintf(out, sizeof(out), "%s/worker.out", dir);
+	cr_assert_eq(nng_rep0_open(&rep), 0);
+	nng_socket_set_ms(rep, NNG_OPT_RECVTIMEO, 10000);
+	cr_assert_eq(nng_listen(rep, addr, NULL, 0), 0);
+	worker = fork();
+	cr_assert(worker >= 0);
+	if (worker == 0) {
+		FILE *f = freopen(out, "a", stderr);
+		(void) f;
+		execl(bin, bin, "--server", addr, "--group", "g", "--slots",
+		      "4", "--id", "wp", "--log-dir", logs, (char *) NULL);
+		_exit(127);
+	}
+}
+
+static void
+teardown(void)
+{
+	if (worker > 0) {
+		kill(worker, SIGKILL);
+		waitpid(worker, NULL, 0);
+	}
+	nng_close(rep);
+	if (strncmp(dir, "/tmp/ax-test-wpeer-", 19) == 0) {
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", dir);
+	}
+}
+
+TestSuite(worker_peer, .init = setup, .fini = teardown, .timeout = 60);
+
+/* The next request of the worker (the caller frees it). */
+static Ax__WorkerMessage *
+next_request(void)
+{
+	nng_msg           *msg;
+	Ax__WorkerMessage *m;
+
+	cr_assert_eq(nng_recvmsg(rep, &msg, 0), 0, "the worker went quiet");
+	m = ax__worker_message__unpack(NULL, nng_msg_len(msg),
+	                               nng_msg_body(msg));
+	nng_msg_free(msg);
+	cr_assert_not_null(m);
+	return m;
+}
+
+static void
+answer(Ax__QueueMessage *q)
+{
+	nng_msg *msg;
+
+	cr_assert_eq(
+	    nng_msg_alloc(&msg, ax__queue_message__get_packed_size(q)), 0);
+	ax__queue_message__pack(q, nng_msg_body(msg));
+	cr_assert_eq(nng_sendmsg(rep, msg, 0), 0);
+}
+
+static void
+answer_ack(uint64_t seq)
+{
+	Ax__QueueMessage q  = AX__QUEUE_MESSAGE__INIT;
+	Ax__Ack          ak = AX__ACK__INIT;
+
+	q.reply_to_seq = seq;
+	q.body_case    = AX__QUEUE_MESSAGE__BODY_ACK;
+	q.ack          = &ak;
+	ak.acked_seq   = seq;
+	answer(&q);
+}
+
+static Ax__Dispatch
+dispatch(const char *run_id)
+{
+	Ax__Dispatch d = AX__DISPATCH__INIT;
+
+	d.run_id          = (char *) run_id;
+	d.dag             = "d";
+	d.task            = "t";
+	d.attempt         = 1;
+	d.task_type       = "noop";
+	d.command         = "";
+	d.timeout_ms      = 60000;
+	d.logical_time_us = 1714530600000000;
+	d.slots           = 1;
+	return d;
+}
+
+/* Answers the worker's next Register with session 7 and lease lease_ms;
+ * acks whatever else comes first. Returns 0 when no Register came within
+ * wait_s seconds. */
+static int
+answer_register(int32_t lease_ms, int wait_s)
+{
+	Ax__WorkerMessage *m;
+	Ax__QueueMessage   q   = AX__QUEUE_MESSAGE__INIT;
+	Ax__RegisterReply  rr  = AX__REGISTER_REPLY__INIT;
+	int64_t            end = ax_clock_mono_us() + wait_s * AX_USEC_PER_SEC;
+
+	for (;;) {
+		m = next_request();
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_REGISTER)
+			break;
+		answer_ack(m->seq);
+		ax__worker_message__free_unpacked(m, NULL);
+		if (ax_clock_mono_us() > end)
+			return 0;
+	}
+	q.reply_to_seq           = m->seq;
+	q.body_case              = AX__QUEUE_MESSAGE__BODY_REGISTER_REPLY;
+	q.register_reply         = &rr;
+	rr.session               = 7;
+	rr.heartbeat_interval_ms = 1000;
+	rr.lease_ttl_ms          = lease_ms;
+	answer(&q);
+	ax__worker_message__free_unpacked(m, NULL);
+	return 1;
+}
+
+/* A RegisterReply with a negative lease is not a registration: the
+ * worker registers again (it used to run with no lease at all). */
+Test(worker_peer, register_reply_out_of_range_is_not_taken)
+{
+	cr_assert(answer_register(-5, 10));
+	cr_expect(answer_register(10000, 10),
+	          "the worker took a RegisterReply with a negative lease "
+	          "and never registered again");
+}
+
+Test(worker_peer, bad_dispatches_fail_by_name_and_good_ones_run)
+{
+	Ax__WorkerMessage      *m;
+	Ax__DispatchBatch       b = AX__DISPATCH_BATCH__INIT;
+	Ax__Dispatch            d[4], *dp[4];
+	Ax__Dispatch__EnvEntry  e    = AX__DISPATCH__ENV_ENTRY__INIT;
+	Ax__Dispatch__EnvEntry *ep   = &e;
+	int                     sent = 0, good = 0, bad = 0;
+	char                    path[256];
+	struct stat             sb;
+	int64_t                 end;
+
+	cr_assert(answer_register(10000, 10));
+	d[0]            = dispatch(R_TIMEOUT);
+	d[0].timeout_ms = INT64_MAX; /* in microseconds: overflow */
+	d[1]            = dispatch(R_PATH);
+	d[1].dag        = "../../escaped"; /* the log path: dir/escaped */
+	d[1].task_type  = "bash";
+	d[1].command    = "true";
+	d[2]            = dispatch(R_ENV);
+	e.key           = "LD_PRELOAD=/tmp/x.so X";
+	e.value         = "1";
+	d[2].n_env      = 1;
+	d[2].env        = &ep;
+	d[3]            = dispatch(R_GOOD);
+	for (int i = 0; i < 4; i++)
+		dp[i] = &d[i];
+	end = ax_clock_mono_us() + 20 * AX_USEC_PER_SEC;
+	while ((good < 1 || bad < 3) && ax_clock_mono_us() < end) {
+		m = next_request();
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL && !sent) {
+			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
+			dq.reply_to_seq     = m->seq;
+			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+			dq.dispatch         = &b;
+			b.n_dispatches      = 4;
+			b.dispatches        = dp;
+			answer(&dq);
+			sent = 1;
+		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_REPORT) {
+			Ax__Report *rp = m->report;
+			for (size_t i = 0; i < rp->n_results; i++) {
+				Ax__Result *r = rp->results[i];
+				if (strcmp(r->run_id, R_GOOD) == 0) {
+					cr_expect_eq(r->status, 1, "%s",
+					             r->error);
+					good++;
+					continue;
+				}
+				cr_expect_eq(r->status, 2, "%s", r->run_id);
+				cr_expect(strstr(r->error, "refused") != NULL,
+				          "%s: %s", r->run_id, r->error);
+				if (strcmp(r->run_id, R_TIMEOUT) == 0)
+					cr_expect(
+					    strstr(r->error,
+					           "Dispatch.timeout_ms"),
+					    "%s", r->error);
+				if (strcmp(r->run_id, R_PATH) == 0)
+					cr_expect(
+					    strstr(r->error, "Dispatch.dag"),
+					    "%s", r->error);
+				if (strcmp(r->run_id, R_ENV) == 0)
+					cr_expect(
+					    strstr(r->error, "Dispatch.env"),
+					    "%s", r->error);
+				bad++;
+			}
+			answer_ack(m->seq);
+		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
+			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
+			dq.reply_to_seq     = m->seq;
+			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+			dq.dispatch =
+			    &(Ax__DispatchBatch) AX__DISPATCH_BATCH__INIT;
+			answer(&dq);
+		} else {
+			Ax__QueueMessage   hq = AX__QUEUE_MESSAGE__INIT;
+			Ax__HeartbeatReply hr = AX__HEARTBEAT_REPLY__INIT;
+			if (m->body_case !=
+			    AX__WORKER_MESSAGE__BODY_HEARTBEAT) {
+				answer_ack(m->seq);
+			} else {
+				hq.reply_to_seq = m->seq;
+				hq.body_case =
+				    AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
+				hq.heartbeat_reply = &hr;
+				hr.acked_seq       = m->seq;
+				answer(&hq);
+			}
+		}
+		ax__worker_message__free_unpacked(m, NULL);
+	}
+	cr_expect_eq(good, 1, "the good dispatch ran once");
+	cr_expect_eq(bad, 3, "three refused dispatches reported");
+	/* nothing was written outside the log directory */
+	snprintf(path, sizeof(path), "%s/escaped", dir);
+	cr_expect_neq(stat(path, &sb), 0, "%s exists", path);
+	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
+}
