@@ -126,7 +126,7 @@ check_direct(const uint8_t *b, size_t len)
 			__builtin_trap();
 		return;
 	}
-	if (n != c || strlen(name) == 0 || strlen(name) > AX_ACTOR_NAME_MAX)
+	if (n != c || strlen(name) > AX_ACTOR_NAME_MAX)
 		__builtin_trap();
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *d = items[i].data;
