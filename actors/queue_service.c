@@ -731,9 +731,40 @@ best_for(qworker *w)
 	return best;
 }
 
+/* Room for the worker-read env sources of a batch's dispatches. */
+typedef struct qsrc {
+	Ax__Dispatch__EnvFromFileEntry *f, **fp;
+	Ax__Dispatch__EnvFromEnvEntry  *e, **ep;
+	size_t                          nf, ne; /* used so far */
+} qsrc;
+
+/* The run_as and env sources of ar into d (strings stay ar's). */
+static void
+fill_sources(const Ax__AttemptRendered *ar, Ax__Dispatch *d, qsrc *src)
+{
+	d->run_as        = ar->run_as;
+	d->env_from_file = src->fp + src->nf;
+	d->env_from_env  = src->ep + src->ne;
+	for (size_t i = 0; i < ar->n_env_from_file; i++, src->nf++) {
+		ax__dispatch__env_from_file_entry__init(&src->f[src->nf]);
+		src->f[src->nf].key   = ar->env_from_file[i]->key;
+		src->f[src->nf].value = ar->env_from_file[i]->value;
+		src->fp[src->nf]      = &src->f[src->nf];
+	}
+	for (size_t i = 0; i < ar->n_env_from_env; i++, src->ne++) {
+		ax__dispatch__env_from_env_entry__init(&src->e[src->ne]);
+		src->e[src->ne].key   = ar->env_from_env[i]->key;
+		src->e[src->ne].value = ar->env_from_env[i]->value;
+		src->ep[src->ne]      = &src->e[src->ne];
+	}
+	d->n_env_from_file = ar->n_env_from_file;
+	d->n_env_from_env  = ar->n_env_from_env;
+}
+
 static void
 fill_dispatch(ax_queue *q, const qatt *a, Ax__Dispatch *d,
-              Ax__Dispatch__EnvEntry *env, Ax__Dispatch__EnvEntry **envp)
+              Ax__Dispatch__EnvEntry *env, Ax__Dispatch__EnvEntry **envp,
+              qsrc *src)
 {
 	const Ax__AttemptRendered *ar = a->ar;
 	ax__dispatch__init(d);
@@ -769,6 +800,7 @@ fill_dispatch(ax_queue *q, const qatt *a, Ax__Dispatch *d,
 	}
 	d->n_env = ar->n_env;
 	d->env   = envp;
+	fill_sources(ar, d, src);
 }
 
 /* 1 when a dispatch may leave now: with a database, only once the
@@ -793,7 +825,7 @@ try_fill(ax_queue *q, qworker *w)
 {
 	qatt   *batch[DISPATCH_MAX];
 	qheap  *from[DISPATCH_MAX];
-	size_t  n = 0, nenv = 0;
+	size_t  n = 0, nenv = 0, nf = 0, ne = 0;
 	int32_t free_ = w->pull_free;
 
 	/* a quota (batching): what routing gave w in this batch */
@@ -837,8 +869,17 @@ try_fill(ax_queue *q, qworker *w)
 	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (batch[i]->ar != NULL)
+		if (batch[i]->ar != NULL) {
 			nenv += batch[i]->ar->n_env;
+			nf += batch[i]->ar->n_env_from_file;
+			ne += batch[i]->ar->n_env_from_env;
+		}
+	qsrc src = {
+		.f  = calloc(nf + 1, sizeof(*src.f)),
+		.fp = calloc(nf + 1, sizeof(*src.fp)),
+		.e  = calloc(ne + 1, sizeof(*src.e)),
+		.ep = calloc(ne + 1, sizeof(*src.ep)),
+	};
 
 	Ax__Dispatch            *ds   = calloc(n, sizeof(*ds));
 	Ax__Dispatch           **dp   = calloc(n, sizeof(*dp));
@@ -850,14 +891,17 @@ try_fill(ax_queue *q, qworker *w)
 	size_t                   e    = 0;
 
 	unpark(q, w);
-	if (ds == NULL || dp == NULL || env == NULL || envp == NULL) {
+	if (ds == NULL || dp == NULL || env == NULL || envp == NULL ||
+	    src.f == NULL || src.fp == NULL || src.e == NULL ||
+	    src.ep == NULL) {
 		/* the dispatches stay unacked and are re-sent later */
 		ax_logf(AX_LOG_ERROR, AX_A_QUEUE, "NOMEM", NULL,
 		        "dispatch batch of %zu", n);
 		ctx_recv(c);
 	} else {
 		for (size_t i = 0; i < n; i++) {
-			fill_dispatch(q, batch[i], &ds[i], &env[e], &envp[e]);
+			fill_dispatch(q, batch[i], &ds[i], &env[e], &envp[e],
+			              &src);
 			if (batch[i]->ar != NULL)
 				e += batch[i]->ar->n_env;
 			dp[i] = &ds[i];
@@ -872,6 +916,10 @@ try_fill(ax_queue *q, qworker *w)
 	free(dp);
 	free(env);
 	free(envp);
+	free(src.f);
+	free(src.fp);
+	free(src.e);
+	free(src.ep);
 	STAT(q, st_dispatches, n);
 	return n;
 }

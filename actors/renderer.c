@@ -59,6 +59,9 @@ typedef struct rn_out {
 	char                            ax_env[7][64];
 	char                            log_path[2048];
 	char                            err[512];
+	/* env values only the worker reads: names of files and variables */
+	Ax__AttemptRendered__EnvFromFileEntry *srcf, **srcfp;
+	Ax__AttemptRendered__EnvFromEnvEntry  *srce, **srcep;
 } rn_out;
 
 static void
@@ -82,6 +85,10 @@ out_free(rn_out *o)
 	free(o->env_v);
 	free(o->env);
 	free(o->envp);
+	free(o->srcf);
+	free(o->srcfp);
+	free(o->srce);
+	free(o->srcep);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -281,6 +288,8 @@ render_env(rn_out *o, const ax_task *t, const Ax__AttemptCreated *ac,
 		return fail(o, "out of memory%s%s", "", "");
 	for (size_t i = 0; i < kv->n; i++) {
 		char field[300];
+		if (kv->v[i].source != AX_KV_VALUE)
+			continue; /* render_sources: the worker reads it */
 		snprintf(field, sizeof(field), "env.%s", kv->v[i].key);
 		if (render_field(o, t->name, field, kv->v[i].value, rc,
 		                 &o->env_v[o->nenv]) != 0)
@@ -314,6 +323,50 @@ render_env(rn_out *o, const ax_task *t, const Ax__AttemptCreated *ac,
 		o->envp[o->nenv] = &o->env[o->nenv];
 		o->nenv++;
 	}
+	return 0;
+}
+
+/*
+ * The task's run_as and its env {from_file} / {from_env} entries into r:
+ * only the names travel; the worker reads the values when it starts the
+ * attempt, so no secret passes through the scheduler.
+ */
+static int
+render_sources(rn_out *o, const ax_task *t, Ax__AttemptRendered *r)
+{
+	const ax_kvs *kv = &t->eff.env;
+	size_t        nf = 0, ne = 0;
+
+	r->run_as = (char *) (t->eff.run_as != NULL ? t->eff.run_as : "");
+	o->srcf   = calloc(kv->n + 1, sizeof(*o->srcf));
+	o->srcfp  = calloc(kv->n + 1, sizeof(*o->srcfp));
+	o->srce   = calloc(kv->n + 1, sizeof(*o->srce));
+	o->srcep  = calloc(kv->n + 1, sizeof(*o->srcep));
+	if (o->srcf == NULL || o->srcfp == NULL || o->srce == NULL ||
+	    o->srcep == NULL)
+		return fail(o, "out of memory%s%s", "", "");
+	for (size_t i = 0; i < kv->n; i++) {
+		const ax_kv *e = &kv->v[i];
+		if (e->source == AX_KV_FROM_FILE) {
+			ax__attempt_rendered__env_from_file_entry__init(
+			    &o->srcf[nf]);
+			o->srcf[nf].key   = (char *) e->key;
+			o->srcf[nf].value = (char *) e->value;
+			o->srcfp[nf]      = &o->srcf[nf];
+			nf++;
+		} else if (e->source == AX_KV_FROM_ENV) {
+			ax__attempt_rendered__env_from_env_entry__init(
+			    &o->srce[ne]);
+			o->srce[ne].key   = (char *) e->key;
+			o->srce[ne].value = (char *) e->value;
+			o->srcep[ne]      = &o->srce[ne];
+			ne++;
+		}
+	}
+	r->n_env_from_file = nf;
+	r->env_from_file   = o->srcfp;
+	r->n_env_from_env  = ne;
+	r->env_from_env    = o->srcep;
 	return 0;
 }
 
@@ -415,17 +468,19 @@ render_one(rn_state *st, const Ax__AttemptCreated *ac, const ax_dag *dag,
 	r->command                  = o->command;
 	r->n_env                    = o->nenv;
 	r->env                      = o->envp;
-	r->timeout_us               = t->eff.timeout_us;
-	r->kill_grace_us            = st->kill_grace_us;
-	r->log_path                 = o->log_path;
-	r->priority     = rd != NULL ? rd->priority : t->eff.priority;
-	r->channel      = rd != NULL && rd->channel[0]
-	         ? rd->channel
-	         : (char *) ax_flow_db_channel(ax_channel_name(t->eff.channel));
-	r->worker_group = rd != NULL && rd->worker_group[0]
-	    ? rd->worker_group
-	    : (char *) t->eff.worker_group;
-	r->routing      = (char *) ax_routing_name(t->eff.routing.kind);
+	if (render_sources(o, t, r) != 0)
+		return -1;
+	r->timeout_us    = t->eff.timeout_us;
+	r->kill_grace_us = st->kill_grace_us;
+	r->log_path      = o->log_path;
+	r->priority      = rd != NULL ? rd->priority : t->eff.priority;
+	r->channel       = rd != NULL && rd->channel[0]
+	          ? rd->channel
+	          : (char *) ax_flow_db_channel(ax_channel_name(t->eff.channel));
+	r->worker_group  = rd != NULL && rd->worker_group[0]
+	     ? rd->worker_group
+	     : (char *) t->eff.worker_group;
+	r->routing       = (char *) ax_routing_name(t->eff.routing.kind);
 	if (o->routing_key != NULL)
 		r->routing_key = o->routing_key;
 	if (t->eff.routing.kind == AX_ROUTE_PINNED && t->eff.routing.node)

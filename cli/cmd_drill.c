@@ -596,6 +596,10 @@ start_stack(drill *d)
 		.workers   = 2,
 		.api_port  = atoi(strrchr(d->api_url, ':') + 1),
 		.log_level = "info",
+		/* the drill's own script appends to the marks file of the
+		 * drill's home, which belongs to whoever runs the drill (a
+		 * worker that is not root ignores this) */
+		.worker_run_as = "root",
 	};
 	char   why[1200] = "";
 	int    up        = 0;

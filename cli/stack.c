@@ -122,6 +122,10 @@ write_config(ax_stack *st, const ax_stack_opts *o)
 	yaml_str(f, tasks);
 	if (o->worker_slots > 0)
 		fprintf(f, "\n  slots: %d", o->worker_slots);
+	if (o->worker_run_as != NULL) {
+		fprintf(f, "\n  run_as: ");
+		yaml_str(f, o->worker_run_as);
+	}
 	fprintf(f, "\nevents:\n  pub: ");
 	yaml_str(f, events);
 	if (o->api_port > 0)

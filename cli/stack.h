@@ -46,14 +46,15 @@
 #define AX_STACK_MAX_WORKERS 64
 
 typedef struct ax_stack_opts {
-	const char *home;         /* created when missing; made absolute */
-	const char *dsn;          /* the (migrated) database */
-	int         workers;      /* 0..AX_STACK_MAX_WORKERS */
-	int         worker_slots; /* worker.slots; 0: the config default */
-	int         api_port;     /* api.port; 0: the config default */
-	const char *log_level;    /* log.level of the children; NULL: info */
-	const char *extra_yaml;   /* appended to ax.yaml verbatim (top-level
-	                             keys); may be NULL */
+	const char *home;          /* created when missing; made absolute */
+	const char *dsn;           /* the (migrated) database */
+	int         workers;       /* 0..AX_STACK_MAX_WORKERS */
+	int         worker_slots;  /* worker.slots; 0: the config default */
+	int         api_port;      /* api.port; 0: the config default */
+	const char *log_level;     /* log.level of the children; NULL: info */
+	const char *extra_yaml;    /* appended to ax.yaml verbatim (top-level
+	                              keys); may be NULL */
+	const char *worker_run_as; /* worker.run_as; NULL: the default */
 } ax_stack_opts;
 
 /* Restart state of one supervised child (see ax_stack_supervise). */

@@ -33,6 +33,18 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
+# The user ax-worker runs tasks as when it is started as root
+# (worker.run_as): a system account without a password or login shell,
+# with a home of its own. Made once; an existing user is left alone.
+task_user() {
+	if ! getent passwd ax-task >/dev/null; then
+		useradd --system --home-dir /var/lib/ax-task --create-home \
+			--shell /usr/sbin/nologin ax-task
+		echo "install-deps.sh: created system user ax-task (tasks run as it)"
+	fi
+}
+task_user
+
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

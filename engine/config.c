@@ -2,7 +2,8 @@
  * config.c - configuration keys, YAML file loading and AX_* overrides.
  *
  * The file is a YAML mapping; nested mappings make dotted keys
- * (database: {dsn: x} is database.dsn). Values are scalars. The table
+ * (database: {dsn: x} is database.dsn). Values are scalars; keys of type
+ * `names` also take a YAML list of names (stored as "a, b"). The table
  * below is the single list of keys: adding a key is adding a row.
  */
 #include "config.h"
@@ -26,6 +27,8 @@ typedef enum {
 	CFG_BOOL,
 	CFG_ADDRESS,
 	CFG_LEVEL,
+	CFG_NAME,  /* one name: letters, digits, '_', '.', '-' */
+	CFG_NAMES, /* names: a YAML list, or "a, b" */
 } cfg_type;
 
 typedef struct {
@@ -101,6 +104,20 @@ static const cfg_key cfg_keys[] = {
 	{ "worker.state_dir", CFG_STRING, "",
 	  "records of running tasks, killed by the next start with the "
 	  "same worker.id; empty = <home>/state/worker" },
+	/* A worker started as root never runs user code as root unless
+	 * told so: a DAG author's command would own the machine. */
+	{ "worker.run_as", CFG_NAME, "ax-task",
+	  "user the tasks run as when the worker runs as root (its groups, "
+	  "its HOME); 'root' only when written here; a worker that is not "
+	  "root runs tasks as itself" },
+	{ "worker.run_as_allowed", CFG_NAMES, "",
+	  "users a task may name in its run_as besides worker.run_as "
+	  "(a list)" },
+	{ "worker.secrets_dir", CFG_STRING, "/etc/ax/secrets",
+	  "directory a task's env {from_file: PATH} may read from" },
+	{ "worker.secrets_env", CFG_NAMES, "",
+	  "worker environment variables a task's env {from_env: NAME} may "
+	  "read (a list)" },
 	{ "api.listen", CFG_STRING, "127.0.0.1", "API listen address" },
 	{ "api.port", CFG_INT, "8080", "API port" },
 	{ "api.tls_cert", CFG_STRING, "", "PEM certificate; enables TLS" },
@@ -168,6 +185,43 @@ find_key(const char *key, size_t *idx)
 	return NULL;
 }
 
+/* Length of the name at s (letters, digits, '_', '.', '-'; not starting
+ * with '-'); 0 when there is none. */
+static size_t
+name_len(const char *s)
+{
+	size_t n = 0;
+	while (isalnum((unsigned char) s[n]) || s[n] == '_' || s[n] == '.' ||
+	       (s[n] == '-' && n > 0))
+		n++;
+	return n;
+}
+
+/* A list of names separated by commas and/or blanks ("" is empty). */
+static ax_err
+check_names(const cfg_key *k, const char *v)
+{
+	const char *p = v;
+	for (;;) {
+		size_t n;
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (*p == '\0')
+			return AX_OK;
+		n = name_len(p);
+		if (n == 0 || n > 64 ||
+		    (p[n] != '\0' && p[n] != ' ' && p[n] != '\t' &&
+		     p[n] != ','))
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': '%s' is not a list of names; write "
+			    "[a, b] or \"a, b\" (letters, digits, '_', '.', "
+			    "'-', up to 64 each)",
+			    k->key, v);
+		p += n;
+	}
+}
+
 static ax_err
 check_value(const cfg_key *k, const char *v)
 {
@@ -210,6 +264,17 @@ check_value(const cfg_key *k, const char *v)
 			    "inproc://, ipc:// or tcp://",
 			    k->key, v);
 		return AX_OK;
+	case CFG_NAME:
+		if (name_len(v) == 0 || name_len(v) > 64 ||
+		    v[name_len(v)] != '\0')
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': '%s' is not a name (letters, digits, "
+			    "'_', '.', '-', up to 64)",
+			    k->key, v);
+		return AX_OK;
+	case CFG_NAMES:
+		return check_names(k, v);
 	case CFG_LEVEL:
 		if (ax_log_level_parse(v) < 0)
 			return ax_err_set(
@@ -299,7 +364,49 @@ at_node(const char *path, const yaml_node_t *n, ax_err rv)
 	                  n->start_mark.column + 1, detail);
 }
 
-/* Walks a mapping node, setting prefix.key for every scalar leaf. */
+static int
+is_list_key(const char *key)
+{
+	const cfg_key *k = find_key(key, NULL);
+	return k != NULL && k->type == CFG_NAMES;
+}
+
+/* Sets a list key from a YAML sequence of scalars (joined by ", "). */
+static ax_err
+set_list(ax_config *cfg, yaml_document_t *doc, yaml_node_t *seq,
+         const char *key)
+{
+	size_t len = 1;
+	char  *buf;
+	ax_err rv;
+
+	for (yaml_node_item_t *i = seq->data.sequence.items.start;
+	     i < seq->data.sequence.items.top; i++) {
+		yaml_node_t *e = yaml_document_get_node(doc, *i);
+		if (e == NULL || e->type != YAML_SCALAR_NODE)
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': items of the list must be "
+			    "names, not lists or mappings",
+			    key);
+		len += e->data.scalar.length + 2;
+	}
+	if ((buf = calloc(1, len)) == NULL)
+		return AX_ENOMEM;
+	for (yaml_node_item_t *i = seq->data.sequence.items.start;
+	     i < seq->data.sequence.items.top; i++) {
+		yaml_node_t *e = yaml_document_get_node(doc, *i);
+		if (i != seq->data.sequence.items.start)
+			strcat(buf, ", ");
+		strcat(buf, (const char *) e->data.scalar.value);
+	}
+	rv = ax_config_set(cfg, key, buf);
+	free(buf);
+	return rv;
+}
+
+/* Walks a mapping node, setting prefix.key for every scalar leaf (and
+ * list keys from sequences). */
 static ax_err
 load_mapping(ax_config *cfg, yaml_document_t *doc, yaml_node_t *map,
              const char *prefix, const char *path, int depth)
@@ -327,6 +434,11 @@ load_mapping(ax_config *cfg, yaml_document_t *doc, yaml_node_t *map,
 			rv = load_mapping(cfg, doc, vn, key, path, depth + 1);
 			if (rv != AX_OK)
 				return rv;
+			continue;
+		}
+		if (vn->type == YAML_SEQUENCE_NODE && is_list_key(key)) {
+			if ((rv = set_list(cfg, doc, vn, key)) != AX_OK)
+				return at_node(path, vn, rv);
 			continue;
 		}
 		if (vn->type != YAML_SCALAR_NODE)
@@ -502,6 +614,30 @@ ax_config_bool(const ax_config *cfg, const char *key)
 	    strcmp(v, "on") == 0 || strcmp(v, "1") == 0;
 }
 
+int
+ax_names_has(const char *list, const char *name)
+{
+	const char *p  = list != NULL ? list : "";
+	size_t      nl = strlen(name);
+
+	for (;;) {
+		size_t n;
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (*p == '\0' || (n = name_len(p)) == 0)
+			return 0;
+		if (n == nl && strncmp(p, name, n) == 0)
+			return 1;
+		p += n;
+	}
+}
+
+int
+ax_config_has_name(const ax_config *cfg, const char *key, const char *name)
+{
+	return ax_names_has(ax_config_str(cfg, key), name);
+}
+
 const char *
 ax_config_actor_addr(const ax_config *cfg, const char *name, char *buf,
                      size_t len)
@@ -522,7 +658,8 @@ void
 ax_config_describe(void *file)
 {
 	static const char *const types[] = { "string", "int",     "duration",
-		                             "bool",   "address", "level" };
+		                             "bool",   "address", "level",
+		                             "name",   "names" };
 	FILE                    *f       = file;
 	for (size_t i = 0; i < N_KEYS; i++) {
 		char env[128];

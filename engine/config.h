@@ -52,6 +52,16 @@ int64_t ax_config_duration_us(const ax_config *cfg, const char *key);
 int ax_config_bool(const ax_config *cfg, const char *key);
 
 /*
+ * 1 when name is one of the names of a list key (type `names`, e.g.
+ * worker.run_as_allowed: a YAML list or "a, b"), else 0.
+ */
+int ax_config_has_name(const ax_config *cfg, const char *key,
+                       const char *name);
+
+/* The same on the value of such a key ("a, b"; NULL is empty). */
+int ax_names_has(const char *list, const char *name);
+
+/*
  * The address of actor `name` (actors.<name>), or inproc://ax/<name>.
  * Writes into buf and returns it.
  */

@@ -465,13 +465,23 @@ ax_dag_toposort(ax_dagset *set, ax_dag *dag)
 
 /* --- JSON --------------------------------------------------------------- */
 
+/* Text values as strings; env sources as {"from_file": PATH} or
+ * {"from_env": NAME} (the name of the source, never a secret). */
 static json_t *
 kvs_json(const ax_kvs *k)
 {
 	json_t *o = json_object();
-	for (size_t i = 0; o && i < k->n; i++)
-		json_object_set_new(o, k->v[i].key,
-		                    json_string(k->v[i].value));
+	for (size_t i = 0; o && i < k->n; i++) {
+		const ax_kv *kv = &k->v[i];
+		json_object_set_new(
+		    o, kv->key,
+		    kv->source == AX_KV_VALUE
+		        ? json_string(kv->value)
+		        : json_pack("{s:s}",
+		                    kv->source == AX_KV_FROM_FILE ? "from_file"
+		                                                  : "from_env",
+		                    kv->value));
+	}
 	return o;
 }
 
@@ -541,6 +551,9 @@ spec_json(const ax_task_spec *s)
 	                              str_or_null(s->routing.node)));
 	json_object_set_new(o, "params", kvs_json(&s->params));
 	json_object_set_new(o, "env", kvs_json(&s->env));
+	/* only when written: the DAGs without it keep their hashes */
+	if (s->run_as != NULL)
+		json_object_set_new(o, "run_as", json_string(s->run_as));
 	return o;
 }
 
@@ -854,14 +867,26 @@ jr_kvs(jreader *r, const json_t *o, const char *key, const char *ptr,
 	}
 	json_object_foreach((json_t *) m, k, v)
 	{
+		const json_t *src = v;
 		snprintf(p, sizeof(p), "%s/%s/%s", ptr, key, k);
-		if (!json_is_string(v)) {
-			jr_fail(r, p, "expected a string%s", "");
+		memset(&out->v[out->n], 0, sizeof(ax_kv));
+		if (json_is_object(v) && json_object_size(v) == 1 &&
+		    (src = json_object_get(v, "from_file")) != NULL)
+			out->v[out->n].source = AX_KV_FROM_FILE;
+		else if (json_is_object(v) && json_object_size(v) == 1 &&
+		         (src = json_object_get(v, "from_env")) != NULL)
+			out->v[out->n].source = AX_KV_FROM_ENV;
+		else
+			src = v;
+		if (!json_is_string(src)) {
+			jr_fail(r, p, "expected a string%s",
+			        " or {\"from_file\": PATH} or "
+			        "{\"from_env\": NAME}");
 			return;
 		}
 		out->v[out->n].key = ax_dagset_strdup(r->set, k);
 		out->v[out->n].value =
-		    ax_dagset_strdup(r->set, json_string_value(v));
+		    ax_dagset_strdup(r->set, json_string_value(src));
 		out->n++;
 	}
 }
@@ -921,6 +946,7 @@ jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
 	ax_task_spec_defaults(s);
 	s->set      = (1u << AX_TF_COUNT_) - 1;
 	s->type     = jr_str(r, o, "type", ptr, 0);
+	s->run_as   = jr_str(r, o, "run_as", ptr, 1);
 	s->command  = jr_str(r, o, "command", ptr, 1);
 	s->priority = (int) jr_int(r, o, "priority", ptr);
 	s->channel =

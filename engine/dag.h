@@ -109,12 +109,20 @@ const char *ax_backoff_name(ax_backoff v);
 const char *ax_routing_name(ax_routing_kind v);
 const char *ax_sched_kind_name(ax_sched_kind v);
 
+/* Where an env value comes from (params are always AX_KV_VALUE). */
+typedef enum ax_kv_source {
+	AX_KV_VALUE = 0, /* value is the text (may hold {{ }} templates) */
+	AX_KV_FROM_FILE, /* value is a file the worker reads at start */
+	AX_KV_FROM_ENV,  /* value names a variable of the worker's env */
+} ax_kv_source;
+
 /* One key: value entry of params or env, in document order. */
 typedef struct ax_kv {
-	const char *key;
-	const char *value;
-	ax_pos      key_pos;
-	ax_pos      pos; /* of the value */
+	const char  *key;
+	const char  *value;
+	ax_pos       key_pos;
+	ax_pos       pos;    /* of the value */
+	ax_kv_source source; /* env {from_file: ...} / {from_env: ...} */
 } ax_kv;
 
 typedef struct ax_kvs {
@@ -170,7 +178,8 @@ enum {
 	AX_TF_RETRY_BACKOFF = 1u << 12,
 	AX_TF_RETRY_DELAY   = 1u << 13,
 	AX_TF_RETRY_MAX     = 1u << 14,
-	AX_TF_COUNT_        = 15, /* number of bits */
+	AX_TF_RUN_AS        = 1u << 15,
+	AX_TF_COUNT_        = 16, /* number of bits */
 };
 
 /*
@@ -194,6 +203,8 @@ typedef struct ax_task_spec {
 	ax_routing  routing;      /* default round_robin */
 	ax_kvs      params;
 	ax_kvs      env;
+	const char *run_as; /* user to run as; NULL: the worker's default */
+	ax_pos      run_as_pos;
 } ax_task_spec;
 
 typedef struct ax_task_template ax_task_template;

@@ -146,6 +146,10 @@ merge_spec(ax_dagset *set, ax_task_spec *dst, const ax_task_spec *src)
 		dst->shards = src->shards;
 	if (b & AX_TF_ROUTING)
 		dst->routing = src->routing;
+	if (b & AX_TF_RUN_AS) {
+		dst->run_as     = src->run_as;
+		dst->run_as_pos = src->run_as_pos;
+	}
 	dst->set |= b;
 	if (merge_kvs(set, &dst->params, &src->params) != 0 ||
 	    merge_kvs(set, &dst->env, &src->env) != 0)
@@ -216,6 +220,8 @@ check_layer(ax_dagset *set, const scope *sc, const ax_task_spec *s,
 		check_text(set, sc, s->command, s->command_pos, "command",
 		           via_tpl);
 	for (size_t i = 0; i < s->env.n; i++) {
+		if (s->env.v[i].source != AX_KV_VALUE)
+			continue; /* a file or variable name, not a template */
 		snprintf(what, sizeof(what), "env %s", s->env.v[i].key);
 		check_text(set, sc, s->env.v[i].value, s->env.v[i].pos, what,
 		           via_tpl);

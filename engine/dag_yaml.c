@@ -15,6 +15,7 @@
  */
 #include "dag_yaml.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -610,6 +611,103 @@ get_params(ld *l, const map *m, ax_dag *d)
 	return rv;
 }
 
+/* --- env and run_as ------------------------------------------------------ */
+
+static int
+valid_user(const char *s)
+{
+	size_t n = 0;
+	while (isalnum((unsigned char) s[n]) || s[n] == '_' || s[n] == '.' ||
+	       (s[n] == '-' && n > 0))
+		n++;
+	return n > 0 && n <= 64 && s[n] == '\0';
+}
+
+/*
+ * One env value written as a mapping: {from_file: /abs/path} or
+ * {from_env: NAME}, a value only the worker reads (secrets). 0, or -1
+ * after an error at the value.
+ */
+static int
+env_source(ld *l, yaml_node_t *val, const char *name, ax_kv *kv)
+{
+	static const char *const keys[] = { "from_file", "from_env" };
+	map                      sub;
+	const char              *file = NULL, *var = NULL;
+	ax_pos                   fp, vp;
+	int                      rv = 0;
+
+	if (map_load(l, val, name, &sub) != 0)
+		return -1;
+	check_keys(l, &sub, keys, N_OF(keys), "an env source");
+	get_str(l, &sub, "from_file", &file, &fp);
+	get_str(l, &sub, "from_env", &var, &vp);
+	if ((file == NULL) == (var == NULL)) {
+		ERR(l, sub.pos,
+		    "env %s: write exactly one of {from_file: PATH} and "
+		    "{from_env: NAME}",
+		    name);
+		rv = -1;
+	} else if (file != NULL && file[0] != '/') {
+		ERR(l, fp,
+		    "env %s: from_file '%s' must be an absolute path (on the "
+		    "worker, under its worker.secrets_dir)",
+		    name, file);
+		rv = -1;
+	} else if (var != NULL && !valid_user(var)) {
+		ERR(l, vp, "env %s: from_env '%s' is not a variable name",
+		    name, var);
+		rv = -1;
+	} else {
+		kv->value  = file != NULL ? file : var;
+		kv->pos    = file != NULL ? fp : vp;
+		kv->source = file != NULL ? AX_KV_FROM_FILE : AX_KV_FROM_ENV;
+	}
+	map_fini(&sub);
+	return rv;
+}
+
+/* env: names to scalar values or to {from_file} / {from_env} sources. */
+static int
+get_env(ld *l, const map *m, ax_kvs *out)
+{
+	map          sub;
+	yaml_node_t *v = get(m, "env");
+	if (v == NULL)
+		return 0;
+	if (map_load(l, v, "env", &sub) != 0)
+		return -1;
+	out->v = ax_dagset_alloc(l->set, (sub.n + 1) * sizeof(ax_kv));
+	out->n = 0;
+	int rv = out->v ? 1 : -1;
+	for (size_t i = 0; out->v && i < sub.n; i++) {
+		yaml_node_t *val = sub.p[i].v;
+		ax_kv       *kv  = &out->v[out->n];
+		memset(kv, 0, sizeof(*kv));
+		kv->key     = adup(l, sub.p[i].k);
+		kv->key_pos = node_pos(l, sub.p[i].k);
+		if (val->type == YAML_MAPPING_NODE) {
+			if (env_source(l, val, kv->key, kv) != 0) {
+				rv = -1;
+				continue;
+			}
+		} else if (val->type != YAML_SCALAR_NODE) {
+			ERR(l, node_pos(l, val),
+			    "env.%s must be a string, a number, {from_file: "
+			    "PATH} or {from_env: NAME}, got %s",
+			    sval(sub.p[i].k), what(val));
+			rv = -1;
+			continue;
+		} else {
+			kv->value = is_null(val) ? "" : adup(l, val);
+			kv->pos   = node_pos(l, val);
+		}
+		out->n++;
+	}
+	map_fini(&sub);
+	return rv;
+}
+
 /* --- resources ----------------------------------------------------------- */
 
 static int
@@ -852,21 +950,30 @@ parse_spec(ld *l, const map *m, ax_task_spec *s)
 	if ((v = get(m, "routing")) != NULL)
 		parse_routing(l, v, s);
 	get_kvs(l, m, "params", &s->params);
-	get_kvs(l, m, "env", &s->env);
+	get_env(l, m, &s->env);
+	if (get_str(l, m, "run_as", &s->run_as, &s->run_as_pos) == 1) {
+		if (!valid_user(s->run_as))
+			ERR(l, s->run_as_pos,
+			    "run_as '%s' is not a user name; use letters, "
+			    "digits, '_', '.' and '-' (not first), up to 64",
+			    s->run_as);
+		s->set |= AX_TF_RUN_AS;
+	}
 }
 
 #define SPEC_KEYS                                                             \
 	"type", "command", "priority", "channel", "worker_group", "pool",     \
 	    "retries", "timeout", "resources", "shards", "routing", "params", \
-	    "env"
+	    "env", "run_as"
 
 static const char *const task_keys[]     = { "name", "template", "depends_on",
 	                                     SPEC_KEYS };
 static const char *const template_keys[] = { "kind", "name", "description",
 	                                     SPEC_KEYS };
 static const char *const defaults_keys[] = {
-	"type",    "priority",  "channel", "worker_group", "pool",   "retries",
-	"timeout", "resources", "shards",  "routing",      "params", "env"
+	"type",    "priority", "channel",   "worker_group", "pool",
+	"retries", "timeout",  "resources", "shards",       "routing",
+	"params",  "env",      "run_as"
 };
 static const char *const dag_keys[]         = { "kind",        "name",
 	                                        "owner",       "impact",

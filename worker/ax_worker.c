@@ -3,6 +3,9 @@
  * reports results (DESIGN.md section 4). Options and signals here; the
  * loop and protocol live in worker_client.c.
  *
+ * Started as root, it runs tasks as worker.run_as (default ax-task) and
+ * refuses to start when that user does not exist (exit status 2).
+ *
  * Signals: SIGTERM and SIGINT write one byte to a self-pipe that the
  * loop polls (first: drain; second: kill the attempts and exit).
  * SIGCHLD keeps its default: the executors reap every child.
@@ -165,8 +168,12 @@ main(int argc, char **argv)
 		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),
-		.state_dir = state,
-		.cgroups   = ax_config_bool(cfg, "worker.cgroups"),
+		.state_dir      = state,
+		.cgroups        = ax_config_bool(cfg, "worker.cgroups"),
+		.run_as         = ax_config_str(cfg, "worker.run_as"),
+		.run_as_allowed = ax_config_str(cfg, "worker.run_as_allowed"),
+		.secrets_dir    = ax_config_str(cfg, "worker.secrets_dir"),
+		.secrets_env    = ax_config_str(cfg, "worker.secrets_env"),
 	};
 	if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
 		fprintf(stderr, "ax-worker: pipe: %s\n", strerror(errno));
@@ -185,7 +192,7 @@ main(int argc, char **argv)
 	if ((rv = ax_worker_new(&o, &w)) != AX_OK) {
 		fprintf(stderr, "ax-worker: %s\n", ax_err_detail());
 		ax_config_free(cfg);
-		return rv == AX_EINVAL ? 2 : 1;
+		return rv == AX_EINVAL || rv == AX_ECONFIG ? 2 : 1;
 	}
 	rv = ax_worker_run(w, stop_pipe[0]);
 	if (rv != AX_OK && rv != AX_ECLOSED)

@@ -6,10 +6,14 @@
  * Everything here runs in a child of a threaded process: only
  * async-signal-safe calls (syscall wrappers, _Fork, memcpy). The task's
  * setup order matters: its own process group first, so that a group
- * kill from the shim or the worker reaches it from the start.
+ * kill from the shim or the worker reaches it from the start; rlimits
+ * while still privileged; then the identity drop (groups, gid, uid:
+ * prepared by the worker, since reading the user database is not
+ * async-signal-safe); then the working directory, entered as the user.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -54,6 +58,28 @@ child_limit(int resource, int64_t v, int64_t hard_extra)
 	return setrlimit(resource, &rl);
 }
 
+/*
+ * Becomes the task's user: groups first (setgroups needs root), then the
+ * group, then the user (after it nothing else can be changed), each
+ * checked; then proves that root cannot be taken back. Any failure ends
+ * the child before exec: a task never runs with the worker's identity
+ * by accident.
+ */
+static void
+child_drop_ids(const ax_child_args *a)
+{
+	if (setgroups(a->n_groups, a->groups) < 0)
+		child_fail(a, AX_STEP_SETGROUPS);
+	if (setgid(a->gid) < 0 || getgid() != a->gid || getegid() != a->gid)
+		child_fail(a, AX_STEP_SETGID);
+	if (setuid(a->uid) < 0 || getuid() != a->uid || geteuid() != a->uid)
+		child_fail(a, AX_STEP_SETUID);
+	if (a->uid != 0 && setuid(0) == 0) {
+		errno = EPERM;
+		child_fail(a, AX_STEP_SETUID);
+	}
+}
+
 static void __attribute__((noreturn)) child_exec(const ax_child_args *a)
 {
 	struct sigaction dfl;
@@ -75,9 +101,9 @@ static void __attribute__((noreturn)) child_exec(const ax_child_args *a)
 		child_fail(a, AX_STEP_DUP);
 	/* Belt and braces for fds some library opened without CLOEXEC. */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	if (a->workdir != NULL && chdir(a->workdir) < 0)
-		child_fail(a, AX_STEP_CHDIR);
-	/* CPU: SIGXCPU at the soft limit, SIGKILL one second later. */
+	/* CPU: SIGXCPU at the soft limit, SIGKILL one second later. The
+	 * limits are set before the identity drop: only root may raise a
+	 * hard limit, and they bind the task's user the same way. */
 	if (child_limit(RLIMIT_CPU, a->limits.cpu_seconds, 1) < 0)
 		child_fail(a, AX_STEP_RLIMIT_CPU);
 	if (child_limit(RLIMIT_AS, a->limits.address_space, 0) < 0)
@@ -88,6 +114,16 @@ static void __attribute__((noreturn)) child_exec(const ax_child_args *a)
 		child_fail(a, AX_STEP_RLIMIT_NPROC);
 	if (child_limit(RLIMIT_FSIZE, a->limits.file_size, 0) < 0)
 		child_fail(a, AX_STEP_RLIMIT_FSIZE);
+	if (a->switch_ids)
+		child_drop_ids(a);
+	/* entered as the task's user: it must be able to */
+	if (a->workdir != NULL) {
+		if (chdir(a->workdir) < 0)
+			child_fail(a, AX_STEP_CHDIR);
+	} else if (a->switch_ids && (a->home == NULL || chdir(a->home) < 0) &&
+	           chdir("/") < 0) {
+		child_fail(a, AX_STEP_CHDIR);
+	}
 	execve(a->path, a->argv, a->envp);
 	child_fail(a, AX_STEP_EXEC);
 }

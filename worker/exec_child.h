@@ -24,6 +24,7 @@
 #define AX_EXEC_CHILD_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "executor.h"
 
@@ -39,6 +40,9 @@ enum ax_child_step {
 	AX_STEP_RLIMIT_FSIZE,
 	AX_STEP_EXEC,
 	AX_STEP_FORK, /* the shim could not fork the task */
+	AX_STEP_SETGROUPS,
+	AX_STEP_SETGID,
+	AX_STEP_SETUID, /* also: the old ids could be taken back */
 };
 
 typedef struct ax_child_report {
@@ -63,6 +67,13 @@ typedef struct ax_child_args {
 	const char    *cg_dir;    /* <cgroup>, or NULL */
 	const char    *cg_out;    /* the parent cgroup's cgroup.procs */
 	ax_exec_limits limits;
+	int            switch_ids; /* drop to uid/gid/groups before exec */
+	uid_t          uid;
+	gid_t          gid;
+	const gid_t   *groups;
+	size_t         n_groups;
+	const char    *home; /* working directory when workdir is NULL and
+	                      * switch_ids (falls back to /) */
 } ax_child_args;
 
 /* Shim -> worker messages on the report pipe (one write each). */

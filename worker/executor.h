@@ -32,9 +32,18 @@
  *    naming its process group and the start time of its leader (against
  *    pid reuse); ax_task_records_kill_leftovers() (task_records.h)
  *    kills what a previous life of the worker left.
- *  - environment: the worker's, then the task env, then AX_RUN_ID, AX_DAG,
- *    AX_TASK, AX_LOGICAL_DATE, AX_ATTEMPT, AX_SHARD_INDEX, AX_SHARD_TOTAL
- *    (AX_* win over a task env entry of the same name).
+ *  - identity (spec.cred): the task's user. With cred->switch_ids the
+ *    task's process drops to it before exec (setgroups, setgid, setuid,
+ *    each checked; the shim stays with the worker's identity, so it can
+ *    still kill the group and the cgroup). The log file is opened and the
+ *    cgroup made by the worker, so neither needs the user's rights; the
+ *    working directory is entered as the user (default: the user's HOME
+ *    when switching, else the worker's current directory).
+ *  - environment: clean, nothing of the worker's: PATH (a fixed default),
+ *    HOME, USER, LOGNAME, SHELL of the task's user, then the task env
+ *    (which may override those), then AX_RUN_ID, AX_DAG, AX_TASK,
+ *    AX_LOGICAL_DATE, AX_ATTEMPT, AX_SHARD_INDEX, AX_SHARD_TOTAL (AX_*
+ *    win over a task env entry of the same name).
  *  - rlimits applied in the child (see ax_exec_limits).
  *  - started_at is taken right after exec succeeded (learnt through a
  *    CLOEXEC pipe); an exec failure is reported by ax_exec_start itself.
@@ -71,6 +80,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ax_err.h"
 
@@ -91,6 +101,27 @@ typedef struct ax_exec_limits {
 	int64_t processes;     /* RLIMIT_NPROC */
 	int64_t file_size;     /* RLIMIT_FSIZE, bytes */
 } ax_exec_limits;
+
+/*
+ * Who a task runs as (see ax_exec_cred_lookup). Strings and the group
+ * array belong to the caller and only have to stay valid during
+ * ax_exec_start().
+ */
+typedef struct ax_exec_cred {
+	const char  *name;  /* USER, LOGNAME */
+	const char  *home;  /* HOME, and the default working directory */
+	const char  *shell; /* SHELL */
+	uid_t        uid;
+	gid_t        gid;
+	const gid_t *groups; /* supplementary groups (with gid) */
+	size_t       n_groups;
+	int          switch_ids; /* 1: setgroups/setgid/setuid before exec */
+} ax_exec_cred;
+
+/* The default PATH of a task's clean environment. */
+#define AX_EXEC_PATH "/usr/local/bin:/usr/bin:/bin"
+#define AX_EXEC_ROOT_PATH                                                     \
+	"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /*
  * One attempt to run. The executor copies what it keeps, so every pointer
@@ -117,6 +148,7 @@ typedef struct ax_exec_spec {
 	int64_t       *started_at; /* out, may be NULL: on AX_OK gets the start
 	                            * time the result will carry (UTC us), the
 	                            * instant the timeout counts from */
+	const ax_exec_cred *cred;  /* NULL: the worker's own user, no switch */
 } ax_exec_spec;
 
 typedef enum ax_exec_status {
@@ -286,6 +318,26 @@ ax_err ax_exec_set_state_dir(ax_exec *ex, const char *dir);
  */
 void ax_exec_limits_from_resources(double cpu, int64_t memory_bytes,
                                    int64_t timeout_us, ax_exec_limits *out);
+
+/*
+ * Who the tasks of this process run as when they name user `name` (NULL:
+ * the process's own user). As root: that user's uid, gid, supplementary
+ * groups (as initgroups would set them), HOME and SHELL, with
+ * switch_ids set unless it is root itself. Not root: only the process's
+ * own user can be named (no switch). *out is one malloc'd block (strings
+ * and groups inside), freed with free(). Errors: AX_ENOENT (no such
+ * user: detail names it), AX_EPERM (not root and name is another user),
+ * AX_ENOMEM. Not async-signal-safe (reads the user database): call it in
+ * the worker, never in a child.
+ */
+ax_err ax_exec_cred_lookup(const char *name, ax_exec_cred **out);
+
+/*
+ * Appends "ax: LINE" to an attempt's log file (its directories are made),
+ * as the local executor does when it intervenes: for the worker to say
+ * why an attempt did not start. Best effort; path NULL is a no-op.
+ */
+void ax_exec_log_note(const char *path, const char *line);
 
 /* "SUCCESS", "FAILED", "TIMEOUT", "KILLED", "FENCED". */
 const char *ax_exec_status_name(ax_exec_status s);

@@ -77,8 +77,6 @@
 #include "log.h"
 #include "task_records.h"
 
-extern char **environ;
-
 #define AX_LOCAL_TICK (10 * AX_USEC_PER_MSEC) /* group-empty probe period */
 #define AX_LOCAL_BASH "/bin/bash"
 
@@ -172,6 +170,12 @@ step_name(int step)
 		return "exec";
 	case AX_STEP_FORK:
 		return "fork";
+	case AX_STEP_SETGROUPS:
+		return "setgroups (the task user's groups)";
+	case AX_STEP_SETGID:
+		return "setgid (the task user's group)";
+	case AX_STEP_SETUID:
+		return "setuid (the task user)";
 	}
 	return "setup";
 }
@@ -243,6 +247,14 @@ out:
 	return rv;
 }
 
+void
+ax_exec_log_note(const char *path, const char *line)
+{
+	if (path == NULL || make_parent_dirs(path) != AX_OK)
+		return;
+	log_note(path, "%s", line);
+}
+
 static ax_err
 open_log(const char *path, int *out)
 {
@@ -301,21 +313,32 @@ env_shadowed(const char *kv, char *const *list, size_t from)
 	return 0;
 }
 
+/* PATH of a task's clean environment (unless its env sets one). */
+static const char *
+default_path(const ax_exec_cred *c)
+{
+	return c->uid == 0 ? AX_EXEC_ROOT_PATH : AX_EXEC_PATH;
+}
+
 /*
- * Builds the child's environment: the worker's, then spec->env (a later
- * entry wins over an earlier one), then the AX_* variables. The array and
- * the AX_* strings come from one allocation, *out, freed with free().
+ * Builds the child's environment, clean of the worker's: PATH, HOME,
+ * USER, LOGNAME, SHELL for the task's user, then spec->env (a later
+ * entry wins over an earlier one, and over the first five), then the
+ * AX_* variables. The array and the strings it adds come from one
+ * allocation, *out, freed with free().
  */
 static ax_err
-build_env(const ax_exec_spec *spec, char ***out)
+build_env(const ax_exec_spec *spec, const ax_exec_cred *c, char ***out)
 {
-	size_t      ne = 0, nx = 0;
+	enum { NB = 5 };
+	size_t      nx = 0;
 	char        vals[AX_ENV_N][32];
 	const char *sv[AX_ENV_N];
-	size_t      extra = 0;
+	const char *bn[NB] = { "PATH", "HOME", "USER", "LOGNAME", "SHELL" };
+	const char *bv[NB] = { default_path(c), c->home, c->name, c->name,
+		               c->shell };
+	size_t      extra  = 0;
 
-	while (environ != NULL && environ[ne] != NULL)
-		ne++;
 	while (spec->env != NULL && spec->env[nx] != NULL)
 		nx++;
 	snprintf(vals[0], sizeof(vals[0]), "%d", spec->attempt);
@@ -331,19 +354,20 @@ build_env(const ax_exec_spec *spec, char ***out)
 	sv[6] = vals[2];
 	for (size_t i = 0; i < AX_ENV_N; i++)
 		extra += strlen(ax_env_names[i]) + strlen(sv[i]) + 2;
+	for (size_t i = 0; i < NB; i++)
+		extra += strlen(bn[i]) + strlen(bv[i]) + 2;
 
-	size_t slots = ne + nx + AX_ENV_N + 1;
+	size_t slots = NB + nx + AX_ENV_N + 1;
 	char **envp  = malloc(slots * sizeof(char *) + extra);
 	if (envp == NULL)
 		return ax_err_set(AX_ENOMEM, "environment: out of memory");
 	char  *str = (char *) (envp + slots);
 	size_t k   = 0;
-	for (size_t i = 0; i < ne; i++) {
-		if (env_name_len(environ[i]) == 0 ||
-		    env_reserved(environ[i]) ||
-		    env_shadowed(environ[i], spec->env, 0))
-			continue;
-		envp[k++] = environ[i];
+	for (size_t i = 0; i < NB; i++) {
+		int w = sprintf(str, "%s=%s", bn[i], bv[i]);
+		if (!env_shadowed(str, spec->env, 0))
+			envp[k++] = str;
+		str += w + 1;
 	}
 	for (size_t i = 0; i < nx; i++) {
 		if (env_reserved(spec->env[i]) ||
@@ -361,17 +385,16 @@ build_env(const ax_exec_spec *spec, char ***out)
 	return AX_OK;
 }
 
-/* Finds the value of PATH for argv lookups: the task's, else the worker's */
+/* Finds the value of PATH for argv lookups: the task's, else the
+ * default of its clean environment. */
 static const char *
-search_path(const ax_exec_spec *spec)
+search_path(const ax_exec_spec *spec, const ax_exec_cred *c)
 {
 	const char *p = NULL;
 	for (size_t i = 0; spec->env != NULL && spec->env[i] != NULL; i++)
 		if (env_is(spec->env[i], "PATH", 4))
 			p = spec->env[i] + 5;
-	if (p == NULL)
-		p = getenv("PATH");
-	return p != NULL ? p : "/usr/local/bin:/usr/bin:/bin";
+	return p != NULL ? p : default_path(c);
 }
 
 static int
@@ -387,10 +410,10 @@ is_executable_file(const char *path)
  * async-signal-safe). *out is malloc'd.
  */
 static ax_err
-resolve_argv0(const ax_exec_spec *spec, char **out)
+resolve_argv0(const ax_exec_spec *spec, const ax_exec_cred *c, char **out)
 {
 	const char *name = spec->argv[0];
-	const char *path = search_path(spec);
+	const char *path = search_path(spec, c);
 	size_t      nlen = strlen(name);
 
 	if (strchr(name, '/') != NULL) {
@@ -421,7 +444,7 @@ resolve_argv0(const ax_exec_spec *spec, char **out)
 	}
 	return ax_err_set(AX_ENOENT,
 	                  "argv[0] %s: command not found in PATH %s", name,
-	                  search_path(spec));
+	                  search_path(spec, c));
 }
 
 static ax_err
@@ -727,13 +750,13 @@ spawn(local *lx, const ax_exec_spec *spec, const ax_child_args *tmpl,
 		return ax_err_set(AX_EIO,
 		                  "attempt %s: the child died before exec",
 		                  spec->run_id);
+	const char *what = r.step != AX_STEP_CHDIR ? a.path
+	    : a.workdir != NULL                    ? a.workdir
+	                                           : "/";
 	log_note(spec->log_path, "cannot start attempt %s: %s %s: %s",
-	         spec->run_id, step_name(r.step),
-	         r.step == AX_STEP_CHDIR ? spec->workdir : a.path,
-	         strerror(r.err));
+	         spec->run_id, step_name(r.step), what, strerror(r.err));
 	return ax_err_set(errno_to_ax(r.err), "attempt %s: %s %s: %s",
-	                  spec->run_id, step_name(r.step),
-	                  r.step == AX_STEP_CHDIR ? spec->workdir : a.path,
+	                  spec->run_id, step_name(r.step), what,
 	                  strerror(r.err));
 }
 
@@ -782,14 +805,16 @@ attempt_free(attempt *at)
 static ax_err
 local_start(void *self, const ax_exec_spec *spec)
 {
-	local        *lx = self;
-	ax_child_args a;
-	char         *resolved = NULL;
-	char         *bash_argv[4];
-	char        **envp  = NULL;
-	attempt      *at    = NULL;
-	int           logfd = -1;
-	ax_err        rv;
+	local              *lx = self;
+	ax_child_args       a;
+	char               *resolved = NULL;
+	char               *bash_argv[4];
+	char              **envp  = NULL;
+	attempt            *at    = NULL;
+	ax_exec_cred       *own   = NULL;
+	const ax_exec_cred *cred  = spec->cred;
+	int                 logfd = -1;
+	ax_err              rv;
 
 	if ((rv = check_spec(lx, spec)) != AX_OK)
 		return rv;
@@ -798,8 +823,13 @@ local_start(void *self, const ax_exec_spec *spec)
 	if (spec->log_path != NULL &&
 	    (rv = open_log(spec->log_path, &logfd)) != AX_OK)
 		return rv;
+	if (cred == NULL) {
+		if ((rv = ax_exec_cred_lookup(NULL, &own)) != AX_OK)
+			goto out;
+		cred = own;
+	}
 	if (spec->argv != NULL) {
-		if ((rv = resolve_argv0(spec, &resolved)) != AX_OK) {
+		if ((rv = resolve_argv0(spec, cred, &resolved)) != AX_OK) {
 			log_note(spec->log_path, "cannot start attempt %s: %s",
 			         spec->run_id, ax_err_detail());
 			goto out;
@@ -814,9 +844,17 @@ local_start(void *self, const ax_exec_spec *spec)
 		a.path       = AX_LOCAL_BASH;
 		a.argv       = bash_argv;
 	}
-	if ((rv = build_env(spec, &envp)) != AX_OK)
+	if ((rv = build_env(spec, cred, &envp)) != AX_OK)
 		goto out;
-	at = calloc(1, sizeof(*at));
+	if (cred->switch_ids) {
+		a.switch_ids = 1;
+		a.uid        = cred->uid;
+		a.gid        = cred->gid;
+		a.groups     = cred->groups;
+		a.n_groups   = cred->n_groups;
+	}
+	a.home = cred->home;
+	at     = calloc(1, sizeof(*at));
 	if (at == NULL ||
 	    (spec->log_path != NULL &&
 	     (at->log_path = strdup(spec->log_path)) == NULL)) {
@@ -866,6 +904,7 @@ out:
 	free(at);
 	free(envp);
 	free(resolved);
+	free(own);
 	if (logfd >= 0)
 		close(logfd);
 	return rv;

@@ -17,6 +17,7 @@
 #include "ax_config.h"
 #include "clock.h"
 #include "executor.h"
+#include "task_env.h"
 #include "task_records.h"
 #include "log.h"
 #include "worker.pb-c.h"
@@ -103,6 +104,9 @@ struct ax_worker {
 
 	int     stops, draining, hand_back, deregistered;
 	int64_t drain_since; /* mono us of the first stop request */
+
+	ax_exec_cred  *cred;   /* the tasks' default user (owned) */
+	ax_task_policy policy; /* run_as and secrets rules */
 };
 
 /* --------------------------------------------------------------- nng */
@@ -332,6 +336,59 @@ slots_used(const ax_worker *w)
 	return n;
 }
 
+/*
+ * The task's user into s->cred and its environment into *envp
+ * (NULL-terminated "KEY=VALUE", each string malloc'd: wipe them with
+ * ax_task_env_wipe, then free the array; *own: a user looked up for
+ * this task, or NULL). On an error nothing is left to free and the
+ * detail says why the task must not run.
+ */
+static ax_err
+task_setup(ax_worker *w, const Ax__Dispatch *d, ax_exec_spec *s,
+           ax_exec_cred **own, char ***envp)
+{
+	size_t n = d->n_env + d->n_env_from_file + d->n_env_from_env, k = 0;
+	char **env;
+	ax_err rv;
+
+	*envp = NULL;
+	if ((rv = ax_task_cred(&w->policy, d->run_as, own, &s->cred)) != AX_OK)
+		return rv;
+	if ((env = calloc(n + 1, sizeof(*env))) == NULL) {
+		rv = ax_err_set(AX_ENOMEM, "environment: out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < d->n_env; i++)
+		if (asprintf(&env[k], "%s=%s", d->env[i]->key,
+		             d->env[i]->value) >= 0)
+			k++;
+	for (size_t i = 0; i < d->n_env_from_file + d->n_env_from_env; i++) {
+		int f = i < d->n_env_from_file;
+		const Ax__Dispatch__EnvFromFileEntry *ef =
+		    f ? d->env_from_file[i] : NULL;
+		const Ax__Dispatch__EnvFromEnvEntry *ee =
+		    f ? NULL : d->env_from_env[i - d->n_env_from_file];
+		ax_task_env_src src = {
+			.key       = f ? ef->key : ee->key,
+			.from_file = f ? ef->value : NULL,
+			.from_env  = f ? NULL : ee->value,
+		};
+		if ((rv = ax_task_env_read(&w->policy, &src, &env[k])) !=
+		    AX_OK)
+			goto fail;
+		k++;
+	}
+	*envp = env;
+	return AX_OK;
+fail:
+	for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+		ax_task_env_wipe(env[i]);
+	free(env);
+	free(*own);
+	*own = NULL;
+	return rv;
+}
+
 /* Starts one dispatched attempt (or fails it at once with a reason). */
 static void
 start_one(ax_worker *w, const Ax__Dispatch *d)
@@ -339,8 +396,9 @@ start_one(ax_worker *w, const Ax__Dispatch *d)
 	const ax_exec_ops *ops = ax_exec_ops_find(d->task_type);
 	ax_exec           *ex  = NULL;
 	ax_exec_spec       s   = { 0 };
-	char               logical[40], log_path[2048], err[512];
-	char             **env;
+	char               logical[40], log_path[2048], err[1024];
+	char             **env = NULL;
+	ax_exec_cred      *own = NULL;
 	ax_err             rv;
 	int64_t            started = 0;
 
@@ -367,12 +425,22 @@ start_one(ax_worker *w, const Ax__Dispatch *d)
 		done_add(w, d->run_id);
 		return;
 	}
-	if ((env = calloc(d->n_env + 1, sizeof(*env))) == NULL)
+	if ((rv = task_setup(w, d, &s, &own, &env)) != AX_OK) {
+		snprintf(err, sizeof(err), "%s", ax_err_detail());
+		ax_logf(AX_LOG_WARN, COMP, "START_REFUSED", NULL, "%s: %s",
+		        d->run_id, err);
+		{
+			char line[1200];
+			snprintf(line, sizeof(line),
+			         "attempt %s did not start: %s", d->run_id,
+			         err);
+			ax_exec_log_note(log_path, line);
+		}
+		out_result(w, d->run_id, 2, -1, 0, 0, ax_clock_utc_us(), err,
+		           log_path, NULL);
+		done_add(w, d->run_id);
 		return;
-	for (size_t i = 0; i < d->n_env; i++)
-		if (asprintf(&env[i], "%s=%s", d->env[i]->key,
-		             d->env[i]->value) < 0)
-			env[i] = NULL;
+	}
 	s.run_id = d->run_id;
 	s.dag    = d->dag;
 	s.task   = d->task;
@@ -396,9 +464,10 @@ start_one(ax_worker *w, const Ax__Dispatch *d)
 	}
 	s.started_at = &started;
 	rv           = ax_exec_start(ex, &s);
-	for (size_t i = 0; i < d->n_env; i++)
-		free(env[i]);
+	for (size_t i = 0; env[i] != NULL; i++)
+		ax_task_env_wipe(env[i]);
 	free(env);
+	free(own);
 	if (rv != AX_OK) {
 		snprintf(err, sizeof(err), "%s: %s", ax_strerror(rv),
 		         ax_err_detail());
@@ -1034,6 +1103,26 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	         o->log_dir && *o->log_dir ? o->log_dir : "./.ax/logs");
 	w->o.id      = w->id;
 	w->o.log_dir = w->log_dir;
+	if ((e = ax_task_default_cred(o->run_as, &w->cred)) != AX_OK)
+		goto fail;
+	w->policy = (ax_task_policy) {
+		.dflt        = w->cred,
+		.allowed     = o->run_as_allowed,
+		.secrets_dir = o->secrets_dir,
+		.secrets_env = o->secrets_env,
+	};
+	if (geteuid() != 0 && o->run_as != NULL && *o->run_as &&
+	    strcmp(o->run_as, w->cred->name) != 0)
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "not root: tasks run as this worker's user '%s' "
+		        "(worker.run_as '%s' applies to a worker started as "
+		        "root)",
+		        w->cred->name, o->run_as);
+	else
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "tasks run as user '%s' (uid %u)%s", w->cred->name,
+		        (unsigned) w->cred->uid,
+		        w->cred->uid == 0 ? ": worker.run_as says root" : "");
 	if ((w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		e = ax_err_set(AX_EIO, "eventfd: %s", strerror(errno));
 		goto fail;
@@ -1125,5 +1214,6 @@ ax_worker_free(ax_worker *w)
 		free(w->handed[i]);
 	free(w->handed);
 	free(w->run);
+	free(w->cred);
 	free(w);
 }

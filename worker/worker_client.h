@@ -37,6 +37,15 @@
  * With opts->cgroups, each bash task gets a cgroup v2 of its own where
  * the worker can make one (else process groups only; logged at start).
  *
+ * Identity (task_env.h): a worker started as root runs its tasks as
+ * opts->run_as (a user that must exist: ax_worker_new fails with
+ * AX_ECONFIG otherwise), or as the user a Dispatch names when
+ * opts->run_as_allowed lists it; a worker that is not root runs them as
+ * itself. Env values from files or the worker's environment are read
+ * at start; a Dispatch the worker must refuse (user not allowed, secret
+ * missing) ends as a FAILED result whose error says why, and nothing
+ * runs.
+ *
  * Restart: with a state dir, the local executor records each running
  * task under <state_dir>/<worker id>; a worker started with the same id
  * kills what its previous life left before it registers. A state dir
@@ -67,18 +76,23 @@ typedef struct ax_worker_opts {
 	const char *log_dir;      /* attempt logs when a dispatch names none */
 	int32_t     slots;        /* >= 1 */
 	int64_t     heartbeat_us; /* heartbeat period */
-	int64_t     kill_grace_us; /* TERM -> KILL when a dispatch says 0 */
-	int64_t     poll_us;       /* long-poll length; 0: 10 s */
-	int         cgroups;       /* try a cgroup per bash task */
-	const char *state_dir;     /* records of running tasks (per worker id
-	                            * under it); NULL or "": none */
+	int64_t     kill_grace_us;  /* TERM -> KILL when a dispatch says 0 */
+	int64_t     poll_us;        /* long-poll length; 0: 10 s */
+	int         cgroups;        /* try a cgroup per bash task */
+	const char *state_dir;      /* records of running tasks (per worker id
+	                             * under it); NULL or "": none */
+	const char *run_as;         /* worker.run_as; NULL: own user */
+	const char *run_as_allowed; /* worker.run_as_allowed, "a, b" */
+	const char *secrets_dir;    /* worker.secrets_dir */
+	const char *secrets_env;    /* worker.secrets_env, "A, B" */
 } ax_worker_opts;
 
 typedef struct ax_worker ax_worker;
 
 /*
  * Creates a worker (executors, nng socket dialing opts->server in the
- * background). Errors: AX_EINVAL (bad option, detail names it), AX_ENNG,
+ * background). Errors: AX_EINVAL (bad option, detail names it),
+ * AX_ECONFIG (as root: no user opts->run_as), AX_ENNG,
  * AX_EIO, AX_ENOMEM. The caller owns *out.
  */
 ax_err ax_worker_new(const ax_worker_opts *opts, ax_worker **out);

@@ -25,6 +25,12 @@
 ax_e2e *
 ax_e2e_new(int workers, const char *extra_yaml)
 {
+	return ax_e2e_new_as(workers, extra_yaml, "root");
+}
+
+ax_e2e *
+ax_e2e_new_as(int workers, const char *extra_yaml, const char *run_as)
+{
 	ax_e2e *e = calloc(1, sizeof(*e));
 	int     applied;
 
@@ -34,11 +40,12 @@ ax_e2e_new(int workers, const char *extra_yaml)
 	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(e->pg), &applied), AX_OK,
 	             "%s", ax_err_detail());
 	ax_stack_opts o = {
-		.home       = ax_test_pg_home(e->pg),
-		.dsn        = ax_test_pg_dsn(e->pg),
-		.workers    = workers,
-		.log_level  = "debug",
-		.extra_yaml = extra_yaml,
+		.home          = ax_test_pg_home(e->pg),
+		.dsn           = ax_test_pg_dsn(e->pg),
+		.workers       = workers,
+		.log_level     = "debug",
+		.extra_yaml    = extra_yaml,
+		.worker_run_as = run_as,
 	};
 	cr_assert_eq(ax_stack_init(&e->st, &o), AX_OK, "%s", ax_err_detail());
 	snprintf(e->dags, sizeof(e->dags), "%s/dags", e->st.home);

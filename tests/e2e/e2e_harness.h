@@ -39,6 +39,13 @@ typedef struct ax_e2e {
  */
 ax_e2e *ax_e2e_new(int workers, const char *extra_yaml);
 
+/*
+ * The same with worker.run_as set to run_as (NULL: not written, the
+ * worker's default, ax-task). ax_e2e_new runs tasks as root: the tests'
+ * tasks write their marks into the home, which is root's.
+ */
+ax_e2e *ax_e2e_new_as(int workers, const char *extra_yaml, const char *run_as);
+
 /* Stops the daemons and PostgreSQL and removes the home. Accepts NULL. */
 void ax_e2e_free(ax_e2e *e);
 

@@ -33,6 +33,7 @@ cleanup(void)
 	unsetenv("AX_DATABASE_DSN");
 	unsetenv("AX_OPENLINEAGE_URL");
 	unsetenv("AX_WORKER_SLOTS");
+	unsetenv("AX_WORKER_RUN_AS_ALLOWED");
 }
 
 TestSuite(config, .fini = cleanup);
@@ -106,6 +107,18 @@ ParameterizedTestParameters(config, bad_input_names_key_and_place)
 		{ "- a\n- b\n", ":1:1: the configuration must be a mapping" },
 		{ "a: [\n", "invalid YAML" },
 		{ "actors:\n  q: http://x\n", "key 'actors.<name>'" },
+		{ "worker:\n  run_as: \"ax task\"\n",
+		  ":2:3: key 'worker.run_as': 'ax task' is not a name" },
+		{ "worker:\n  run_as: [a, b]\n",
+		  "key 'worker.run_as': expected a single value" },
+		{ "worker:\n  run_as_allowed: [etl, \"x;y\"]\n",
+		  ":2:19: key 'worker.run_as_allowed': 'etl, x;y' is not a "
+		  "list of names" },
+		{ "worker:\n  run_as_allowed: [etl, [x]]\n",
+		  "key 'worker.run_as_allowed': items of the list must be "
+		  "names" },
+		{ "worker:\n  secrets_env: \"-x\"\n",
+		  "key 'worker.secrets_env': '-x' is not a list of names" },
 	};
 	return cr_make_param_array(struct bad_case, cases,
 	                           sizeof(cases) / sizeof(cases[0]));
@@ -148,4 +161,54 @@ Test(suggest, closest_name_within_threshold)
 	cr_assert_str_eq(ax_suggest("dependson", names, 3), "depends_on");
 	cr_assert_null(ax_suggest("zzzzzz", names, 3));
 	cr_assert_eq(ax_edit_distance("kitten", "sitting"), 3);
+}
+
+Test(config, task_user_defaults)
+{
+	ax_config *c;
+	cr_assert_eq(ax_config_load(NULL, &c), AX_OK);
+	cr_assert_str_eq(ax_config_str(c, "worker.run_as"), "ax-task");
+	cr_assert_str_eq(ax_config_str(c, "worker.run_as_allowed"), "");
+	cr_assert_not(ax_config_has_name(c, "worker.run_as_allowed", "root"));
+	cr_assert_str_eq(ax_config_str(c, "worker.secrets_dir"),
+	                 "/etc/ax/secrets");
+	ax_config_free(c);
+}
+
+Test(config, name_lists_from_yaml_list_string_and_environment)
+{
+	ax_config *c;
+	write_cfg("worker:\n  run_as: root\n"
+	          "  run_as_allowed: [etl, reports.team, ax-task]\n"
+	          "  secrets_env: \"PG_PASS, API_TOKEN\"\n");
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(ax_config_str(c, "worker.run_as"), "root");
+	cr_assert_str_eq(ax_config_str(c, "worker.run_as_allowed"),
+	                 "etl, reports.team, ax-task");
+	cr_assert(ax_config_has_name(c, "worker.run_as_allowed", "etl"));
+	cr_assert(
+	    ax_config_has_name(c, "worker.run_as_allowed", "reports.team"));
+	cr_assert(ax_config_has_name(c, "worker.run_as_allowed", "ax-task"));
+	/* whole names only: no prefixes, no substrings */
+	cr_assert_not(ax_config_has_name(c, "worker.run_as_allowed", "et"));
+	cr_assert_not(ax_config_has_name(c, "worker.run_as_allowed", "ax"));
+	cr_assert_not(ax_config_has_name(c, "worker.run_as_allowed", "root"));
+	cr_assert(ax_config_has_name(c, "worker.secrets_env", "API_TOKEN"));
+	cr_assert_not(ax_config_has_name(c, "worker.secrets_env", "PG"));
+	ax_config_free(c);
+
+	setenv("AX_WORKER_RUN_AS_ALLOWED", "a b,c", 1);
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert(ax_config_has_name(c, "worker.run_as_allowed", "b"));
+	cr_assert(ax_config_has_name(c, "worker.run_as_allowed", "c"));
+	cr_assert_not(ax_config_has_name(c, "worker.run_as_allowed", "etl"));
+	ax_config_free(c);
+	write_cfg("worker:\n  run_as_allowed: []\n");
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(ax_config_str(c, "worker.run_as_allowed"), "a b,c");
+	ax_config_free(c);
+	unsetenv("AX_WORKER_RUN_AS_ALLOWED");
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(ax_config_str(c, "worker.run_as_allowed"), "");
+	ax_config_free(c);
 }

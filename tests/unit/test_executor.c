@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "executor.h"
 #include "proc_watch.h"
 #include "task_records.h"
+#include "task_user.h"
 
 static char     tmpdir[64];
 static ax_exec *ex;
@@ -947,4 +949,148 @@ Test(executor, noop_completes_immediately)
 	s.run_id = "";
 	cr_assert_eq(ax_exec_start(nx, &s), AX_EINVAL);
 	ax_exec_free(nx);
+}
+
+/* ------------------------------------------------------------------ */
+/* identity and environment                                            */
+
+Test(executor, environment_is_clean_of_the_workers)
+{
+	char         log[256];
+	char *const  env[] = { "TASKVAR=mine", NULL };
+	ax_exec_spec s = spec_for("run-clean", "env | sort", log, sizeof(log));
+	struct passwd *pw = getpwuid(geteuid());
+	char           want[512];
+
+	setenv("AX_TEST_WORKER_CANARY", "leaked", 1);
+	setenv("AX_DATABASE_DSN", "password=secret", 1);
+	s.env            = env;
+	ax_exec_result r = run_one(&s, 5000);
+	unsetenv("AX_TEST_WORKER_CANARY");
+	unsetenv("AX_DATABASE_DSN");
+	cr_assert_eq(r.status, AX_EXEC_SUCCESS);
+	const char *out = slurp(log);
+	cr_assert_null(strstr(out, "CANARY"), "%s", out);
+	cr_assert_null(strstr(out, "secret"), "%s", out);
+	cr_assert_not_null(strstr(out, "TASKVAR=mine\n"), "%s", out);
+	cr_assert_not_null(strstr(out, "AX_RUN_ID=run-clean\n"), "%s", out);
+	snprintf(want, sizeof(want), "\nPATH=%s\n",
+	         geteuid() == 0 ? AX_EXEC_ROOT_PATH : AX_EXEC_PATH);
+	cr_assert_not_null(strstr(out, want), "%s", out);
+	if (pw != NULL) {
+		snprintf(want, sizeof(want), "\nUSER=%s\n", pw->pw_name);
+		cr_assert_not_null(strstr(out, want), "%s", out);
+		snprintf(want, sizeof(want), "\nHOME=%s\n", pw->pw_dir);
+		cr_assert_not_null(strstr(out, want), "%s", out);
+	}
+}
+
+Test(executor, task_env_overrides_the_base_variables)
+{
+	char         log[256];
+	char *const  env[] = { "PATH=/opt/x/bin:/usr/bin:/bin", "HOME=/h",
+		               NULL };
+	ax_exec_spec s =
+	    spec_for("run-path", "echo \"$PATH|$HOME\"", log, sizeof(log));
+	s.env = env;
+	cr_assert_eq(run_one(&s, 5000).status, AX_EXEC_SUCCESS);
+	cr_assert_str_eq(slurp(log), "/opt/x/bin:/usr/bin:/bin|/h\n");
+}
+
+Test(executor, runs_as_the_task_user_with_its_groups_and_home)
+{
+	uid_t         uid = ax_test_task_user();
+	ax_exec_cred *c;
+	char          log[256], want[512];
+
+	if (uid == (uid_t) -1)
+		cr_skip_test("not root: cannot switch users");
+	cr_assert_eq(ax_exec_cred_lookup(AX_TEST_TASK_USER, &c), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(c->uid, uid);
+	cr_assert(c->switch_ids);
+	cr_assert_geq(c->n_groups, 1);
+	int cg = ax_exec_use_cgroups(ex) == AX_OK; /* where it works */
+	ax_exec_spec s =
+	    spec_for("run-as",
+	             "echo \"$(id -u) $(id -g) $(id -G) $(id -ru)\"; pwd; "
+	             "echo \"$HOME $USER $LOGNAME $SHELL\"; "
+	             "cat /proc/self/cgroup; "
+	             "touch /etc/ax-exec-test-owned && echo ROOT",
+	             log, sizeof(log));
+	s.workdir        = NULL; /* the user's home */
+	s.cred           = c;
+	ax_exec_result r = run_one(&s, 5000);
+	cr_assert_eq(r.status, AX_EXEC_FAILED, "%s", slurp(log));
+	const char *out = slurp(log);
+	snprintf(want, sizeof(want), "%u %u %u %u\n%s\n%s %s %s %s\n",
+	         (unsigned) uid, (unsigned) c->gid, (unsigned) c->gid,
+	         (unsigned) uid, c->home, c->home, c->name, c->name, c->shell);
+	cr_assert_eq(strncmp(out, want, strlen(want)), 0,
+	             "got:\n%s\nwant:\n%s", out, want);
+	cr_assert_null(strstr(out, "ROOT"), "%s", out);
+	cr_assert_neq(access("/etc/ax-exec-test-owned", F_OK), 0);
+	/* born in the attempt's cgroup, which the worker made as root */
+	if (cg)
+		cr_assert_not_null(strstr(out, "/ax-"), "%s", out);
+	free(c);
+}
+
+Test(executor, workdir_is_entered_as_the_task_user)
+{
+	ax_exec_cred *c;
+	char          log[256], mark[128];
+
+	if (ax_test_task_user() == (uid_t) -1)
+		cr_skip_test("not root: cannot switch users");
+	cr_assert_eq(ax_exec_cred_lookup(AX_TEST_TASK_USER, &c), AX_OK);
+	chmod(tmpdir, 0700); /* root's: the user may not enter it */
+	snprintf(mark, sizeof(mark), "%s/ran", tmpdir);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "touch %s", mark);
+	ax_exec_spec s = spec_for("run-wd", cmd, log, sizeof(log));
+	s.cred         = c;
+	cr_assert_eq(ax_exec_start(ex, &s), AX_EPERM, "%s", ax_err_detail());
+	cr_assert_not_null(strstr(ax_err_detail(), "chdir"), "%s",
+	                   ax_err_detail());
+	cr_assert_not_null(strstr(slurp(log), "Permission denied"), "%s",
+	                   slurp(log));
+	cr_assert_neq(access(mark, F_OK), 0, "the task must not have run");
+	cr_assert_eq(ax_exec_running(ex), 0);
+	free(c);
+}
+
+Test(executor, failed_identity_drop_runs_nothing)
+{
+	static gid_t  many[70000]; /* above NGROUPS_MAX: setgroups fails */
+	ax_exec_cred *c;
+	char          log[256], mark[128], cmd[200];
+
+	if (ax_test_task_user() == (uid_t) -1)
+		cr_skip_test("not root: cannot switch users");
+	cr_assert_eq(ax_exec_cred_lookup(AX_TEST_TASK_USER, &c), AX_OK);
+	ax_exec_cred bad = *c;
+	bad.groups       = many;
+	bad.n_groups     = sizeof(many) / sizeof(many[0]);
+	snprintf(mark, sizeof(mark), "%s/ran", tmpdir);
+	snprintf(cmd, sizeof(cmd), "touch %s", mark);
+	ax_exec_spec s = spec_for("run-drop", cmd, log, sizeof(log));
+	s.cred         = &bad;
+	cr_assert_neq(ax_exec_start(ex, &s), AX_OK);
+	cr_assert_not_null(strstr(ax_err_detail(), "setgroups"), "%s",
+	                   ax_err_detail());
+	cr_assert_neq(access(mark, F_OK), 0, "the task must not have run");
+	free(c);
+}
+
+Test(executor, cred_lookup_of_an_unknown_user)
+{
+	ax_exec_cred *c = (ax_exec_cred *) 1;
+	cr_assert_eq(ax_exec_cred_lookup("ax-no-such-user-x", &c), AX_ENOENT);
+	cr_assert_null(c);
+	cr_assert_not_null(strstr(ax_err_detail(), "'ax-no-such-user-x'"));
+	cr_assert_eq(ax_exec_cred_lookup(NULL, &c), AX_OK);
+	cr_assert_eq(c->uid, geteuid());
+	cr_assert_not(c->switch_ids);
+	free(c);
 }
