@@ -204,6 +204,8 @@ worker_start(int i, const char *id, const char *group, int slots)
 		}
 		setenv("AX_WORKER_HEARTBEAT", w_heartbeat, 1);
 		setenv("AX_LOG_LEVEL", "info", 1);
+		/* the tasks write marks into this test's private dir */
+		setenv("AX_WORKER_RUN_AS", "root", 1);
 		execl(bin, bin, "--server", addr, "--group", group, "--slots",
 		      s, "--id", id, "--log-dir", logs, (char *) NULL);
 		_exit(127);
