@@ -330,6 +330,8 @@ start_all(void)
 		.workers   = 2,
 		.api_port  = ax_ha_free_port(),
 		.log_level = "debug",
+		/* the tasks write their marks into this root-owned home */
+		.worker_run_as = "root",
 	};
 	cr_assert_eq(ax_stack_init(&st, &o), AX_OK, "%s", ax_err_detail());
 	stack_up = 1;
