@@ -353,7 +353,9 @@ Test(render_e2e, trigger_params_are_data)
 	long       st =
 	    post("/api/v1/dags/" DAG "/trigger", nul, sizeof(nul) - 1, resp);
 	cr_assert(st == 400 || st == 422, "NUL: %ld %s", st, resp);
-	cr_assert_not_null(json_loads(resp, 0, NULL), "not JSON: %s", resp);
+	json_t *nj = json_loads(resp, 0, NULL);
+	cr_assert_not_null(nj, "not JSON: %s", resp);
+	json_decref(nj);
 	/* axctl prints the API's refusal and exits 1 */
 	cr_assert_eq(AXCTL("dag", "trigger", DAG, "--param", "regoin=x"), 1);
 	cr_assert_not_null(strstr(err, "unknown param 'regoin'"), "%s", err);
