@@ -21,9 +21,9 @@
  *
  * A render error (unknown variable, a bash task without command, a DAG
  * version that cannot be loaded, a value that cannot be quoted where it
- * lands, an undeclared or mistyped conf param) never produces an empty command: the
- * attempt fails with reason RENDER_ERROR and a message naming the task,
- * the field and the offset (AttemptResult FAILED to result_handler).
+ * lands, an undeclared or mistyped conf param) never produces an empty
+ * command: the attempt fails with reason RENDER_ERROR and a message naming the
+ * task, the field and the offset (AttemptResult FAILED to result_handler).
  */
 #ifndef AX_RENDERER_H
 #define AX_RENDERER_H

@@ -191,7 +191,7 @@ ax_buf_take(ax_buf *b, char **out, size_t *len)
 		return ax_err_set(AX_ENOMEM, "out of memory building a text");
 	}
 	b->p[b->len] = '\0';
-	*out = b->p;
+	*out         = b->p;
 	if (len != NULL)
 		*len = b->len;
 	b->p   = NULL;
