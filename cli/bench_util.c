@@ -6,8 +6,34 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const struct {
+	const char *name;
+	int         in_all;
+} scenarios[AX_BENCH_N_SCENARIOS] = {
+	[AX_BENCH_ALL]        = { "all", 0 },
+	[AX_BENCH_LATENCY]    = { "latency", 1 },
+	[AX_BENCH_THROUGHPUT] = { "throughput", 1 },
+	[AX_BENCH_CHAIN]      = { "chain", 1 },
+	[AX_BENCH_LAYERED]    = { "layered", 1 },
+	[AX_BENCH_TIMERS]     = { "timers", 0 },
+};
+
+const char *
+ax_bench_scenario_name(ax_bench_scenario s)
+{
+	return (int) s >= 0 && s < AX_BENCH_N_SCENARIOS ? scenarios[s].name
+	                                                : NULL;
+}
+
+int
+ax_bench_in_all(ax_bench_scenario s)
+{
+	return (int) s >= 0 && s < AX_BENCH_N_SCENARIOS && scenarios[s].in_all;
+}
 
 void
 ax_bench_usage(FILE *f)
@@ -15,16 +41,19 @@ ax_bench_usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: axctl bench [--home DIR] [--scenario S] [--schedules N]\n"
-	    "                   [--instances N] [--timers N]\n"
+	    "                   [--instances N] [--runs N] [--length N]\n"
+	    "                   [--layers N] [--width N] [--timers N]\n"
 	    "                   [--timer-specs N] [--duration S]\n"
 	    "                   [--executor noop|process] [--workers N]\n"
 	    "                   [--slots N] [--json]\n"
 	    "\n"
 	    "Measures the scheduler on this machine with its own PostgreSQL,\n"
-	    "axd and workers.\n"
+	    "axd and workers. Every figure comes from the timestamps the\n"
+	    "pipeline persisted (attempts, task_instances, dag_runs).\n"
 	    "\n"
-	    "  --scenario S     latency | throughput | all (default) | "
-	    "timers\n"
+	    "  --scenario S     all (default: latency, throughput, chain,\n"
+	    "                   layered) | latency | throughput | chain |\n"
+	    "                   layered | timers\n"
 	    "      latency:     N seconds-level schedules (`S * * * * ?`, "
 	    "spread\n"
 	    "                   over the minute) run for --duration; "
@@ -36,29 +65,56 @@ ax_bench_usage(FILE *f)
 	    "      throughput:  one triggered run of N independent "
 	    "instances;\n"
 	    "                   instances per second to a persisted SUCCESS\n"
+	    "      chain:       one DAG of --length tasks in a line, "
+	    "triggered\n"
+	    "                   --runs times one after the other; per edge\n"
+	    "                   the upstream's SUCCESS persisted to the\n"
+	    "                   downstream's start (P50, P99, max) and the\n"
+	    "                   run's makespan\n"
+	    "      layered:     one DAG of --layers layers of --width\n"
+	    "                   instances, each waiting for every instance\n"
+	    "                   of the layer before (Dask's fully connected\n"
+	    "                   layers); instances per second over the run\n"
+	    "                   and the ratio to Dask's 707/s\n"
 	    "      timers:      N monthly schedules armed, each at its own\n"
 	    "                   instant; time to arm them and RSS of axd\n"
 	    "  --schedules N    latency schedules (default 10000)\n"
 	    "  --instances N    throughput instances (default 20000)\n"
+	    "  --runs N         chain runs (default 1)\n"
+	    "  --length N       chain tasks (default 100)\n"
+	    "  --layers N       layered layers (default 100)\n"
+	    "  --width N        layered instances per layer, 1-1024 "
+	    "(default\n"
+	    "                   100)\n"
 	    "  --timers N       armed timers (default 1000000)\n"
 	    "  --timer-specs N  distinct schedules among the timers (timer g\n"
 	    "                   uses schedule g mod N); 0: every timer its\n"
 	    "                   own (default)\n"
 	    "  --duration S     seconds of the latency run (default 120)\n"
 	    "  --executor E     noop (in the worker, default) or process\n"
-	    "                   (/bin/true through bash)\n"
+	    "                   (/bin/true through bash); every scenario\n"
+	    "                   but timers\n"
 	    "  --workers N      ax-worker processes (default 2)\n"
 	    "  --slots N        slots per worker (default 64)\n"
 	    "  --home DIR       AX home to use (default: a temp dir, "
 	    "removed)\n"
 	    "  --json           print one JSON object: p50_ms, p99_ms, "
 	    "max_ms,\n"
-	    "                   decision_p99_ms, env_ready_p99_ms,\n"
-	    "                   throughput_per_s, rss_mb,\n"
+	    "                   decision_p99_ms, env_ready_p99_ms\n"
+	    "                   (latency), throughput_per_s,\n"
 	    "                   cpu_us_per_instance (CPU of the whole\n"
-	    "                   machine per instance in the throughput run)\n"
+	    "                   machine per instance in the throughput run),\n"
+	    "                   rss_mb (axd's peak), samples; then\n"
+	    "                   chain_edge_p50_ms, chain_edge_p99_ms,\n"
+	    "                   chain_edge_max_ms, chain_edges,\n"
+	    "                   chain_makespan_ms (median over the runs),\n"
+	    "                   chain_makespan_max_ms; layered_per_s,\n"
+	    "                   layered_makespan_s, layered_instances,\n"
+	    "                   layered_vs_dask (layered_per_s / 707) when\n"
+	    "                   those ran; null: not measured\n"
 	    "\n"
-	    "Exit status: 0 measured, 1 failure, 2 usage error.\n");
+	    "Exit status: 0 measured, 1 failure or interrupted, 2 usage "
+	    "error.\n");
 }
 
 static int
@@ -87,17 +143,16 @@ set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
 	if (strcmp(name, "--home") == 0) {
 		o->home = v;
 	} else if (strcmp(name, "--scenario") == 0) {
-		static const char *names[] = { "all", "latency", "throughput",
-			                       "timers" };
-		for (int k = 0; k < 4; k++)
-			if (strcmp(v, names[k]) == 0) {
+		for (int k = 0; k < AX_BENCH_N_SCENARIOS; k++)
+			if (strcmp(v, scenarios[k].name) == 0) {
 				o->scenario = (ax_bench_scenario) k;
 				return 0;
 			}
-		fprintf(err,
-		        "axctl bench: --scenario must be latency, throughput, "
-		        "all or timers, not '%s'\n",
-		        v);
+		fprintf(err, "axctl bench: --scenario must be");
+		for (int k = 1; k < AX_BENCH_N_SCENARIOS; k++)
+			fprintf(err, "%s %s", k == 1 ? "" : ",",
+			        scenarios[k].name);
+		fprintf(err, " or all, not '%s'\n", v);
 		return 2;
 	} else if (strcmp(name, "--executor") == 0) {
 		if (strcmp(v, "noop") != 0 && strcmp(v, "process") != 0) {
@@ -121,6 +176,16 @@ set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
 		                                                           : 0;
 	} else if (strcmp(name, "--duration") == 0) {
 		return int_val(name, v, 1, 86400, &o->duration, err) ? 2 : 0;
+	} else if (strcmp(name, "--runs") == 0) {
+		return int_val(name, v, 1, 10000, &o->runs, err) ? 2 : 0;
+	} else if (strcmp(name, "--length") == 0) {
+		/* a DAG holds at most 5000 tasks (dag.h max_tasks) */
+		return int_val(name, v, 2, 5000, &o->length, err) ? 2 : 0;
+	} else if (strcmp(name, "--layers") == 0) {
+		return int_val(name, v, 2, 5000, &o->layers, err) ? 2 : 0;
+	} else if (strcmp(name, "--width") == 0) {
+		/* a task has at most 1024 shards (docs/dag-format.md) */
+		return int_val(name, v, 1, 1024, &o->width, err) ? 2 : 0;
 	} else if (strcmp(name, "--workers") == 0) {
 		return int_val(name, v, 1, 64, &o->workers, err) ? 2 : 0;
 	} else if (strcmp(name, "--slots") == 0) {
@@ -138,11 +203,12 @@ set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
 static int
 known(const char *name)
 {
-	static const char *names[] = { "--home",        "--scenario",
-		                       "--executor",    "--schedules",
-		                       "--instances",   "--timers",
-		                       "--timer-specs", "--duration",
-		                       "--workers",     "--slots" };
+	static const char *names[] = {
+		"--home",      "--scenario", "--executor",    "--schedules",
+		"--instances", "--timers",   "--timer-specs", "--duration",
+		"--workers",   "--slots",    "--runs",        "--length",
+		"--layers",    "--width"
+	};
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		if (strcmp(name, names[k]) == 0)
 			return 1;
@@ -158,6 +224,10 @@ ax_bench_parse(int argc, char **argv, ax_bench_opts *o, FILE *out, FILE *err)
 	o->instances = 20000;
 	o->timers    = 1000000;
 	o->duration  = 120;
+	o->runs      = 1;
+	o->length    = 100;
+	o->layers    = 100;
+	o->width     = 100;
 	o->workers   = 2;
 	o->slots     = 64;
 	for (int i = 1; i < argc; i++) {
@@ -273,6 +343,39 @@ ax_bench_yaml_throughput(FILE *f, int instances, int process)
 }
 
 void
+ax_bench_yaml_chain(FILE *f, int length, int process)
+{
+	fprintf(f,
+	        "kind: DAG\nname: bench.chain\n"
+	        "concurrency: {max_active_runs: 1, policy: parallel}\n"
+	        "defaults: {type: %s}\ntasks:\n",
+	        process ? "bash" : "noop");
+	fprintf(f, "  - {name: t1, command: \"/bin/true\"}\n");
+	for (int t = 2; t <= length; t++)
+		fprintf(f,
+		        "  - {name: t%d, command: \"/bin/true\", depends_on: "
+		        "[t%d]}\n",
+		        t, t - 1);
+}
+
+void
+ax_bench_yaml_layered(FILE *f, int layers, int width, int process)
+{
+	fprintf(f,
+	        "kind: DAG\nname: bench.layered\n"
+	        "concurrency: {max_active_runs: 1, policy: parallel}\n"
+	        "defaults: {type: %s}\ntasks:\n",
+	        process ? "bash" : "noop");
+	fprintf(f, "  - {name: l1, command: \"/bin/true\", shards: %d}\n",
+	        width);
+	for (int l = 2; l <= layers; l++)
+		fprintf(f,
+		        "  - {name: l%d, command: \"/bin/true\", shards: %d, "
+		        "depends_on: [l%d]}\n",
+		        l, width, l - 1);
+}
+
+void
 ax_bench_result_init(ax_bench_result *r)
 {
 	r->p50_ms = r->p99_ms = r->max_ms = -1;
@@ -280,6 +383,57 @@ ax_bench_result_init(ax_bench_result *r)
 	r->throughput_per_s = r->rss_mb = -1;
 	r->cpu_us_per_instance          = -1;
 	r->samples                      = 0;
+	r->n_extra                      = 0;
+	r->human[0]                     = '\0';
+}
+
+int
+ax_bench_put(ax_bench_result *r, const char *key, double v)
+{
+	size_t len = strlen(key);
+	int    k;
+
+	if (len == 0 || len >= sizeof(r->extra[0].key) ||
+	    strspn(key, "abcdefghijklmnopqrstuvwxyz0123456789_") != len)
+		return -1;
+	for (k = 0; k < r->n_extra; k++)
+		if (strcmp(r->extra[k].key, key) == 0)
+			break;
+	if (k == r->n_extra) {
+		if (k == AX_BENCH_EXTRA_MAX)
+			return -1;
+		memcpy(r->extra[k].key, key, len + 1);
+		r->n_extra++;
+	}
+	r->extra[k].v = v;
+	return 0;
+}
+
+double
+ax_bench_get(const ax_bench_result *r, const char *key)
+{
+	for (int k = 0; k < r->n_extra; k++)
+		if (strcmp(r->extra[k].key, key) == 0)
+			return r->extra[k].v;
+	return -1;
+}
+
+void
+ax_bench_say(ax_bench_result *r, const char *fmt, ...)
+{
+	size_t  used = strlen(r->human), room = sizeof(r->human) - used;
+	va_list ap;
+	int     n;
+
+	if (room < 2)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(r->human + used, room - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		r->human[used] = '\0';
+	else
+		strcat(r->human, "\n");
 }
 
 static void
@@ -303,5 +457,10 @@ ax_bench_json(FILE *f, const ax_bench_result *r)
 	num(f, "throughput_per_s", r->throughput_per_s, 0);
 	num(f, "rss_mb", r->rss_mb, 0);
 	num(f, "cpu_us_per_instance", r->cpu_us_per_instance, 0);
-	fprintf(f, "\"samples\": %ld}\n", r->samples);
+	fprintf(f, "\"samples\": %ld", r->samples);
+	for (int k = 0; k < r->n_extra; k++) {
+		fputs(", ", f);
+		num(f, r->extra[k].key, r->extra[k].v, 1);
+	}
+	fputs("}\n", f);
 }

@@ -1,7 +1,8 @@
 /*
- * bench_util.h - the pure parts of `axctl bench`: options, percentiles,
- * generated DAG YAML and the JSON report. Kept apart from cmd_bench.c so
- * they are unit-tested without processes or a database
+ * bench_util.h - the pure parts of `axctl bench`: options, the scenario
+ * names, percentiles, generated DAG YAML and the JSON report. Kept apart
+ * from the scenarios (bench_run.h and its bench_*.c) so they are
+ * unit-tested without processes or a database
  * (tests/unit/test_bench_util.c).
  *
  * Invariants: no I/O except into the caller's FILE / buffer; nothing
@@ -13,12 +14,24 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* The scenarios, in the order `all` runs them; ax_bench_scenario_name()
+ * and ax_bench_in_all() say their name and whether `all` runs them. */
 typedef enum ax_bench_scenario {
-	AX_BENCH_ALL = 0,    /* latency, then throughput */
+	AX_BENCH_ALL = 0,    /* every scenario ax_bench_in_all() selects */
 	AX_BENCH_LATENCY,    /* N seconds-level schedules */
 	AX_BENCH_THROUGHPUT, /* N independent instances */
+	AX_BENCH_CHAIN,      /* one DAG of tasks in a line */
+	AX_BENCH_LAYERED,    /* layers x width, each layer on the previous */
 	AX_BENCH_TIMERS,     /* N monthly schedules armed: axd RSS */
+	AX_BENCH_N_SCENARIOS
 } ax_bench_scenario;
+
+/* "all", "latency", ...; NULL for an unknown value. */
+const char *ax_bench_scenario_name(ax_bench_scenario s);
+
+/* 1 when `--scenario all` runs s (not timers: minutes and a lot of
+ * memory of their own). */
+int ax_bench_in_all(ax_bench_scenario s);
 
 typedef struct ax_bench_opts {
 	const char       *home; /* NULL: a temp dir, removed after */
@@ -29,6 +42,10 @@ typedef struct ax_bench_opts {
 	int timer_specs; /* timers: distinct schedules among them; 0: every
 	                    timer its own */
 	int duration;    /* latency: seconds measured */
+	int runs;        /* chain: runs triggered one after the other */
+	int length;      /* chain: tasks in the line */
+	int layers;      /* layered: layers */
+	int width;       /* layered: instances per layer */
 	int process;     /* 1: bash /bin/true; 0: noop */
 	int workers;
 	int slots; /* slots per worker */
@@ -38,7 +55,8 @@ typedef struct ax_bench_opts {
 /*
  * Parses argv[1..argc) (argv[0] is "bench") into o, starting from the
  * defaults: scenario all, 10000 schedules, 20000 instances, 1000000
- * timers, 120 s, noop, 2 workers x 64 slots. Returns 0, 1 after --help
+ * timers, 120 s, chain of 100 tasks run once, 100 layers of 100, noop,
+ * 2 workers x 64 slots. Returns 0, 1 after --help
  * (usage printed on out), 2 on a usage error (message on err, naming the
  * option and the accepted values).
  */
@@ -78,7 +96,26 @@ int ax_bench_yaml_latency(char *buf, size_t len, int i, int n, int process);
  */
 int ax_bench_yaml_throughput(FILE *f, int instances, int process);
 
-/* The measurements; negative: not measured (printed as null). */
+/*
+ * YAML of the chain DAG "bench.chain": tasks t1 .. t<length>, t<k+1>
+ * depending on t<k>, no schedule (it is triggered), max_active_runs 1.
+ * Writes into f.
+ */
+void ax_bench_yaml_chain(FILE *f, int length, int process);
+
+/*
+ * YAML of the layered DAG "bench.layered": tasks l1 .. l<layers> of
+ * `width` shards each, l<k+1> depending on l<k>; a task waits for every
+ * shard of its upstream, so each instance of a layer waits for every
+ * instance of the layer before (width x width edges per layer). No
+ * schedule. Writes into f.
+ */
+void ax_bench_yaml_layered(FILE *f, int layers, int width, int process);
+
+#define AX_BENCH_EXTRA_MAX 32
+
+/* The measurements; negative: not measured (printed as null). Scenarios
+ * beyond the first ones add named figures with ax_bench_put(). */
 typedef struct ax_bench_result {
 	double p50_ms, p99_ms, max_ms;
 	double decision_p99_ms, env_ready_p99_ms;
@@ -86,14 +123,34 @@ typedef struct ax_bench_result {
 	double rss_mb;
 	double cpu_us_per_instance; /* whole machine, throughput run */
 	long   samples;             /* latency samples (attempts) */
+	struct {
+		char   key[48]; /* a JSON key: [a-z0-9_] */
+		double v;       /* negative: not measured */
+	} extra[AX_BENCH_EXTRA_MAX];
+	int  n_extra;
+	char human[2048]; /* lines of the text report of those scenarios */
 } ax_bench_result;
 
 /* Sets every measurement to "not measured". */
 void ax_bench_result_init(ax_bench_result *r);
 
+/* Sets figure key (replacing an earlier value of the same key) to v.
+ * Returns 0, or -1 when the table is full or key is not 1-47 characters
+ * of [a-z0-9_] (the figure is dropped). */
+int ax_bench_put(ax_bench_result *r, const char *key, double v);
+
+/* The figure key put before, or -1 when there is none. */
+double ax_bench_get(const ax_bench_result *r, const char *key);
+
+/* Appends one line (printf format; a newline is added) to r->human,
+ * truncated when it is full. */
+void ax_bench_say(ax_bench_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* One JSON object with the keys p50_ms, p99_ms, max_ms, decision_p99_ms,
  * env_ready_p99_ms, throughput_per_s, rss_mb, cpu_us_per_instance
- * (numbers or null), plus samples, and a newline. */
+ * (numbers or null), samples, then every figure of ax_bench_put() in
+ * the order first put, and a newline. */
 void ax_bench_json(FILE *f, const ax_bench_result *r);
 
 #endif /* AX_BENCH_UTIL_H */

@@ -1,7 +1,8 @@
 /*
  * test_bench_util.c - `axctl bench` pure parts: options and their errors,
  * nearest-rank percentiles, the spread of schedules over the minute, the
- * generated YAML (validated by the real DAG validator) and the JSON keys.
+ * generated YAML (validated by the real DAG validator), the scenario
+ * names and the JSON keys (fixed ones and those scenarios put).
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -43,6 +44,77 @@ Test(bench_util, defaults)
 	cr_assert_eq(o.workers, 2);
 	cr_assert_eq(o.json, 0);
 	cr_assert_null(o.home);
+	cr_assert_eq(o.runs, 1);
+	cr_assert_eq(o.length, 100);
+	cr_assert_eq(o.layers, 100);
+	cr_assert_eq(o.width, 100);
+}
+
+Test(bench_util, chain_and_layered_options)
+{
+	ax_bench_opts o;
+	char          err[256] = "";
+	char *argv[] = { "bench",   "--scenario",  "chain",      "--runs",
+		         "5",       "--length=30", "--layers",   "7",
+		         "--width", "1024",        "--executor", "process" };
+
+	cr_assert_eq(parse(&o, err, sizeof(err), 12, argv), 0, "%s", err);
+	cr_assert_eq(o.scenario, AX_BENCH_CHAIN);
+	cr_assert_eq(o.runs, 5);
+	cr_assert_eq(o.length, 30);
+	cr_assert_eq(o.layers, 7);
+	cr_assert_eq(o.width, 1024);
+	cr_assert_eq(o.process, 1);
+	char *argv2[] = { "bench", "--scenario=layered" };
+	cr_assert_eq(parse(&o, err, sizeof(err), 2, argv2), 0, "%s", err);
+	cr_assert_eq(o.scenario, AX_BENCH_LAYERED);
+}
+
+Test(bench_util, scenario_names_and_all)
+{
+	cr_assert_str_eq(ax_bench_scenario_name(AX_BENCH_ALL), "all");
+	cr_assert_str_eq(ax_bench_scenario_name(AX_BENCH_CHAIN), "chain");
+	cr_assert_str_eq(ax_bench_scenario_name(AX_BENCH_LAYERED), "layered");
+	cr_assert_null(ax_bench_scenario_name(AX_BENCH_N_SCENARIOS));
+	cr_assert(ax_bench_in_all(AX_BENCH_LATENCY));
+	cr_assert(ax_bench_in_all(AX_BENCH_THROUGHPUT));
+	cr_assert(ax_bench_in_all(AX_BENCH_CHAIN));
+	cr_assert(ax_bench_in_all(AX_BENCH_LAYERED));
+	cr_assert_not(ax_bench_in_all(AX_BENCH_TIMERS), "timers: on demand");
+	cr_assert_not(ax_bench_in_all(AX_BENCH_ALL));
+	/* every name parses back to its scenario */
+	for (int k = 0; k < AX_BENCH_N_SCENARIOS; k++) {
+		ax_bench_opts o;
+		char          err[256] = "";
+		char         *argv[]   = { "bench", "--scenario",
+			                   (char *) ax_bench_scenario_name(
+			                       (ax_bench_scenario) k) };
+		cr_assert_eq(parse(&o, err, sizeof(err), 3, argv), 0, "%s",
+		             err);
+		cr_assert_eq((int) o.scenario, k);
+	}
+}
+
+Test(bench_util, help_names_every_scenario_and_option)
+{
+	char  *text = NULL;
+	size_t len  = 0;
+	FILE  *f    = open_memstream(&text, &len);
+
+	ax_bench_usage(f);
+	fclose(f);
+	for (int k = 0; k < AX_BENCH_N_SCENARIOS; k++)
+		cr_assert(strstr(text,
+		                 ax_bench_scenario_name(
+		                     (ax_bench_scenario) k)) != NULL,
+		          "scenario %d not in --help", k);
+	const char *opts[] = { "--runs N",          "--length N",
+		               "--layers N",        "--width N",
+		               "chain_edge_p99_ms", "layered_vs_dask" };
+	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++)
+		cr_assert(strstr(text, opts[k]) != NULL, "'%s' not in --help",
+		          opts[k]);
+	free(text);
 }
 
 Test(bench_util, every_option)
@@ -84,7 +156,7 @@ Test(bench_util, timer_specs)
 struct bad_case {
 	char arg[32];
 	char val[32]; /* "" : no value */
-	char msg[64]; /* expected in the error */
+	char msg[96]; /* expected in the error */
 };
 
 ParameterizedTestParameters(bench_util, bad_options)
@@ -102,6 +174,18 @@ ParameterizedTestParameters(bench_util, bad_options)
 		{ "--workers", "65",
 		  "--workers must be an integer from 1 to 64" },
 		{ "--instances", "", "--instances needs a value" },
+		{ "--scenario", "storm",
+		  "--scenario must be latency, throughput, chain, layered, "
+		  "timers or all, not 'storm'" },
+		{ "--runs", "0", "--runs must be an integer from 1 to 10000" },
+		{ "--length", "1",
+		  "--length must be an integer from 2 to 5000" },
+		{ "--length", "5001", "--length must be an integer from 2" },
+		{ "--layers", "x", "--layers must be an integer from 2" },
+		{ "--width", "1025",
+		  "--width must be an integer from 1 to 1024" },
+		{ "--width", "0", "--width must be an integer from 1" },
+		{ "--runs", "", "--runs needs a value" },
 		{ "--frobnicate", "1", "unknown option '--frobnicate'" },
 		{ "--nope", "", "unknown option '--nope'" },
 		{ "latency", "", "unexpected argument 'latency'" },
@@ -246,4 +330,117 @@ Test(bench_util, json_has_the_issue_keys)
 	                 "\"env_ready_p99_ms\": null, \"throughput_per_s\": "
 	                 "5123.400, \"rss_mb\": null, "
 	                 "\"cpu_us_per_instance\": null, \"samples\": 99}\n");
+}
+
+Test(bench_util, chain_yaml_is_a_line)
+{
+	char  *text = NULL;
+	size_t len  = 0;
+	FILE  *f    = open_memstream(&text, &len);
+
+	ax_log_init(AX_LOG_OFF, 2);
+	ax_bench_yaml_chain(f, 100, 0);
+	fclose(f);
+	cr_assert(strstr(text, "name: bench.chain\n") != NULL, "%s", text);
+	cr_assert(strstr(text, "{name: t1, command: \"/bin/true\"}") != NULL);
+	cr_assert(strstr(text,
+	                 "{name: t100, command: \"/bin/true\", "
+	                 "depends_on: [t99]}") != NULL);
+	cr_assert_null(strstr(text, "t101"));
+	cr_assert(strstr(text, "type: noop") != NULL);
+	ax_dagset *set = validate(text);
+	cr_assert_eq(set->n_dags, 1);
+	cr_assert_eq(set->dags[0]->n_tasks, 100);
+	ax_dagset_free(set);
+	free(text);
+	f = open_memstream(&text, &len);
+	ax_bench_yaml_chain(f, 2, 1);
+	fclose(f);
+	cr_assert(strstr(text, "type: bash") != NULL);
+	ax_dagset_free(validate(text));
+	free(text);
+}
+
+Test(bench_util, layered_yaml_is_fully_connected_layers)
+{
+	char  *text = NULL;
+	size_t len  = 0;
+	FILE  *f    = open_memstream(&text, &len);
+
+	ax_log_init(AX_LOG_OFF, 2);
+	ax_bench_yaml_layered(f, 100, 100, 0);
+	fclose(f);
+	cr_assert(strstr(text, "name: bench.layered\n") != NULL, "%s", text);
+	cr_assert(strstr(text,
+	                 "{name: l1, command: \"/bin/true\", shards: "
+	                 "100}") != NULL);
+	cr_assert(strstr(text,
+	                 "{name: l100, command: \"/bin/true\", shards: "
+	                 "100, depends_on: [l99]}") != NULL);
+	cr_assert_null(strstr(text, "l101"));
+	ax_dagset *set = validate(text);
+	cr_assert_eq(set->dags[0]->n_tasks, 100);
+	ax_dagset_free(set);
+	free(text);
+}
+
+Test(bench_util, put_get_and_say)
+{
+	ax_bench_result r;
+	char            key[64];
+
+	ax_bench_result_init(&r);
+	cr_assert_eq(ax_bench_get(&r, "chain_edge_p99_ms"), -1);
+	cr_assert_eq(ax_bench_put(&r, "chain_edge_p99_ms", 4.5), 0);
+	cr_assert_eq(ax_bench_put(&r, "chain_edge_p99_ms", 3.25), 0,
+	             "a second put replaces");
+	cr_assert_eq(r.n_extra, 1);
+	cr_assert_eq(ax_bench_get(&r, "chain_edge_p99_ms"), 3.25);
+	cr_assert_eq(ax_bench_put(&r, "", 1), -1);
+	cr_assert_eq(ax_bench_put(&r, "Bad-Key", 1), -1);
+	cr_assert_eq(ax_bench_put(&r, "quote\"key", 1), -1);
+	memset(key, 'a', 48);
+	key[48] = '\0';
+	cr_assert_eq(ax_bench_put(&r, key, 1), -1, "48 characters");
+	key[47] = '\0';
+	cr_assert_eq(ax_bench_put(&r, key, 1), 0, "47 characters");
+	for (int k = r.n_extra; k < AX_BENCH_EXTRA_MAX; k++) {
+		snprintf(key, sizeof(key), "k%d", k);
+		cr_assert_eq(ax_bench_put(&r, key, k), 0);
+	}
+	cr_assert_eq(ax_bench_put(&r, "one_too_many", 1), -1);
+	cr_assert_eq(ax_bench_put(&r, "k5", 55), 0, "replacing when full");
+	cr_assert_eq(ax_bench_get(&r, "k5"), 55);
+
+	ax_bench_say(&r, "chain: P99 %.2f ms", 3.25);
+	ax_bench_say(&r, "layered: %d/s", 800);
+	cr_assert_str_eq(r.human, "chain: P99 3.25 ms\nlayered: 800/s\n");
+	for (int k = 0; k < 200; k++)
+		ax_bench_say(&r, "%s",
+		             "a line long enough to fill the buffer");
+	cr_assert_lt(strlen(r.human), sizeof(r.human));
+	cr_assert_eq(r.human[strlen(r.human) - 1], '\n');
+}
+
+Test(bench_util, json_has_the_figures_put)
+{
+	char            buf[768];
+	ax_bench_result r;
+	FILE           *f = fmemopen(buf, sizeof(buf), "w");
+
+	ax_bench_result_init(&r);
+	r.rss_mb = 12;
+	ax_bench_put(&r, "chain_edge_p99_ms", 4.5);
+	ax_bench_put(&r, "layered_per_s", 1414);
+	ax_bench_put(&r, "layered_vs_dask", -1);
+	ax_bench_json(f, &r);
+	fclose(f);
+	cr_assert_str_eq(buf,
+	                 "{\"p50_ms\": null, \"p99_ms\": null, \"max_ms\": "
+	                 "null, \"decision_p99_ms\": null, "
+	                 "\"env_ready_p99_ms\": null, \"throughput_per_s\": "
+	                 "null, \"rss_mb\": 12.000, "
+	                 "\"cpu_us_per_instance\": null, \"samples\": 0, "
+	                 "\"chain_edge_p99_ms\": 4.500, \"layered_per_s\": "
+	                 "1414.000, \"layered_vs_dask\": null}\n");
 }

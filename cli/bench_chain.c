@@ -1,0 +1,126 @@
+/*
+ * bench_chain.c - `axctl bench --scenario chain`: how fast a success
+ * releases the next task, in the shape of the peers' chain benchmarks.
+ *
+ * One DAG "bench.chain" of --length tasks in a line (t1 -> t2 -> ... ->
+ * tN), triggered --runs times one after the other (each run alone in the
+ * pipeline: the latency of one hop when idle, not a queue under load).
+ * Per edge t<k> -> t<k+1> of every run the time from the upstream's
+ * SUCCESS persisted (task_instances.ended_at, written by the transaction
+ * that moved it to SUCCESS) to the downstream's user code started
+ * (attempts.started_at of its first attempt): P50, P99, max over all
+ * edges; also the upstream's SUCCESS to the downstream's dispatch (P99),
+ * the part spent inside axd. The makespan of a run is its last SUCCESS
+ * persisted minus the run created (median and max over the runs).
+ *
+ * Figures: chain_edge_p50_ms, chain_edge_p99_ms, chain_edge_max_ms,
+ * chain_edge_dispatch_p99_ms, chain_edges, chain_makespan_ms,
+ * chain_makespan_max_ms.
+ */
+#include <stdlib.h>
+
+#include "bench_run.h"
+
+#define DAG "bench.chain"
+
+static void
+write_chain(FILE *f, void *arg)
+{
+	const ax_bench *b = arg;
+	ax_bench_yaml_chain(f, b->o.length, b->o.process);
+}
+
+/* Edge k of a run: downstream t<k+1> against upstream t<k>. */
+#define SQL_EDGES                                                             \
+	"SELECT ax_us(a.started_at) - ax_us(u.ended_at), "                    \
+	"ax_us(a.dispatched_at) - ax_us(u.ended_at) "                         \
+	"FROM task_instances d JOIN dags g ON g.id = d.dag_id "               \
+	"JOIN task_instances u ON u.dag_run_id = d.dag_run_id "               \
+	"AND u.task = 't' || (substr(d.task, 2)::int - 1) "                   \
+	"JOIN attempts a ON a.instance_id = d.id AND a.number = 1 "           \
+	"WHERE g.name = '" DAG "' AND d.task <> 't1'"
+
+#define SQL_MAKESPAN                                                          \
+	"SELECT ax_us(max(i.ended_at)) - ax_us(r.created_at) FROM dag_runs "  \
+	"r "                                                                  \
+	"JOIN dags g ON g.id = r.dag_id JOIN task_instances i ON "            \
+	"i.dag_run_id = r.id WHERE g.name = '" DAG "' GROUP BY r.id, "        \
+	"r.created_at"
+
+static int
+measure_chain(ax_bench *b)
+{
+	PGresult *r = PQexec(b->db, SQL_EDGES);
+	double   *v;
+	size_t    n;
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "axctl bench: %s", PQerrorMessage(b->db));
+		PQclear(r);
+		return 1;
+	}
+	if ((v = ax_bench_fetch_sorted(r, 0, &n)) == NULL || n == 0) {
+		fprintf(stderr, "axctl bench: chain: no edge measured\n");
+		free(v);
+		PQclear(r);
+		return 1;
+	}
+	ax_bench_put(&b->r, "chain_edge_p50_ms",
+	             ax_bench_percentile(v, n, 50) / 1000.0);
+	ax_bench_put(&b->r, "chain_edge_p99_ms",
+	             ax_bench_percentile(v, n, 99) / 1000.0);
+	ax_bench_put(&b->r, "chain_edge_max_ms", v[n - 1] / 1000.0);
+	ax_bench_put(&b->r, "chain_edges", (double) n);
+	free(v);
+	if ((v = ax_bench_fetch_sorted(r, 1, &n)) != NULL && n > 0)
+		ax_bench_put(&b->r, "chain_edge_dispatch_p99_ms",
+		             ax_bench_percentile(v, n, 99) / 1000.0);
+	free(v);
+	PQclear(r);
+	r = PQexec(b->db, SQL_MAKESPAN);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    (v = ax_bench_fetch_sorted(r, 0, &n)) != NULL) {
+		if (n > 0) {
+			ax_bench_put(&b->r, "chain_makespan_ms",
+			             ax_bench_percentile(v, n, 50) / 1000.0);
+			ax_bench_put(&b->r, "chain_makespan_max_ms",
+			             v[n - 1] / 1000.0);
+		}
+		free(v);
+	}
+	PQclear(r);
+	return 0;
+}
+
+int
+ax_bench_run_chain(ax_bench *b)
+{
+	/* Generous: a second per edge on top of a minute. */
+	int timeout_s = 60 + b->o.length;
+
+	fprintf(stderr, "chain: %d tasks in a line, %d run(s), %s\n",
+	        b->o.length, b->o.runs, b->o.process ? "process" : "noop");
+	if (ax_bench_begin(b, "chain", write_chain, b))
+		return 1;
+	for (int k = 1; k <= b->o.runs; k++)
+		if (ax_bench_trigger(b, DAG) ||
+		    ax_bench_wait_runs(b, DAG, k, timeout_s, 20)) {
+			ax_bench_stop_stack(b);
+			return 1;
+		}
+	ax_bench_stop_stack(b);
+	if (ax_bench_check_success(b, DAG, (long) b->o.length * b->o.runs) ||
+	    measure_chain(b))
+		return 1;
+	ax_bench_say(&b->r,
+	             "chain (%d tasks, %d run(s), %s, %.0f edges): success to "
+	             "next start P50 %.2f ms, P99 %.2f ms, max %.2f ms; "
+	             "makespan %.1f ms",
+	             b->o.length, b->o.runs, b->o.process ? "process" : "noop",
+	             ax_bench_get(&b->r, "chain_edges"),
+	             ax_bench_get(&b->r, "chain_edge_p50_ms"),
+	             ax_bench_get(&b->r, "chain_edge_p99_ms"),
+	             ax_bench_get(&b->r, "chain_edge_max_ms"),
+	             ax_bench_get(&b->r, "chain_makespan_ms"));
+	return 0;
+}

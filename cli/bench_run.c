@@ -1,0 +1,267 @@
+/*
+ * bench_run.c - the shared running parts of `axctl bench` (see
+ * bench_run.h): PostgreSQL helpers, the stack of axd and workers,
+ * generated DAG files, triggers and waits. Waits poll PostgreSQL (a few
+ * cheap queries a second): they measure nothing themselves, the numbers
+ * come from the timestamps the pipeline persisted.
+ */
+#include "bench_run.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+int
+ax_bench_fail(const char *what, ax_err rv)
+{
+	const char *d = ax_err_detail();
+	fprintf(stderr, "axctl bench: %s: %s\n", what,
+	        d[0] != '\0' ? d : ax_strerror(rv));
+	return 1;
+}
+
+int
+ax_bench_sql(ax_bench *b, const char *q)
+{
+	PGresult *r  = PQexec(b->db, q);
+	int       ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+	    PQresultStatus(r) == PGRES_TUPLES_OK;
+	if (!ok)
+		fprintf(stderr, "axctl bench: %s\n%s\n", PQerrorMessage(b->db),
+		        q);
+	PQclear(r);
+	return ok ? 0 : 1;
+}
+
+double
+ax_bench_sql_num(ax_bench *b, const char *q)
+{
+	PGresult *r = PQexec(b->db, q);
+	double    v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 &&
+	    !PQgetisnull(r, 0, 0))
+		v = strtod(PQgetvalue(r, 0, 0), NULL);
+	PQclear(r);
+	return v;
+}
+
+double
+ax_bench_rss_mb(pid_t pid, const char *key)
+{
+	char  path[64], line[256];
+	FILE *f;
+	long  kb = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, key, strlen(key)) == 0)
+			kb = strtol(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return kb < 0 ? -1 : (double) kb / 1024.0;
+}
+
+double
+ax_bench_machine_cpu_us(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE              *f    = fopen("/proc/stat", "r");
+	int                n;
+	long               hz = sysconf(_SC_CLK_TCK);
+
+	if (f == NULL)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+	           &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n != 8 || hz <= 0)
+		return -1;
+	/* v[3] idle and v[4] iowait are not work */
+	return (double) (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1e6 /
+	    (double) hz;
+}
+
+int
+ax_bench_fresh_tables(ax_bench *b)
+{
+	/* Cascades to versions, schedules, runs, instances and attempts. */
+	return ax_bench_sql(b, "TRUNCATE dags, task_templates CASCADE");
+}
+
+int
+ax_bench_load(ax_bench *b, const char                 *subdir,
+              void (*write)(FILE *f, void *arg), void *arg)
+{
+	char  dir[PATH_MAX + 32], path[PATH_MAX + 96];
+	FILE *f;
+	int   bad;
+
+	snprintf(dir, sizeof(dir), "%s/bench-%s", b->h.home, subdir);
+	snprintf(path, sizeof(path), "%s/%s.yaml", dir, subdir);
+	if ((mkdir(dir, 0755) != 0 && errno != EEXIST) ||
+	    (f = fopen(path, "w")) == NULL)
+		return ax_bench_fail(
+		    "write",
+		    ax_err_set(AX_EIO, "%s: %s", path, strerror(errno)));
+	write(f, arg);
+	bad = ferror(f);
+	if (fclose(f) != 0 || bad)
+		return ax_bench_fail(
+		    "write",
+		    ax_err_set(AX_EIO, "%s: %s", path, strerror(errno)));
+	if (ax_stack_load_dags(dir, b->h.w.dsn) != 0) {
+		fprintf(stderr, "axctl bench: loading %s failed\n", dir);
+		return 1;
+	}
+	return 0;
+}
+
+int
+ax_bench_start_stack(ax_bench *b, int workers)
+{
+	ax_stack_opts so = {
+		.home         = b->h.home,
+		.dsn          = b->h.w.dsn,
+		.workers      = workers,
+		.worker_slots = b->o.slots,
+		.log_level    = b->log_level ? b->log_level : "warn",
+	};
+	ax_err rv;
+
+	if ((rv = ax_stack_init(&b->st, &so)) != AX_OK)
+		return ax_bench_fail("home", rv);
+	if ((rv = ax_stack_start_axd(&b->st, 120 * AX_USEC_PER_SEC)) != AX_OK)
+		return ax_bench_fail("axd", rv);
+	if ((rv = ax_stack_start_workers(&b->st)) != AX_OK)
+		return ax_bench_fail("workers", rv);
+	return 0;
+}
+
+int
+ax_bench_begin(ax_bench *b, const char                 *subdir,
+               void (*write)(FILE *f, void *arg), void *arg)
+{
+	if (ax_bench_fresh_tables(b) || ax_bench_load(b, subdir, write, arg))
+		return 1;
+	if (ax_bench_start_stack(b, b->o.workers)) {
+		ax_bench_stop_stack(b);
+		return 1;
+	}
+	return 0;
+}
+
+void
+ax_bench_stop_stack(ax_bench *b)
+{
+	double hwm = ax_bench_rss_mb(b->st.axd.pid, "VmHWM:");
+	if (hwm > b->r.rss_mb)
+		b->r.rss_mb = hwm;
+	ax_stack_stop(&b->st, 10 * AX_USEC_PER_SEC);
+	ax_stack_fini(&b->st);
+	memset(&b->st, 0, sizeof(b->st));
+}
+
+int
+ax_bench_children_dead(ax_bench *b)
+{
+	ax_proc *p;
+	char     how[96], tail[2048];
+
+	if (b->stop != NULL && *b->stop) {
+		fprintf(stderr, "axctl bench: interrupted; stopping\n");
+		return 1;
+	}
+	if ((p = ax_stack_check(&b->st)) == NULL)
+		return 0;
+	fprintf(stderr, "axctl bench: %s %s; end of %s:\n%s\n", p->name,
+	        ax_proc_describe(p, how, sizeof(how)), p->log_path,
+	        ax_proc_log_tail(p->log_path, 15, tail, sizeof(tail)));
+	return 1;
+}
+
+int
+ax_bench_trigger(ax_bench *b, const char *dag)
+{
+	char q[512];
+
+	snprintf(q, sizeof(q),
+	         "SELECT pg_notify('ax_control', "
+	         "'{\"op\":\"trigger\",\"dag\":\"%s\"}')",
+	         dag);
+	return ax_bench_sql(b, q);
+}
+
+int
+ax_bench_wait_runs(ax_bench *b, const char *dag, int n, int timeout_s,
+                   int poll_ms)
+{
+	char    q[512];
+	int64_t deadline = ax_clock_mono_us() + timeout_s * AX_USEC_PER_SEC;
+	double  ended    = 0;
+
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM dag_runs r JOIN dags d ON d.id = "
+	         "r.dag_id WHERE d.name = '%s' AND r.state IN ('SUCCESS', "
+	         "'FAILED', 'CANCELED')",
+	         dag);
+	for (;;) {
+		if (ax_bench_children_dead(b))
+			return 1;
+		if ((ended = ax_bench_sql_num(b, q)) >= n)
+			return 0;
+		if (ax_clock_mono_us() > deadline) {
+			fprintf(
+			    stderr,
+			    "axctl bench: only %.0f of %d runs of %s ended "
+			    "in %d s\n",
+			    ended < 0 ? 0 : ended, n, dag, timeout_s);
+			return 1;
+		}
+		ax_clock_sleep_us(poll_ms * AX_USEC_PER_MSEC);
+	}
+}
+
+int
+ax_bench_check_success(ax_bench *b, const char *dag, long expected)
+{
+	char   q[512];
+	double ok, all;
+
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FILTER (WHERE i.state = 'SUCCESS') FROM "
+	         "task_instances i JOIN dags d ON d.id = i.dag_id WHERE "
+	         "d.name = '%s'",
+	         dag);
+	ok = ax_bench_sql_num(b, q);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM task_instances i JOIN dags d ON d.id "
+	         "= i.dag_id WHERE d.name = '%s'",
+	         dag);
+	all = ax_bench_sql_num(b, q);
+	if (ok == (double) expected && all == (double) expected)
+		return 0;
+	fprintf(stderr,
+	        "axctl bench: %s: %.0f of %.0f instances succeeded, %ld "
+	        "expected\n",
+	        dag, ok, all, expected);
+	return 1;
+}
+
+double *
+ax_bench_fetch_sorted(PGresult *r, int col, size_t *n)
+{
+	double *v = malloc(((size_t) PQntuples(r) + 1) * sizeof(double));
+	*n        = 0;
+	if (v == NULL)
+		return NULL;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (!PQgetisnull(r, i, col))
+			v[(*n)++] = strtod(PQgetvalue(r, i, col), NULL);
+	ax_bench_sort(v, *n);
+	return v;
+}
