@@ -24,4 +24,18 @@ int ax_cli_run(char *out, size_t outcap, char *err, size_t errcap,
 	ax_cli_run(out, sizeof(out), err, sizeof(err), getenv("AXCTL"),       \
 	           __VA_ARGS__)
 
+/* Runs `axctl ARGS...` (AX_CLI_AXCTL) and asserts its exit status is rc,
+ * printing stdout and stderr when it is not; on_fail (a statement, e.g.
+ * ax_e2e_dump(e), or nothing) runs first then. */
+#define AX_CLI_EXPECT_RC(on_fail, rc, ...)                                    \
+	do {                                                                  \
+		int got_ = AX_CLI_AXCTL(__VA_ARGS__, NULL);                   \
+		if (got_ != (rc)) {                                           \
+			on_fail;                                              \
+		}                                                             \
+		cr_assert_eq(got_, (rc),                                      \
+		             "exit %d, want %d\nstdout: %s\nstderr: %s",      \
+		             got_, (rc), out, err);                           \
+	} while (0)
+
 #endif /* AX_TEST_CLI_RUN_H */

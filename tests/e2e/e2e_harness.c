@@ -5,6 +5,7 @@
 
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include "cmd_dag.h"
 #include "log.h"
 #include "migrate.h"
+#include "store.h"
 
 ax_e2e *
 ax_e2e_new(int workers, const char *extra_yaml)
@@ -307,4 +309,91 @@ ax_e2e_at(double secs, char *buf, size_t len)
 	gmtime_r(&t, &tm);
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return buf;
+}
+
+void
+ax_e2e_start_api_token(ax_e2e *e, ax_api_role role, const char *name,
+                       char *url, size_t urlcap, char token[AX_API_TOKEN_LEN])
+{
+	ax_store *st;
+
+	snprintf(url, urlcap, "http://127.0.0.1:%d", ax_e2e_start_api(e));
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(e->pg), &st), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_api_token_create(st, role, name, token, NULL), AX_OK,
+	             "%s", ax_err_detail());
+	ax_store_close(st);
+	setenv("AX_SERVER", url, 1);
+	setenv("AX_TOKEN", token, 1);
+}
+
+static size_t
+on_body(char *p, size_t sz, size_t n, void *u)
+{
+	ax_e2e_answer *a = u;
+	size_t         k = sz * n, room = sizeof(a->body) - 1 - a->len;
+
+	memcpy(a->body + a->len, p, k < room ? k : room);
+	a->len += k < room ? k : room;
+	a->body[a->len] = '\0';
+	return k;
+}
+
+void
+ax_e2e_http(const char *url, const char *token, const char *method,
+            const char *path, const char *body, size_t len, const char *key,
+            ax_e2e_answer *a)
+{
+	CURL              *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char               u[1024], auth[AX_API_TOKEN_LEN + 32], idem[320];
+	CURLcode           rc;
+
+	cr_assert_not_null(c);
+	a->status  = 0;
+	a->js      = NULL;
+	a->len     = 0;
+	a->body[0] = '\0';
+	snprintf(u, sizeof(u), "%s%s", url, path);
+	if (token != NULL) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+		         token);
+		h = curl_slist_append(h, auth);
+	}
+	h = curl_slist_append(h, "Expect:");
+	if (body != NULL)
+		h = curl_slist_append(h, "Content-Type: application/json");
+	if (key != NULL) {
+		snprintf(idem, sizeof(idem), "Idempotency-Key: %s", key);
+		h = curl_slist_append(h, idem);
+	}
+	curl_easy_setopt(c, CURLOPT_URL, u);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+	if (body != NULL) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long) len);
+	} else if (strcmp(method, "POST") == 0) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	}
+	rc = curl_easy_perform(c);
+	cr_assert_eq(rc, CURLE_OK, "%s %s: %s", method, path,
+	             curl_easy_strerror(rc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	a->js = json_loadb(a->body, a->len, 0, NULL);
+}
+
+void
+ax_e2e_use_axctl(void)
+{
+	char axctl[PATH_MAX];
+
+	cr_assert_not_null(getenv("AX_BIN_DIR"), "AX_BIN_DIR is not set");
+	snprintf(axctl, sizeof(axctl), "%s/axctl", getenv("AX_BIN_DIR"));
+	setenv("AXCTL", axctl, 1);
 }

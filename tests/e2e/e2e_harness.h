@@ -17,8 +17,12 @@
 #ifndef AX_E2E_HARNESS_H
 #define AX_E2E_HARNESS_H
 
+#include <jansson.h>
 #include <libpq-fe.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "api_token.h"
 
 #include "pg_harness.h"
 #include "stack.h"
@@ -68,6 +72,40 @@ void ax_e2e_start_workers(ax_e2e *e);
  * connections (10 s). Returns the port.
  */
 int ax_e2e_start_api(ax_e2e *e);
+
+/*
+ * Starts ax-api (ax_e2e_start_api) and creates an API token of role
+ * (AX_API_ROLE_*) named name; url (at least 64 bytes) gets
+ * "http://127.0.0.1:PORT" and token the secret. AX_SERVER and AX_TOKEN
+ * are set in the environment, so axctl (AX_CLI_AXCTL) talks to it.
+ */
+void ax_e2e_start_api_token(ax_e2e *e, ax_api_role role, const char *name,
+                            char *url, size_t urlcap,
+                            char token[AX_API_TOKEN_LEN]);
+
+/* An HTTP answer: status, the body (truncated to its capacity) and the
+ * body parsed as JSON (NULL when it is not; json_decref it). */
+typedef struct ax_e2e_answer {
+	long    status;
+	json_t *js;
+	size_t  len;
+	char    body[65536];
+} ax_e2e_answer;
+
+/*
+ * Sends method url+path with "Authorization: Bearer token" (token may be
+ * NULL: no header), a JSON body of len bytes (body NULL: none; a POST
+ * then sends an empty one) and an Idempotency-Key (key may be NULL), 20 s
+ * at most. The answer goes to *a. Fails the test when no HTTP answer
+ * comes back (connection refused, timeout).
+ */
+void ax_e2e_http(const char *url, const char *token, const char *method,
+                 const char *path, const char *body, size_t len,
+                 const char *key, ax_e2e_answer *a);
+
+/* Points $AXCTL (used by AX_CLI_AXCTL) at $AX_BIN_DIR/axctl; fails the
+ * test when AX_BIN_DIR is not set. */
+void ax_e2e_use_axctl(void);
 
 /* Sends sig (e.g. SIGKILL) to axd / worker i, and reaps it. */
 void ax_e2e_kill_axd(ax_e2e *e, int sig);

@@ -31,17 +31,13 @@ static char    out[262144], err[16384];
 static void
 setup(void)
 {
-	char axctl[PATH_MAX];
-
 	/* Inherited by the daemons: a killed task is SIGKILLed after 1 s,
 	 * heartbeats often enough that the kill reaches the worker fast. */
 	setenv("AX_WORKER_HEARTBEAT", "500ms", 1);
 	setenv("AX_WORKER_KILL_GRACE", "1s", 1);
 	unsetenv("AX_API_TLS_CERT");
 	unsetenv("AX_API_TLS_KEY");
-	cr_assert_not_null(getenv("AX_BIN_DIR"), "AX_BIN_DIR is not set");
-	snprintf(axctl, sizeof(axctl), "%s/axctl", getenv("AX_BIN_DIR"));
-	setenv("AXCTL", axctl, 1);
+	ax_e2e_use_axctl();
 	e = NULL;
 }
 
@@ -57,15 +53,7 @@ TestSuite(api_e2e, .init = setup, .fini = teardown, .timeout = 150);
 #define AXCTL(...) AX_CLI_AXCTL(__VA_ARGS__, NULL)
 
 /* Runs axctl and asserts its exit status; out / err hold the output. */
-#define EXPECT_RC(rc, ...)                                                    \
-	do {                                                                  \
-		int got_ = AXCTL(__VA_ARGS__);                                \
-		if (got_ != (rc))                                             \
-			ax_e2e_dump(e);                                       \
-		cr_assert_eq(got_, (rc),                                      \
-		             "exit %d, want %d\nstdout: %s\nstderr: %s",      \
-		             got_, (rc), out, err);                           \
-	} while (0)
+#define EXPECT_RC(rc, ...) AX_CLI_EXPECT_RC(ax_e2e_dump(e), rc, __VA_ARGS__)
 
 /* stdout parsed as JSON (new reference; fails the test otherwise). */
 static json_t *
@@ -208,21 +196,13 @@ write_file(const char *name, const char *text, char *path, size_t len)
 static void
 start_stack(void)
 {
-	char      url[64], token[AX_API_TOKEN_LEN];
-	ax_store *st;
+	char url[64], token[AX_API_TOKEN_LEN];
 
 	e = ax_e2e_new(1, NULL);
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ax_e2e_start_api(e));
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(e->pg), &st), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(
-	    ax_api_token_create(st, AX_API_ROLE_ADMIN, "e2e", token, NULL),
-	    AX_OK, "%s", ax_err_detail());
-	ax_store_close(st);
-	setenv("AX_SERVER", url, 1);
-	setenv("AX_TOKEN", token, 1);
+	ax_e2e_start_api_token(e, AX_API_ROLE_ADMIN, "e2e", url, sizeof(url),
+	                       token);
 	setenv("AX_HOME", e->st.home, 1);
 }
 

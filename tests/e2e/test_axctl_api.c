@@ -94,13 +94,7 @@ TestSuite(axctl_api, .init = setup, .fini = teardown, .timeout = 120);
 #define AXCTL(...) AX_CLI_AXCTL(__VA_ARGS__, NULL)
 
 /* Runs axctl and asserts its exit status; out / err hold the output. */
-#define EXPECT_RC(rc, ...)                                                    \
-	do {                                                                  \
-		int got_ = AXCTL(__VA_ARGS__);                                \
-		cr_assert_eq(got_, (rc),                                      \
-		             "exit %d, want %d\nstdout: %s\nstderr: %s",      \
-		             got_, (rc), out, err);                           \
-	} while (0)
+#define EXPECT_RC(rc, ...) AX_CLI_EXPECT_RC((void) 0, rc, __VA_ARGS__)
 
 /* stdout parsed as JSON (new reference; fails the test otherwise). */
 static json_t *

@@ -17,7 +17,6 @@
  * (the restart waits for the killed axd's lease to lapse: 3 s here).
  */
 #include <criterion/criterion.h>
-#include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,15 +36,11 @@ static char    out[65536], err[16384];
 static void
 setup(void)
 {
-	char axctl[PATH_MAX];
-
 	setenv("AX_WORKER_HEARTBEAT", "500ms", 1);
 	setenv("AX_WORKER_KILL_GRACE", "1s", 1);
 	unsetenv("AX_API_TLS_CERT");
 	unsetenv("AX_API_TLS_KEY");
-	cr_assert_not_null(getenv("AX_BIN_DIR"), "AX_BIN_DIR is not set");
-	snprintf(axctl, sizeof(axctl), "%s/axctl", getenv("AX_BIN_DIR"));
-	setenv("AXCTL", axctl, 1);
+	ax_e2e_use_axctl();
 	e = NULL;
 }
 
@@ -61,25 +56,7 @@ TestSuite(commands, .init = setup, .fini = teardown, .timeout = 240);
 /* --- HTTP ---------------------------------------------------------------
  */
 
-typedef struct answer {
-	long    status;
-	json_t *js; /* parsed body (NULL when not JSON) */
-	char    body[8192];
-	size_t  len;
-} answer;
-
-static size_t
-on_body(char *p, size_t sz, size_t n, void *u)
-{
-	answer *a = u;
-	size_t  k = sz * n;
-	if (a->len + k < sizeof(a->body)) {
-		memcpy(a->body + a->len, p, k);
-		a->len += k;
-		a->body[a->len] = '\0';
-	}
-	return k;
-}
+typedef ax_e2e_answer answer;
 
 /* Sends method path (body may be NULL, key the Idempotency-Key or NULL)
  * with the test's admin token; the answer in *a (json_decref a->js). */
@@ -87,36 +64,8 @@ static void
 call(const char *method, const char *path, const char *body, const char *key,
      answer *a)
 {
-	CURL              *c = curl_easy_init();
-	struct curl_slist *h = NULL;
-	char               u[512], auth[128], idem[320];
-
-	memset(a, 0, sizeof(*a));
-	snprintf(u, sizeof(u), "%s%s", url, path);
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-	h = curl_slist_append(h, auth);
-	h = curl_slist_append(h, "Expect:");
-	if (key != NULL) {
-		snprintf(idem, sizeof(idem), "Idempotency-Key: %s", key);
-		h = curl_slist_append(h, idem);
-	}
-	curl_easy_setopt(c, CURLOPT_URL, u);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-	if (body != NULL)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	else if (strcmp(method, "POST") == 0)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-	CURLcode rc = curl_easy_perform(c);
-	cr_assert_eq(rc, CURLE_OK, "%s %s: %s", method, path,
-	             curl_easy_strerror(rc));
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	a->js = json_loadb(a->body, a->len, 0, NULL);
+	ax_e2e_http(url, token, method, path, body,
+	            body != NULL ? strlen(body) : 0, key, a);
 }
 
 /* POSTs and asserts the status; returns the answer's command_id (0 when
@@ -159,22 +108,13 @@ static const char *ops_yaml =
 static void
 start_stack(void)
 {
-	ax_store *st;
-
 	e = ax_e2e_new(1, "scheduler:\n  lease_ttl: 3s\n");
 	ax_e2e_load(e, "one", NULL, one_yaml);
 	ax_e2e_load(e, "ops", NULL, ops_yaml);
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ax_e2e_start_api(e));
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(e->pg), &st), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(
-	    ax_api_token_create(st, AX_API_ROLE_ADMIN, "e2e", token, NULL),
-	    AX_OK, "%s", ax_err_detail());
-	ax_store_close(st);
-	setenv("AX_SERVER", url, 1);
-	setenv("AX_TOKEN", token, 1);
+	ax_e2e_start_api_token(e, AX_API_ROLE_ADMIN, "e2e", url, sizeof(url),
+	                       token);
 }
 
 /* The id of task's instance in the e2e.ops run at logical date day. */

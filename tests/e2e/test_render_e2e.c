@@ -13,7 +13,6 @@
  * rejected by axd with the reason.
  */
 #include <criterion/criterion.h>
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,11 +34,7 @@ static char    dir[512]; /* where the tasks write */
 static void
 setup(void)
 {
-	char axctl[PATH_MAX];
-
-	cr_assert_not_null(getenv("AX_BIN_DIR"), "AX_BIN_DIR is not set");
-	snprintf(axctl, sizeof(axctl), "%s/axctl", getenv("AX_BIN_DIR"));
-	setenv("AXCTL", axctl, 1);
+	ax_e2e_use_axctl();
 	unsetenv("AX_API_TLS_CERT");
 	unsetenv("AX_API_TLS_KEY");
 	e = NULL;
@@ -56,73 +51,29 @@ TestSuite(render_e2e, .init = setup, .fini = teardown, .timeout = 240);
 
 #define AXCTL(...) AX_CLI_AXCTL(__VA_ARGS__, NULL)
 
-#define EXPECT_RC(rc, ...)                                                    \
-	do {                                                                  \
-		int got_ = AXCTL(__VA_ARGS__);                                \
-		if (got_ != (rc))                                             \
-			ax_e2e_dump(e);                                       \
-		cr_assert_eq(got_, (rc),                                      \
-		             "exit %d, want %d\nstdout: %s\nstderr: %s",      \
-		             got_, (rc), out, err);                           \
-	} while (0)
+#define EXPECT_RC(rc, ...) AX_CLI_EXPECT_RC(ax_e2e_dump(e), rc, __VA_ARGS__)
 
-static size_t
-collect(char *p, size_t size, size_t n, void *arg)
-{
-	char  *buf  = arg;
-	size_t have = strlen(buf), add = size * n;
-	if (have + add >= 65536)
-		add = 65535 - have;
-	memcpy(buf + have, p, add);
-	buf[have + add] = '\0';
-	return size * n;
-}
-
-/* POSTs body (len bytes) to path; returns the status, answer in resp. */
+/* POSTs body (len bytes) to path; returns the status, answer in resp
+ * (64 KiB). */
 static long
 post(const char *path, const char *body, size_t len, char *resp)
 {
-	char               u[512], auth[AX_API_TOKEN_LEN + 32];
-	struct curl_slist *h      = NULL;
-	CURL              *c      = curl_easy_init();
-	long               status = 0;
+	static ax_e2e_answer a;
 
-	resp[0] = '\0';
-	snprintf(u, sizeof(u), "%s%s", url, path);
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-	h = curl_slist_append(h, auth);
-	h = curl_slist_append(h, "Content-Type: application/json");
-	curl_easy_setopt(c, CURLOPT_URL, u);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long) len);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-	cr_assert_eq(curl_easy_perform(c), CURLE_OK, "POST %s", path);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	return status;
+	ax_e2e_http(url, token, "POST", path, body, len, NULL, &a);
+	memcpy(resp, a.body, a.len + 1);
+	json_decref(a.js);
+	return a.status;
 }
 
 static void
 start_stack(void)
 {
-	ax_store *st;
-
 	e = ax_e2e_new(1, NULL);
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ax_e2e_start_api(e));
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(e->pg), &st), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(ax_api_token_create(st, AX_API_ROLE_OPERATOR, "e2e-op",
-	                                 token, NULL),
-	             AX_OK, "%s", ax_err_detail());
-	ax_store_close(st);
-	setenv("AX_SERVER", url, 1);
-	setenv("AX_TOKEN", token, 1);
+	ax_e2e_start_api_token(e, AX_API_ROLE_OPERATOR, "e2e-op", url,
+	                       sizeof(url), token);
 	setenv("AX_HOME", e->st.home, 1);
 	snprintf(dir, sizeof(dir), "%.480s/render-out", e->st.home);
 	cr_assert_eq(mkdir(dir, 0777), 0);

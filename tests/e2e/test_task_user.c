@@ -39,10 +39,7 @@ static char    marks[PATH_MAX + 16], secrets[PATH_MAX + 16];
 static void
 setup(void)
 {
-	char axctl[PATH_MAX];
-	cr_assert_not_null(getenv("AX_BIN_DIR"), "AX_BIN_DIR is not set");
-	snprintf(axctl, sizeof(axctl), "%s/axctl", getenv("AX_BIN_DIR"));
-	setenv("AXCTL", axctl, 1);
+	ax_e2e_use_axctl();
 	/* in the worker's environment (inherited), never in a task's */
 	setenv("AX_E2E_WORKER_CANARY", CANARY, 1);
 	setenv("AX_E2E_WORKER_TOKEN", SECRET_ENV, 1);
@@ -82,18 +79,9 @@ start(const char *run_as, int api)
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
 	if (api) {
-		char      url[64], token[AX_API_TOKEN_LEN];
-		ax_store *st;
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d",
-		         ax_e2e_start_api(e));
-		cr_assert_eq(ax_store_open(ax_test_pg_dsn(e->pg), &st), AX_OK,
-		             "%s", ax_err_detail());
-		cr_assert_eq(ax_api_token_create(st, AX_API_ROLE_ADMIN, "e2e",
-		                                 token, NULL),
-		             AX_OK, "%s", ax_err_detail());
-		ax_store_close(st);
-		setenv("AX_SERVER", url, 1);
-		setenv("AX_TOKEN", token, 1);
+		char url[64], token[AX_API_TOKEN_LEN];
+		ax_e2e_start_api_token(e, AX_API_ROLE_ADMIN, "e2e", url,
+		                       sizeof(url), token);
 	}
 }
 
