@@ -21,7 +21,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
@@ -41,6 +40,7 @@
 
 #include "ax_config.h"
 #include "clock.h"
+#include "fs.h"
 #include "log.h"
 
 #define START_TIMEOUT_US (60 * AX_USEC_PER_SEC)
@@ -605,27 +605,6 @@ check_binary(const ax_pg_embed *e, const char *name)
 	    path, strerror(errno));
 }
 
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-static ax_err
-rm_rf(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) != 0)
-		return AX_OK;
-	if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		return ax_err_set(AX_EIO, "cannot remove %s: %s", path,
-		                  strerror(errno));
-	return AX_OK;
-}
-
 /* Holds $home/pg/lock for the duration of up or down. */
 static ax_err
 lock_home(const ax_pg_embed *e, int *fd_out)
@@ -756,7 +735,7 @@ init_cluster(ax_pg_embed *e)
 		         e->fast ? "--no-sync" : NULL,
 		         "--wal-segsize=1",
 		         NULL };
-	if ((rv = rm_rf(e->tmpdata)) != AX_OK)
+	if ((rv = ax_fs_rm_rf(e->tmpdata)) != AX_OK)
 		return rv;
 	unlink(e->initlog);
 	ax_log_info("pg_embed", "initdb %s as user %s", e->datadir, e->user);

@@ -19,8 +19,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <spawn.h>
@@ -33,6 +31,8 @@
 #include <unistd.h>
 
 #include "ax_config.h"
+#include "fs.h"
+#include "proc_watch.h"
 
 #define TEMPLATE_DIR  AX_BUILD_ROOT "/pg-template"
 #define TEMPLATE_TMP  AX_BUILD_ROOT "/pg-template.tmp"
@@ -46,21 +46,10 @@ struct ax_test_pg {
 	ax_pg_embed *embed;
 };
 
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
 static void
 rm_rf(const char *path)
 {
-	struct stat st;
-	if (lstat(path, &st) == 0)
-		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	(void) ax_fs_rm_rf(path);
 }
 
 /* `cp -a src dst` without a shell; dst must not exist. */
@@ -101,54 +90,17 @@ make_tmp_home(char *buf, size_t cap, const char *pattern)
 	return AX_OK;
 }
 
-/* Whether pid runs; a zombie (killed, not yet reaped) counts as dead. */
-static int
-owner_alive(pid_t pid)
-{
-	char  path[64], stat[512];
-	FILE *f;
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long) pid);
-	if ((f = fopen(path, "re")) == NULL)
-		return 1;
-	size_t n = fread(stat, 1, sizeof(stat) - 1, f);
-	fclose(f);
-	stat[n]   = '\0';
-	char *end = strrchr(stat, ')');
-	return !(end != NULL && end[1] == ' ' && end[2] == 'Z');
-}
-
-/* Stops and removes clusters whose test process died without stopping. */
+/* Stops and removes the cluster of a test that died without stopping it. */
 static void
-sweep_orphans(void)
+sweep_home(const char *home)
 {
-	glob_t g;
-	if (glob(CLUSTER_GLOB "/owner", 0, NULL, &g) != 0)
-		return;
-	for (size_t i = 0; i < g.gl_pathc; i++) {
-		long  owner = 0;
-		FILE *f     = fopen(g.gl_pathv[i], "re");
-		if (f == NULL)
-			continue;
-		if (fscanf(f, "%ld", &owner) != 1)
-			owner = 0;
-		fclose(f);
-		if (owner <= 0 || owner_alive((pid_t) owner))
-			continue;
-		char *home = strdup(g.gl_pathv[i]);
-		if (home == NULL)
-			continue;
-		*strrchr(home, '/') = '\0';
-		ax_pg_embed *e;
-		if (ax_pg_embed_new(home, NULL, &e) == AX_OK) {
-			ax_pg_embed_down(e);
-			ax_pg_embed_free(e);
-		}
-		rm_rf(home);
-		free(home);
+	ax_pg_embed *e;
+
+	if (ax_pg_embed_new(home, NULL, &e) == AX_OK) {
+		ax_pg_embed_down(e);
+		ax_pg_embed_free(e);
 	}
-	globfree(&g);
+	rm_rf(home);
 }
 
 /* initdb + database "ax" in /tmp, stopped cleanly, copied to the build. */
@@ -204,7 +156,7 @@ ensure_template(void)
 			return ax_err_set(AX_EIO, "flock %s: %s",
 			                  TEMPLATE_LOCK, strerror(err));
 		}
-	sweep_orphans();
+	ax_test_sweep_orphans(CLUSTER_GLOB "/owner", sweep_home);
 	if (stat(TEMPLATE_DIR "/PG_VERSION", &st) != 0)
 		rv = build_template();
 	close(fd);

@@ -4,6 +4,8 @@
  */
 #include "proc_watch.h"
 
+#include <glob.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,4 +73,30 @@ ax_test_ppid(pid_t pid)
 	if (t == NULL || sscanf(t, "%*c %d", &pp) != 1)
 		return 0;
 	return (pid_t) pp;
+}
+
+void
+ax_test_sweep_orphans(const char *owner_glob, void (*sweep)(const char *dir))
+{
+	glob_t g;
+
+	if (glob(owner_glob, 0, NULL, &g) != 0)
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		char  dir[PATH_MAX];
+		long  owner = 0;
+		FILE *f     = fopen(g.gl_pathv[i], "re");
+		if (f == NULL)
+			continue;
+		if (fscanf(f, "%ld", &owner) != 1)
+			owner = 0;
+		fclose(f);
+		if (owner <= 0 || ax_test_alive((pid_t) owner) ||
+		    strlen(g.gl_pathv[i]) >= sizeof(dir))
+			continue;
+		snprintf(dir, sizeof(dir), "%s", g.gl_pathv[i]);
+		*strrchr(dir, '/') = '\0';
+		sweep(dir);
+	}
+	globfree(&g);
 }

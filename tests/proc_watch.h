@@ -26,4 +26,14 @@ void ax_test_kill_all(const pid_t *pids, int n);
 /* The parent of pid (field 4 of /proc/PID/stat), or 0 if unknown. */
 pid_t ax_test_ppid(pid_t pid);
 
+/*
+ * For each file matching owner_glob (e.g. "/tmp/ax-test-pg-*" "/owner":
+ * a test's directory holding the pid of the test process that owns it)
+ * whose pid no longer runs, calls sweep with that directory (the file's
+ * dirname): what a killed test left behind. A file that does not hold a
+ * pid is left alone.
+ */
+void ax_test_sweep_orphans(const char *owner_glob,
+                           void (*sweep)(const char *dir));
+
 #endif /* AX_TEST_PROC_WATCH_H */

@@ -16,17 +16,30 @@
 #include "migrate.h"
 
 void
-ax_test_pipeline_db(ax_test_pg **pg, ax_store **st, ax_config **cfg,
-                    ax_pipeline_ctx *ctx)
+ax_test_store_db(ax_test_pg **pg, ax_store **st)
 {
 	int applied;
 
-	ax_log_init(AX_LOG_WARN, 2);
 	cr_assert_eq(ax_test_pg_start(pg), AX_OK, "%s", ax_err_detail());
 	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(*pg), &applied), AX_OK,
 	             "%s", ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(*pg), st), AX_OK, "%s",
 	             ax_err_detail());
+}
+
+void
+ax_test_store_db_stop(ax_test_pg *pg, ax_store *st)
+{
+	ax_store_close(st);
+	ax_test_pg_stop(pg);
+}
+
+void
+ax_test_pipeline_db(ax_test_pg **pg, ax_store **st, ax_config **cfg,
+                    ax_pipeline_ctx *ctx)
+{
+	ax_log_init(AX_LOG_WARN, 2);
+	ax_test_store_db(pg, st);
 	cr_assert_eq(ax_config_load(NULL, cfg), AX_OK);
 	ctx->cfg = *cfg;
 	ctx->dsn = ax_test_pg_dsn(*pg);

@@ -20,9 +20,14 @@
 #include "pipeline.h"
 #include "store.h"
 
+/* Starts a throwaway cluster (*pg), migrates it and opens *st on it;
+ * ax_test_store_db_stop closes *st and stops the cluster. */
+void ax_test_store_db(ax_test_pg **pg, ax_store **st);
+void ax_test_store_db_stop(ax_test_pg *pg, ax_store *st);
+
 /*
- * Starts a throwaway cluster (*pg), migrates it, opens *st on it and
- * sets ctx->cfg (*cfg, the defaults) and ctx->dsn; logs at warn.
+ * The same (ax_test_store_db), and sets ctx->cfg (*cfg, the defaults) and
+ * ctx->dsn; logs at warn.
  */
 void ax_test_pipeline_db(ax_test_pg **pg, ax_store **st, ax_config **cfg,
                          ax_pipeline_ctx *ctx);

@@ -5,7 +5,6 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "pg_harness.h"
 
 #include "cli_run.h"
@@ -23,15 +23,6 @@ static char home[64];
 /* Output (stdout then stderr) and exit status of the last run. */
 static char out[16384];
 static char err[16384];
-
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path);
-}
 
 #define axctl(...) AX_CLI_AXCTL(__VA_ARGS__)
 
@@ -49,7 +40,7 @@ static void
 teardown(void)
 {
 	axctl("db", "down", "--home", home, NULL);
-	nftw(home, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	cr_assert_eq(ax_fs_rm_rf(home), AX_OK, "%s", ax_err_detail());
 }
 
 TestSuite(axctl_db, .init = setup, .fini = teardown, .timeout = 180);

@@ -22,8 +22,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <glob.h>
 #include <grp.h>
 #include <libpq-fe.h>
 #include <limits.h>
@@ -41,6 +39,8 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fs.h"
+#include "proc_watch.h"
 #include "migrate.h"
 #include "proc.h"
 
@@ -83,21 +83,10 @@ struct ax_ha_cluster {
 
 /* ---- files and processes ------------------------------------------------ */
 
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
 static void
 rm_rf(const char *path)
 {
-	struct stat st;
-	if (lstat(path, &st) == 0)
-		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	(void) ax_fs_rm_rf(path);
 }
 
 static ax_err
@@ -307,24 +296,6 @@ kill_postmaster(const char *nodedir)
 	}
 }
 
-/* Whether pid runs; a zombie counts as dead. */
-static int
-pid_running(pid_t pid)
-{
-	char  path[64], st[512];
-	FILE *f;
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long) pid);
-	if ((f = fopen(path, "re")) == NULL)
-		return 0;
-	size_t n = fread(st, 1, sizeof(st) - 1, f);
-	fclose(f);
-	st[n]     = '\0';
-	char *end = strrchr(st, ')');
-	return !(end != NULL && end[1] == ' ' && end[2] == 'Z');
-}
-
 /* Kills what a dead test left in its directory dir and removes it. */
 static void
 sweep_dir(const char *dir)
@@ -345,32 +316,6 @@ sweep_dir(const char *dir)
 		kill_postmaster(path);
 	}
 	rm_rf(dir);
-}
-
-static void
-sweep_orphans(void)
-{
-	glob_t g;
-	if (glob(DIR_GLOB, 0, NULL, &g) != 0)
-		return;
-	for (size_t i = 0; i < g.gl_pathc; i++) {
-		long  owner = 0;
-		FILE *f     = fopen(g.gl_pathv[i], "re");
-		if (f == NULL)
-			continue;
-		if (fscanf(f, "%ld", &owner) != 1)
-			owner = 0;
-		fclose(f);
-		if (owner <= 0 || pid_running((pid_t) owner))
-			continue;
-		char dir[96];
-		if (strlen(g.gl_pathv[i]) >= sizeof(dir))
-			continue;
-		snprintf(dir, sizeof(dir), "%s", g.gl_pathv[i]);
-		*strrchr(dir, '/') = '\0';
-		sweep_dir(dir);
-	}
-	globfree(&g);
 }
 
 /* A free TCP port on 127.0.0.1 (the kernel's choice), distinct from the
@@ -841,7 +786,7 @@ ax_ha_start(ax_ha_cluster **out)
 	char           detail[16384];
 
 	*out = NULL;
-	sweep_orphans();
+	ax_test_sweep_orphans(DIR_GLOB, sweep_dir);
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return ax_err_set(AX_ENOMEM, "out of memory");
 	if ((rv = start_all(c)) != AX_OK) {

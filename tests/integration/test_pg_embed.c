@@ -6,7 +6,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,20 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "log.h"
 #include "pg_embed.h"
 #include "pg_harness.h"
 
 static char home_base[64];
-
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path);
-}
 
 static void
 setup(void)
@@ -41,7 +32,7 @@ setup(void)
 static void
 teardown(void)
 {
-	nftw(home_base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	cr_assert_eq(ax_fs_rm_rf(home_base), AX_OK, "%s", ax_err_detail());
 }
 
 TestSuite(pg_embed, .init = setup, .fini = teardown, .timeout = 120);

@@ -10,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate.h"
-#include "pg_harness.h"
 #include "store.h"
 #include "store_commands.h"
+#include "store_fixture.h"
 #include "store_sched.h"
 
 static ax_test_pg *pg;
@@ -22,18 +21,13 @@ static ax_store   *st;
 static void
 setup(void)
 {
-	int n = 0;
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &n), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
+	ax_test_store_db(&pg, &st);
 }
 
 static void
 teardown(void)
 {
-	ax_store_close(st);
-	ax_test_pg_stop(pg);
+	ax_test_store_db_stop(pg, st);
 }
 
 TestSuite(store_commands, .init = setup, .fini = teardown, .timeout = 120);
@@ -41,10 +35,7 @@ TestSuite(store_commands, .init = setup, .fini = teardown, .timeout = 120);
 static int64_t
 q64(const char *sql)
 {
-	int64_t v = -1;
-	cr_assert_eq(ax_store_query_int64(st, sql, 0, NULL, &v), AX_OK, "%s",
-	             ax_err_detail());
-	return v;
+	return ax_test_q_int(st, "%s", sql);
 }
 
 static int64_t

@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate.h"
-#include "pg_harness.h"
 #include "store.h"
+#include "store_fixture.h"
 #include "store_workers.h"
 
 static ax_test_pg *pg;
@@ -17,18 +16,13 @@ static ax_store   *st;
 static void
 setup(void)
 {
-	int n = 0;
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &n), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
+	ax_test_store_db(&pg, &st);
 }
 
 static void
 teardown(void)
 {
-	ax_store_close(st);
-	ax_test_pg_stop(pg);
+	ax_test_store_db_stop(pg, st);
 }
 
 TestSuite(store_workers, .init = setup, .fini = teardown, .timeout = 120);
@@ -36,10 +30,7 @@ TestSuite(store_workers, .init = setup, .fini = teardown, .timeout = 120);
 static int64_t
 q64(const char *sql)
 {
-	int64_t v = -1;
-	cr_assert_eq(ax_store_query_int64(st, sql, 0, NULL, &v), AX_OK, "%s",
-	             ax_err_detail());
-	return v;
+	return ax_test_q_int(st, "%s", sql);
 }
 
 Test(store_workers, upsert_inserts_then_updates_in_one_statement)
