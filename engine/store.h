@@ -3,10 +3,13 @@
  *
  * Role: one ax_store is one connection with its registered prepared
  * statements, transaction helpers, SQLSTATE -> ax_err translation,
- * reconnection, the lease-epoch fence of axd's writes ("Fencing" below),
- * the array literals of batched statements (ax_sqlarr), and the batched
- * writes of the pipeline's hot paths (instance generator, result
- * handler).
+ * reconnection and the lease-epoch fence of axd's writes ("Fencing"
+ * below). The SQL of each table sits in its own module on top of this
+ * core: store_instances.h (task_instances), store_attempts.h (attempts),
+ * store_runs.h (dag_runs), store_events.h (event_log and its dead
+ * letters), store_lease.h (scheduler_lease and leadership),
+ * store_sched.h (schedules), store_commands.h, store_workers.h,
+ * store_stats.h; store_internal.h holds what those modules share.
  *
  * Invariants:
  * - An ax_store is used by one thread at a time (libpq connections are not
@@ -45,6 +48,9 @@
 #include "state.h"
 
 typedef struct ax_store ax_store;
+
+/* The most rows one batched call of the store modules takes. */
+#define AX_STORE_BATCH_MAX 10000
 
 /*
  * Connects to dsn (a libpq conninfo string or URI). On failure returns
@@ -275,113 +281,6 @@ typedef void (*ax_store_fence_fn)(void *arg, int64_t fence, int64_t epoch);
 void ax_store_set_fence_hook(ax_store_fence_fn fn, void *arg);
 
 /*
- * One task instance (and its first or next attempt) for the batched,
- * idempotent insert. Strings are borrowed for the duration of the call.
- */
-typedef struct ax_store_ti_row {
-	/* in: the instance; its key is (dag_id, task, logical_time_us, shard)
-	 */
-	int64_t     dag_run_id;
-	int64_t     dag_id;
-	const char *task;
-	int64_t     logical_time_us; /* the run's logical date, UTC us */
-	int32_t     shard;           /* 0-based */
-	int32_t     shard_total;     /* >= 1 */
-	int32_t     priority;
-	const char *channel;      /* "P0", "Px", "k8s", "biz"; NULL: "Px" */
-	const char *worker_group; /* NULL: "default" */
-	const char *pool;         /* NULL: none */
-	int32_t     max_tries;    /* >= 1 */
-	ax_ti_state state;        /* initial state: PENDING or READY */
-	const char *reason;       /* reason code of the state; may be NULL */
-	/* in: the attempt; run_id NULL creates no attempt */
-	const char *run_id;    /* uuid text, fresh per attempt */
-	int32_t     attempt;   /* attempt number, >= 1 */
-	int64_t     due_at_us; /* theoretical start, UTC us */
-	/* out */
-	int64_t instance_id;     /* the row's id, new or existing */
-	int     created;         /* 1 when this call inserted the instance */
-	int     attempt_created; /* 1 when this call inserted the attempt */
-	char    attempt_run_id[37]; /* run_id of attempt `attempt` as stored
-	                               ("" when there is none) */
-} ax_store_ti_row;
-
-/*
- * Inserts n instances and their attempts in one transaction with two round
- * trips, ON CONFLICT DO NOTHING on every unique key: running it twice, or
- * from several writers at once, leaves one instance per key and one
- * attempt per (instance, number). Fills the out fields of every row; when
- * the attempt already existed (under another run_id) attempt_run_id is the
- * stored one, which the caller must dispatch instead of its own.
- * *inserted (may be NULL) counts the instances this call created.
- * AX_EINVAL names the first bad row (empty task, shard out of range, bad
- * initial state, n over 10000); AX_ENOENT when a dag or run id does not
- * exist; retries like ax_store_tx.
- */
-ax_err ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
-                                 size_t *inserted);
-
-/*
- * Looks n instances up by their key (dag_id, task, logical_time_us, shard)
- * in one statement: sets instance_id of the rows that exist, 0 of the
- * others. Writes nothing, so a caller that only needs the ids of rows
- * already planned skips the insert's conflict checks. *found (may be
- * NULL) counts the rows found. AX_EINVAL when n is over 10000.
- */
-ax_err ax_store_find_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
-                               size_t *found);
-
-/* One guarded move of a task instance for ax_store_move_instances. */
-typedef struct ax_store_ti_move {
-	int64_t     instance_id;
-	ax_ti_state from;   /* expected current state */
-	ax_ti_state to;     /* new state */
-	const char *reason; /* reason code, may be NULL */
-	/* 1: from -> RUNNING -> to in one row write (both moves legal);
-	 * started_at is set as a move to RUNNING sets it */
-	int via_running;
-	int applied; /* out: 1 when the row was in `from` and moved */
-} ax_store_ti_move;
-
-/*
- * Moves n instances in one statement: each row moves only when it is
- * still in its expected state (UPDATE ... WHERE state = from), so a writer
- * that lost a race changes nothing and sees applied = 0. Every move is
- * checked against the state machine first: an illegal one fails the whole
- * batch with AX_ESTATE before anything is written. Sets ready_at on READY,
- * started_at on RUNNING, ended_at on a terminal state, clears them on a
- * move back to PENDING. *applied (may be NULL) counts the moved rows.
- * AX_EINVAL when an id appears twice or n is over 10000.
- */
-ax_err ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,
-                               size_t *applied);
-
-/* One waiting instance, named by its key, whose reason code changes. */
-typedef struct ax_store_ti_reason {
-	const char *dag;  /* DAG name */
-	const char *task; /* with logical_time_us and shard: the key */
-	int64_t     logical_time_us;
-	int32_t     shard;
-	const char *reason;  /* the new reason code; NULL clears it */
-	const char *only_if; /* change only a row whose reason is this one;
-	                        NULL: whatever it is */
-	int applied;         /* out: 1 when the row was found and changed */
-} ax_store_ti_reason;
-
-/*
- * Sets the reason of n instances that wait (PENDING or READY; a running
- * or finished instance keeps its own) in one statement, without changing
- * their state: the reason a waiting instance shows (axctl instance list,
- * the API) when the decision that holds it is not a state move, e.g.
- * DAG_PAUSED. A row that does not exist (yet) is not created: its
- * applied stays 0 and the caller may try again once it does. A write:
- * fenced (ax_store_write). *applied (may be NULL) counts the changed
- * rows. AX_EINVAL for an empty dag or task or n over 10000.
- */
-ax_err ax_store_set_reasons(ax_store *s, ax_store_ti_reason *rows, size_t n,
-                            size_t *applied);
-
-/*
  * The SQLSTATE of the last statement PostgreSQL refused on s since the
  * last transaction began: "" when none was refused, or when the error was
  * not PostgreSQL's (a lost connection, a client-side failure). For callers
@@ -393,38 +292,5 @@ const char *ax_store_error_sqlstate(const ax_store *s);
 
 /* Maps a SQLSTATE (5 characters; NULL: unknown) to an ax_err. */
 ax_err ax_store_sqlstate_err(const char *sqlstate);
-
-/*
- * PostgreSQL array literals, the parameters of the batched statements
- * (unnest($1::bigint[], ...)): one literal per column, one element per
- * row, whatever the batch size.
- */
-
-/* A growing array literal "{...}"; zeroed memory is an empty array. */
-typedef struct ax_sqlarr {
-	char  *buf;
-	size_t len, cap;
-	size_t n;   /* elements so far */
-	int    oom; /* an allocation failed: ax_sqlarr_end returns NULL */
-} ax_sqlarr;
-
-void ax_sqlarr_int(ax_sqlarr *a, int64_t v);
-/* Appends n raw bytes (no separator, no quoting): the buffer alone, e.g.
- * for COPY data. buf stays NUL-terminated. */
-void ax_sqlarr_raw(ax_sqlarr *a, const char *s, size_t n);
-/* Appends NULL when v == 0 (for columns where 0 means NULL). */
-void ax_sqlarr_int0(ax_sqlarr *a, int64_t v);
-/* Appends s quoted and escaped; NULL appends SQL NULL. */
-void ax_sqlarr_text(ax_sqlarr *a, const char *s);
-void ax_sqlarr_bool(ax_sqlarr *a, int v);
-/* Closes the literal and returns it (valid until fini); NULL on OOM. */
-const char *ax_sqlarr_end(ax_sqlarr *a);
-void        ax_sqlarr_fini(ax_sqlarr *a);
-
-/* Closes the n literals of a into p[i] (the parameters of one batched
- * statement); AX_ENOMEM when one of them is unusable. */
-ax_err ax_sqlarr_end_all(ax_sqlarr *a, const char **p, size_t n);
-/* Frees the n literals of a. */
-void ax_sqlarr_fini_all(ax_sqlarr *a, size_t n);
 
 #endif /* AX_STORE_H */

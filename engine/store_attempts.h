@@ -1,8 +1,9 @@
 /*
- * store_attempts.h - batched SQL of the flow actors: admission of task
- * instances (instance READY + a new attempt), the attempt side of worker
- * results, the idempotent event_log insert and the dead letters of the
- * events event_log refuses.
+ * store_attempts.h - batched SQL of the attempts table: admission of
+ * task instances (instance READY + a new attempt), the attempt side of
+ * worker results, and the dispatches the queue service records. It
+ * includes store_instances.h and store_events.h, whose functions its
+ * callers use with these in one transaction.
  *
  * Role: the instance generator admits instances with ax_store_admit()
  * (after making sure the rows exist with ax_store_insert_instances); the
@@ -41,7 +42,8 @@
 #include "state.h"
 #include "store.h"
 
-#define AX_STORE_BATCH_MAX 10000 /* rows per call */
+#include "store_events.h"    /* the events written with these moves */
+#include "store_instances.h" /* ax_store_ti_* and the instance moves */
 
 /* ---------------------------------------------------------------------- */
 /* admission */
@@ -180,54 +182,5 @@ typedef struct ax_store_in_doubt {
  * free()) holds *n rows. Errors as store.h.
  */
 ax_err ax_store_load_in_doubt(ax_store *s, ax_store_in_doubt **out, size_t *n);
-
-/* ---------------------------------------------------------------------- */
-/* event_log */
-
-/* One event for event_log (fields of ax.Event; strings borrowed). */
-typedef struct ax_store_event_row {
-	const char *event_id; /* uuid text; rows with a bad id are skipped */
-	const char *type;     /* required */
-	int64_t     time_us;
-	const char *dag; /* name; stored as dags.id when the DAG exists */
-	int64_t     dag_run_id;
-	int64_t     instance_id;
-	const char *run_id; /* uuid text or NULL / "" */
-	int32_t     attempt;
-	const char *trace_id;
-	const char *reason;
-	const char *source;          /* kept in payload.source */
-	const char *task;            /* kept in payload.task */
-	int64_t     logical_time_us; /* kept in payload when not 0 */
-	int32_t     shard_index, shard_total;
-	const char *payload_json; /* a JSON object text or NULL; anything
-	                             else is kept as {"raw": text} */
-} ax_store_event_row;
-
-/*
- * Inserts n events with one lookup and one COPY: an event whose id is
- * already stored, or that appears earlier in rows, is left out, so a
- * re-sent event is stored once. Usable inside the transaction of a
- * state change. *inserted (may be NULL) counts the new rows; *skipped
- * (may be NULL) the rows refused before SQL (bad event_id or no type).
- */
-ax_err ax_store_insert_events(ax_store *s, const ax_store_event_row *rows,
-                              size_t n, size_t *inserted, size_t *skipped);
-
-/* One event that event_log refused, for event_dead_letter. */
-typedef struct ax_store_dead_letter {
-	const char    *event_id; /* stored when a valid uuid, else NULL */
-	const uint8_t *envelope; /* the event as received (packed ax.Event) */
-	size_t         len;
-	const char    *error; /* why it was refused */
-} ax_store_dead_letter;
-
-/*
- * Keeps one refused event in event_dead_letter (migration 0008): its
- * envelope as bytea and the error, which is stored with every byte
- * outside printable ASCII as '?' (it may quote the very bytes that were
- * refused). A write (ax_store_write); errors as ax_store_query, AX_ENOMEM.
- */
-ax_err ax_store_dead_letter_event(ax_store *s, const ax_store_dead_letter *d);
 
 #endif /* AX_STORE_ATTEMPTS_H */

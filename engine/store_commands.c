@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define BATCH_MAX 10000
+#include "store_internal.h"
 
 static const char *const kinds[] = { "submit", "trigger", "backfill",
 	                             "pause",  "unpause", "kill",
@@ -200,9 +199,8 @@ ax_store_commands_finish(ax_store *s, ax_store_cmd_done *rows, size_t n,
 		*nclaimed = 0;
 	if (n == 0)
 		return AX_OK;
-	if (n > BATCH_MAX)
-		return ax_err_set(
-		    AX_EINVAL, "command finish: %zu rows, at most 10000", n);
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "command finish");
 	for (size_t i = 0; i < n; i++) {
 		ax_store_cmd_done *r = &rows[i];
 		r->claimed           = 0;

@@ -133,7 +133,7 @@ typedef struct ax_store_cmd_done {
  * *nclaimed (may be NULL) counts the moved rows. A write: fenced
  * (ax_store_write) when no transaction is open, else part of the
  * caller's. AX_EINVAL for a pending status, a rejection without reason,
- * or n over 10000.
+ * or n over AX_STORE_BATCH_MAX.
  */
 ax_err ax_store_commands_finish(ax_store *s, ax_store_cmd_done *rows, size_t n,
                                 size_t *nclaimed);

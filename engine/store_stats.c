@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "store_internal.h"
 
 #define SQL                                                                   \
 	"INSERT INTO component_stats (component, key, value, updated_at) "    \

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "store_internal.h"
 
 #define STMT "ax_workers_upsert"
 #define SQL                                                                   \
@@ -70,9 +71,8 @@ ax_store_workers_upsert(ax_store *s, const ax_store_worker_row *rows, size_t n)
 
 	if (n == 0)
 		return AX_OK;
-	if (n > 10000)
-		return ax_err_set(
-		    AX_EINVAL, "workers upsert: %zu rows, at most 10000", n);
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "workers upsert");
 	for (size_t i = 0; i < n; i++)
 		if ((rv = check_row(&rows[i], i)) != AX_OK)
 			return rv;

@@ -41,9 +41,9 @@ typedef struct ax_store_worker_row {
 } ax_store_worker_row;
 
 /*
- * Upserts n rows (n <= 10000) in one statement. AX_EINVAL names the first
- * bad row (empty id or group, negative slots, unknown state); database
- * errors as store.h. Runs inside the caller's transaction when one is
+ * Upserts n rows (n <= AX_STORE_BATCH_MAX) in one statement. AX_EINVAL names
+ * the first bad row (empty id or group, negative slots, unknown state);
+ * database errors as store.h. Runs inside the caller's transaction when one is
  * open, else on its own (autocommit: one statement).
  */
 ax_err ax_store_workers_upsert(ax_store *s, const ax_store_worker_row *rows,

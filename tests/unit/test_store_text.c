@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "store_internal.h"
 
 Test(sqlarr, empty_array_and_every_element_kind)
 {

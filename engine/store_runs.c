@@ -1,22 +1,118 @@
 /*
- * store_deps.c - batched SQL of the dependency detector (see
- * store_deps.h). Statements take array literals and unnest them: one
- * round trip per statement whatever the batch size.
+ * store_runs.c - the dag_runs table (see store_runs.h): runs created by
+ * the time detector with their schedules' next fire times, and the run
+ * life of the dependency detector (load, state changes, supersede, the
+ * wait reason of their instances, cross-DAG checks). Statements take
+ * array literals and unnest them: one round trip per statement whatever
+ * the batch size.
  */
-#include "store_deps.h"
+#include "store_runs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BATCH_MAX 10000
+#include "store_internal.h"
+
+/* --- time detector ------------------------------------------------------
+ */
+
+/* The arguments of a create_runs transaction of its own. */
+typedef struct create_runs_arg {
+	ax_store_run_row *rows;
+	size_t            n;
+} create_runs_arg;
 
 static ax_err
-too_many(const char *what, size_t n)
+create_runs_tx(ax_store *s, void *arg)
 {
-	return ax_err_set(AX_EINVAL, "%s: %zu rows, at most %d per call", what,
-	                  n, BATCH_MAX);
+	create_runs_arg *c = arg;
+	return ax_store_sched_create_runs(s, c->rows, c->n);
 }
+
+ax_err
+ax_store_sched_create_runs(ax_store *s, ax_store_run_row *rows, size_t n)
+{
+	/* the new run ids come back by ordinality; a run that existed has
+	 * no row in ins and gets 0 */
+	static const char ins_sql[] =
+	    "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::bigint[],"
+	    " $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],"
+	    " $7::bigint[], $8::text[]) WITH ORDINALITY"
+	    " AS u(d, v, t, l, st, en, due, conf, ord)),"
+	    " ins AS (INSERT INTO dag_runs (dag_id, dag_version_id, run_type,"
+	    " logical_date, interval_start, interval_end, due_at, conf)"
+	    " SELECT d, v, t, ax_ts(l), ax_ts(st), ax_ts(en), ax_ts(due),"
+	    " coalesce(conf::jsonb, '{}') FROM u ORDER BY ord"
+	    " ON CONFLICT (dag_id, logical_date) DO NOTHING"
+	    " RETURNING id, dag_id, ax_us(logical_date) AS l)"
+	    " SELECT u.ord, coalesce(ins.id, 0) FROM u"
+	    " LEFT JOIN ins ON ins.dag_id = u.d AND ins.l = u.l";
+	static const char upd_sql[] =
+	    "UPDATE schedules s SET next_fire_at = ax_ts(u.nf),"
+	    " last_fire_at = greatest(s.last_fire_at, ax_ts(u.due)),"
+	    " updated_at = now()"
+	    " FROM (SELECT DISTINCT ON (id) id, nf, due FROM"
+	    " unnest($1::bigint[], $2::bigint[], $3::bigint[])"
+	    " WITH ORDINALITY AS x(id, nf, due, ord) ORDER BY id, ord DESC) u"
+	    " WHERE s.id = u.id";
+	ax_sqlarr   a[8] = { 0 }, b[3] = { 0 };
+	const char *p[8], *q[3];
+	PGresult   *res = NULL;
+	ax_err      rv;
+	size_t      nsched = 0;
+
+	if (n == 0)
+		return AX_OK;
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "create runs");
+	if (!ax_store_in_tx(s)) { /* both statements, or neither */
+		create_runs_arg c = { rows, n };
+		return ax_store_tx(s, create_runs_tx, &c);
+	}
+	for (size_t i = 0; i < n; i++) {
+		ax_store_run_row *r = &rows[i];
+		r->run_id           = 0;
+		ax_sqlarr_int(&a[0], r->dag_id);
+		ax_sqlarr_int(&a[1], r->dag_version_id);
+		ax_sqlarr_text(&a[2], r->run_type ? r->run_type : "scheduled");
+		ax_sqlarr_int(&a[3], r->logical_us);
+		ax_sqlarr_int(&a[4], r->interval_start_us);
+		ax_sqlarr_int(&a[5], r->interval_end_us);
+		ax_sqlarr_int(&a[6], r->due_us);
+		ax_sqlarr_text(&a[7], r->conf_json);
+		if (r->schedule_id > 0) {
+			ax_sqlarr_int(&b[0], r->schedule_id);
+			ax_sqlarr_int0(&b[1], r->next_fire_us);
+			ax_sqlarr_int(&b[2], r->due_us);
+			nsched++;
+		}
+	}
+	if ((rv = ax_sqlarr_end_all(a, p, 8)) != AX_OK ||
+	    (rv = ax_sqlarr_end_all(b, q, 3)) != AX_OK ||
+	    (rv = ax_store_prepare_once(s, "sched_runs", ins_sql, 8)) !=
+	        AX_OK ||
+	    (rv = ax_store_prepare_once(s, "sched_next", upd_sql, 3)) != AX_OK)
+		goto out;
+	if ((rv = ax_store_query_prepared(s, "sched_runs", 8, p, &res)) !=
+	    AX_OK)
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++) {
+		int64_t ord = ax_store_cell_i64(res, r, 0);
+		if (ord >= 1 && (size_t) ord <= n)
+			rows[ord - 1].run_id = ax_store_cell_i64(res, r, 1);
+	}
+	PQclear(res);
+	if (nsched > 0)
+		rv = ax_store_query_prepared(s, "sched_next", 3, q, NULL);
+out:
+	ax_sqlarr_fini_all(a, 8);
+	ax_sqlarr_fini_all(b, 3);
+	return rv;
+}
+
+/* --- dependency detector ------------------------------------------------
+ */
 
 #define RUNS_SELECT                                                           \
 	"SELECT r.id, d.name, r.dag_id, r.dag_version_id,"                    \
@@ -47,8 +143,8 @@ ax_store_deps_load_runs(ax_store *s, const int64_t *run_ids, size_t n,
 		return ax_store_query_prepared(s, "deps_runs_all", 0, NULL,
 		                               res);
 	}
-	if (n > BATCH_MAX)
-		return too_many("load runs", n);
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "load runs");
 	for (size_t i = 0; i < n; i++)
 		ax_sqlarr_int(&a, run_ids[i]);
 	if ((rv = ax_sqlarr_end_all(&a, p, 1)) == AX_OK &&
@@ -79,8 +175,8 @@ ax_store_deps_runs_update(ax_store *s, const ax_store_run_change *c, size_t n)
 
 	if (n == 0)
 		return AX_OK;
-	if (n > BATCH_MAX)
-		return too_many("run update", n);
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "run update");
 	for (size_t i = 0; i < n; i++) {
 		ax_sqlarr_int(&a[0], c[i].run_id);
 		ax_sqlarr_text(&a[1], c[i].state);
@@ -113,8 +209,8 @@ ax_store_deps_wait_reason(ax_store *s, const int64_t *run_ids,
 		*updated = 0;
 	if (n == 0)
 		return AX_OK;
-	if (n > BATCH_MAX)
-		return too_many("wait reason", n);
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "wait reason");
 	for (size_t i = 0; i < n; i++) {
 		ax_sqlarr_int(&a[0], run_ids[i]);
 		ax_sqlarr_text(&a[1], tasks[i]);
@@ -149,8 +245,8 @@ ax_store_deps_supersede(ax_store *s, const int64_t *run_ids, size_t n,
 	ax_err      rv;
 
 	*live = NULL;
-	if (n > BATCH_MAX)
-		return too_many("supersede", n);
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "supersede");
 	for (size_t i = 0; i < n; i++)
 		ax_sqlarr_int(&a, run_ids[i]);
 	if ((rv = ax_sqlarr_end_all(&a, p, 1)) == AX_OK &&
@@ -186,8 +282,8 @@ ax_store_deps_check_dags(ax_store *s, ax_store_dagdep_check *c, size_t n)
 
 	if (n == 0)
 		return AX_OK;
-	if (n > BATCH_MAX)
-		return too_many("check dags", n);
+	if (n > AX_STORE_BATCH_MAX)
+		return ax_store_batch_check(n, "check dags");
 	for (size_t i = 0; i < n; i++) {
 		c[i].met = 0;
 		ax_sqlarr_text(&a[0], c[i].upstream);
@@ -222,42 +318,5 @@ ax_store_deps_instance_run(ax_store *s, int64_t instance_id, int64_t *run_id)
 	if (rv == AX_ENOENT)
 		return ax_err_set(AX_ENOENT, "task instance %lld not found",
 		                  (long long) instance_id);
-	return rv;
-}
-
-ax_err
-ax_store_deps_clear(ax_store *s, const int64_t *ids, const int32_t *base,
-                    size_t n, size_t *cleared)
-{
-	static const char sql[] =
-	    "UPDATE task_instances t SET state = 'PENDING',"
-	    " reason = 'MANUAL_CLEAR', max_tries = t.try_number + u.b,"
-	    " ready_at = NULL, started_at = NULL, ended_at = NULL,"
-	    " updated_at = now()"
-	    " FROM unnest($1::bigint[], $2::int[]) AS u(id, b)"
-	    " WHERE t.id = u.id AND t.state IN ('PENDING', 'SUCCESS',"
-	    " 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')";
-	ax_sqlarr   a[2] = { 0 };
-	const char *p[2];
-	PGresult   *res = NULL;
-	ax_err      rv;
-
-	if (cleared != NULL)
-		*cleared = 0;
-	if (n == 0)
-		return AX_OK;
-	if (n > BATCH_MAX)
-		return too_many("clear", n);
-	for (size_t i = 0; i < n; i++) {
-		ax_sqlarr_int(&a[0], ids[i]);
-		ax_sqlarr_int(&a[1], base[i] > 0 ? base[i] : 1);
-	}
-	if ((rv = ax_sqlarr_end_all(a, p, 2)) == AX_OK &&
-	    (rv = ax_store_prepare_once(s, "deps_clear", sql, 2)) == AX_OK)
-		rv = ax_store_query_prepared(s, "deps_clear", 2, p, &res);
-	if (rv == AX_OK && cleared != NULL)
-		*cleared = (size_t) strtoull(PQcmdTuples(res), NULL, 10);
-	PQclear(res);
-	ax_sqlarr_fini_all(a, 2);
 	return rv;
 }
