@@ -1,12 +1,18 @@
 /*
  * dependency_detector.h - the dependency detector actor
- * ("dependency_detector", DESIGN.md 2): it owns DAG runs.
+ * ("dependency_detector", DESIGN.md 2): it owns DAG runs. Its code is in
+ * actors/dependency/ (one file per concept, see dependency_internal.h).
  *
  * Inputs and outputs:
- *  - Due (time detector): the run is planned: ONE RunPlan (every task x
- *    shard, PENDING, reason WAIT_DEPENDENCY for tasks with upstreams and
- *    WAIT_RESOURCE for roots) to instance_generator, and InstanceReady for
- *    the roots to resource_detector. dag_runs goes QUEUED -> RUNNING.
+ *  - Due (time detector): the run is planned: RunPlan commands to
+ *    instance_generator listing every task x shard (PENDING, reason
+ *    WAIT_DEPENDENCY for tasks with upstreams and WAIT_RESOURCE for
+ *    roots), at most 2,000 instances per command, so a large run is
+ *    planned in several (the generator's insert is idempotent per
+ *    instance, so they compose); then one InstanceReady per root instance
+ *    to resource_detector (past 16,384 waiting in the outbox they are
+ *    kept in order and sent from the tick as it drains). dag_runs goes
+ *    QUEUED -> RUNNING.
  *  - InstanceSucceeded (result handler): the per-run counters of unmet
  *    upstream instances of its downstream tasks drop; exactly the tasks
  *    whose counter reaches 0 are released (InstanceReady per shard).
@@ -30,7 +36,10 @@
  *    discard - CANCELED with CONCURRENCY_BLOCKED; replace - the oldest
  *    active run is CANCELED with SUPERSEDED (its PENDING instances
  *    CANCELED, its READY/RUNNING ones canceled through pre_hook ->
- *    queue with CancelInstance) and the new run starts.
+ *    queue with CancelInstance) and the new run starts. A run prepared
+ *    ahead of its due instant that finds the DAG full under discard or
+ *    replace is held, and a TimerSet (TIMER_GATE) to the time detector
+ *    brings it back at the instant, when the overlap is judged.
  *  - ControlOp (control thread): "clear" {instance_id, downstream}: the
  *    instance (and every transitive downstream when asked) goes back to
  *    PENDING with reason MANUAL_CLEAR and a fresh try budget

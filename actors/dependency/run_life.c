@@ -1,0 +1,471 @@
+/*
+ * run_life.c - the life of a DAG run in the dependency detector: a run
+ * created from a due event (or a backfill, or the rebuild), its states
+ * (held by upstream DAGs or by concurrency, active, finished), its plan
+ * to the instance generator, its finish (SUCCESS or FAILED), drop and
+ * supersede, and run-level concurrency per DAG: max_active_runs, the
+ * overlap policy (serial / parallel / discard / replace) and the serial
+ * backfill queue.
+ *
+ * A run is in memory while it is held or active, and dropped when it
+ * finishes, is discarded or superseded; its DAG's queue (dq) lists its
+ * active runs oldest first and its held ones in logical order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "dependency_internal.h"
+
+/* --- runs and DAG queues ------------------------------------------------
+ */
+
+void
+axdd_dq_free(void *p)
+{
+	dq *q = p;
+	if (q == NULL)
+		return;
+	free(q->dag);
+	free(q->held);
+	free(q->bf);
+	free(q);
+}
+
+static dq *
+dq_get(dd *d, const char *dag)
+{
+	dq *q = ax_strmap_get(d->dqs, dag);
+	if (q != NULL)
+		return q;
+	if ((q = calloc(1, sizeof(*q))) == NULL ||
+	    (q->dag = strdup(dag)) == NULL ||
+	    ax_strmap_put(d->dqs, dag, q) != AX_OK) {
+		axdd_dq_free(q);
+		return NULL;
+	}
+	return q;
+}
+
+void
+axdd_run_free_mem(void *p)
+{
+	drun *r = p;
+	if (r == NULL)
+		return;
+	free(r->dep_met);
+	free(r->unmet);
+	free(r->ist);
+	free(r->iid);
+	free(r);
+}
+
+/* Forgets r (not linked anywhere any more). */
+void
+axdd_run_drop(dd *d, drun *r)
+{
+	dver *v = r->v;
+	ax_strmap_del(d->runs, r->key);
+	axdd_run_free_mem(r);
+	v->refs--;
+	axdd_dver_unused(d, v);
+}
+
+drun *
+axdd_run_new(dd *d, int64_t id, dver *v, int64_t logical_us, int64_t due_us,
+             const char *trace)
+{
+	drun *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return NULL;
+	r->id = id;
+	snprintf(r->key, sizeof(r->key), "%lld", (long long) id);
+	r->v          = v;
+	r->logical_us = logical_us;
+	r->due_us     = due_us;
+	snprintf(r->trace, sizeof(r->trace), "%s", trace ? trace : "");
+	r->q       = dq_get(d, v->e->dag->name);
+	r->dep_met = calloc(v->e->dag->n_deps + 1, 1);
+	if (r->q == NULL || r->dep_met == NULL ||
+	    ax_strmap_put(d->runs, r->key, r) != AX_OK) {
+		axdd_run_free_mem(r);
+		axdd_dver_unused(d, v);
+		return NULL;
+	}
+	v->refs++;
+	return r;
+}
+
+void
+axdd_link_active(drun *r)
+{
+	dq *q   = r->q;
+	r->prev = q->tail;
+	r->next = NULL;
+	if (q->tail)
+		q->tail->next = r;
+	else
+		q->head = r;
+	q->tail = r;
+	q->nactive++;
+}
+
+void
+axdd_unlink_active(drun *r)
+{
+	dq *q = r->q;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		q->head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		q->tail = r->prev;
+	r->prev = r->next = NULL;
+	q->nactive--;
+	if (q->bf_run == r)
+		q->bf_run = NULL;
+}
+
+/* Inserts r into a logical-date-ordered array. */
+static int
+insert_sorted(drun ***arr, size_t *n, size_t *cap, drun *r)
+{
+	if (ax_grow((void **) arr, cap, *n + 1, sizeof(**arr)) != AX_OK)
+		return -1;
+	size_t i = *n;
+	while (i > 0 && (*arr)[i - 1]->logical_us > r->logical_us) {
+		(*arr)[i] = (*arr)[i - 1];
+		i--;
+	}
+	(*arr)[i] = r;
+	(*n)++;
+	return 0;
+}
+
+/* Removes r from arr when it is there. */
+static void
+remove_from(drun **arr, size_t *n, const drun *r)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (arr[i] == r) {
+			memmove(arr + i, arr + i + 1,
+			        (*n - i - 1) * sizeof(*arr));
+			(*n)--;
+			return;
+		}
+}
+
+static drun *
+pop_first(drun **arr, size_t *n)
+{
+	drun *r = arr[0];
+	memmove(arr, arr + 1, (*n - 1) * sizeof(*arr));
+	(*n)--;
+	return r;
+}
+
+/* --- plans --------------------------------------------------------------
+ */
+
+/* Instances per RunPlan command (about 50 bytes each packed). */
+#define PLAN_CHUNK 2000
+
+void
+axdd_send_plan(dd *d, drun *r)
+{
+	const ax_dag         *g = r->v->e->dag;
+	size_t                n = r->v->ninst, i = 0;
+	Ax__Command           cmd = AX__COMMAND__INIT;
+	Ax__RunPlan           p   = AX__RUN_PLAN__INIT;
+	Ax__PlannedInstance  *pi  = calloc(n + 1, sizeof(*pi));
+	Ax__PlannedInstance **pp  = calloc(n + 1, sizeof(*pp));
+
+	if (pi == NULL || pp == NULL) {
+		free(pi);
+		free(pp);
+		axdd_oom("plan");
+		return;
+	}
+	for (size_t t = 0; t < r->v->ntask; t++) {
+		const ax_task *k = &g->tasks[t];
+		for (int32_t j = 0; j < r->v->shards[t]; j++, i++) {
+			Ax__PlannedInstance *x = &pi[i];
+			*x = (Ax__PlannedInstance) AX__PLANNED_INSTANCE__INIT;
+			x->task        = (char *) k->name;
+			x->shard_index = j;
+			x->shard_total = r->v->shards[t];
+			x->priority    = k->eff.priority;
+			x->channel     = (char *) ax_flow_db_channel(
+			        ax_channel_name(k->eff.channel));
+			x->worker_group =
+			    (char *) (k->eff.worker_group ? k->eff.worker_group
+			                                  : "default");
+			x->pool = (char *) (k->eff.pool ? k->eff.pool : "");
+			x->max_tries = r->v->tries[t];
+			x->state     = "PENDING";
+			x->reason    = k->n_depends > 0 ? "WAIT_DEPENDENCY"
+			                                : "WAIT_RESOURCE";
+			pp[i]        = x;
+		}
+	}
+	p.dag             = (char *) g->name;
+	p.dag_id          = r->v->e->dag_id;
+	p.dag_version_id  = r->v->e->version_id;
+	p.dag_run_id      = r->id;
+	p.logical_time_us = r->logical_us;
+	p.due_at_us       = r->due_us;
+	cmd.body_case     = AX__COMMAND__BODY_RUN_PLAN;
+	cmd.run_plan      = &p;
+	/* A run of many tasks x shards is planned in several commands, so
+	 * each stays far below the runtime's envelope limit; the generator's
+	 * plan insert is idempotent per instance, so chunks compose. */
+	for (size_t off = 0; off < n; off += PLAN_CHUNK) {
+		p.n_instances = n - off < PLAN_CHUNK ? n - off : PLAN_CHUNK;
+		p.instances   = pp + off;
+		axdd_send_cmd(d, AX_A_INSTANCE_GENERATOR, &cmd, r->trace);
+	}
+	free(pi);
+	free(pp);
+}
+
+/* --- run life -----------------------------------------------------------
+ */
+
+static void start(dd *d, drun *r);
+
+/* Starts held runs while the DAG has room. */
+static void
+pump(dd *d, dq *q)
+{
+	if (q->bf_run == NULL && q->nbf > 0) {
+		drun *r   = pop_first(q->bf, &q->nbf);
+		q->bf_run = r;
+		start(d, r);
+	}
+	while (q->nheld > 0) {
+		const ax_dag *g = q->held[0]->v->e->dag;
+		size_t        max =
+                    g->max_active_runs > 0 ? (size_t) g->max_active_runs : 1;
+		if (q->nactive >= max)
+			break;
+		start(d, pop_first(q->held, &q->nheld));
+	}
+}
+
+static void
+finish(dd *d, drun *r)
+{
+	int  ok = r->n_ok == r->v->ninst;
+	char pl[128];
+	dq  *q = r->q;
+
+	axdd_chg(d, r->id, ok ? "SUCCESS" : "FAILED", NULL);
+	snprintf(pl, sizeof(pl),
+	         "{\"instances\":%zu,\"succeeded\":%zu,\"failed\":%zu}",
+	         r->v->ninst, r->n_ok, r->n_fail);
+	axdd_emit(d, r, ok ? "run.succeeded" : "run.failed", NULL, NULL, 0, 0,
+	          pl);
+	axdd_completed(d, r, ok);
+	if (ok)
+		d->stats->succeeded++;
+	else
+		d->stats->failed++;
+	axdd_unlink_active(r);
+	axdd_run_drop(d, r);
+	pump(d, q);
+}
+
+void
+axdd_check_done(dd *d, drun *r)
+{
+	if (r->phase == R_ACTIVE && r->n_sent == 0)
+		finish(d, r);
+}
+
+/* Allocates the counters of an active run (every instance WAIT). */
+int
+axdd_alloc_counters(drun *r)
+{
+	dver *v  = r->v;
+	r->unmet = malloc((v->ntask + 1) * sizeof(*r->unmet));
+	r->ist   = calloc(v->ninst + 1, 1);
+	r->iid   = calloc(v->ninst + 1, sizeof(*r->iid));
+	if (r->unmet == NULL || r->ist == NULL || r->iid == NULL)
+		return -1;
+	memcpy(r->unmet, v->unmet0, v->ntask * sizeof(*r->unmet));
+	return 0;
+}
+
+/* Plans r and releases its roots. */
+static void
+start(dd *d, drun *r)
+{
+	if (axdd_alloc_counters(r) != 0) {
+		axdd_oom("run counters");
+		axdd_run_drop(d, r);
+		return;
+	}
+	r->phase = R_ACTIVE;
+	axdd_link_active(r);
+	axdd_chg(d, r->id, "RUNNING", NULL);
+	axdd_send_plan(d, r);
+	d->stats->planned++;
+	for (size_t t = 0; t < r->v->ntask; t++)
+		if (r->unmet[t] == 0)
+			axdd_release_task(d, r, t);
+	axdd_check_done(d, r);
+}
+
+void
+axdd_hold(dd *d, drun *r, const char *reason, const char *type)
+{
+	r->phase = reason[0] == 'W' ? R_HELD_DEP : R_HELD_CONC;
+	axdd_chg(d, r->id, "QUEUED", reason);
+	axdd_emit(d, r, type, reason, NULL, 0, 0, NULL);
+	d->stats->held++;
+}
+
+/* Cancels the active run old to make room (policy replace). */
+static void
+supersede(dd *d, drun *old)
+{
+	axdd_chg(d, old->id, "CANCELED", "SUPERSEDED");
+	axdd_emit(d, old, "run.superseded", "SUPERSEDED", NULL, 0, 0, NULL);
+	axdd_supersede_rows(d, old->id);
+	d->stats->superseded++;
+	axdd_unlink_active(old);
+	axdd_run_drop(d, old);
+}
+
+/*
+ * A run prepared ahead of its due instant (scheduler.prepare_ahead) that
+ * finds the DAG full under policy discard or replace is held until the
+ * instant, when axdd_gate() decides again: the overlap is judged at the due
+ * instant, as without preparing ahead (the active run may end in the
+ * meantime, and then the held run simply starts).
+ */
+static int
+defer_gate(dd *d, drun *r)
+{
+	Ax__Command  cmd = AX__COMMAND__INIT;
+	Ax__TimerSet ts  = AX__TIMER_SET__INIT;
+	dq          *q   = r->q;
+
+	if (r->due_gated || r->due_us <= ax_clock_utc_us() ||
+	    insert_sorted(&q->held, &q->nheld, &q->capheld, r) != 0)
+		return 0;
+	axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
+	ts.kind       = AX__TIMER_KIND__TIMER_GATE;
+	ts.key        = r->key;
+	ts.fire_at_us = r->due_us;
+	ts.notify     = AX_A_DEPENDENCY_DETECTOR;
+	cmd.body_case = AX__COMMAND__BODY_TIMER_SET;
+	cmd.timer_set = &ts;
+	axdd_send_cmd(d, AX_A_TIME_DETECTOR, &cmd, r->trace);
+	return 1;
+}
+
+/* TIMER_GATE: the due instant of a run defer_gate() held. */
+void
+axdd_on_timer(dd *d, const Ax__TimerFired *tf)
+{
+	drun *r;
+
+	if (tf->kind != AX__TIMER_KIND__TIMER_GATE || tf->key == NULL ||
+	    (r = ax_strmap_get(d->runs, tf->key)) == NULL ||
+	    r->phase != R_HELD_CONC || r->backfill != 0)
+		return; /* started meanwhile, or gone */
+	remove_from(r->q->held, &r->q->nheld, r);
+	r->due_gated = 1; /* the wheel may fire a fraction of a ms early */
+	axdd_gate(d, r);
+}
+
+/* Run-level concurrency: start, hold, discard or replace. */
+void
+axdd_gate(dd *d, drun *r)
+{
+	dq           *q = r->q;
+	const ax_dag *g = r->v->e->dag;
+	size_t max = g->max_active_runs > 0 ? (size_t) g->max_active_runs : 1;
+
+	if (r->backfill == 1) {
+		if (q->bf_run == NULL) {
+			q->bf_run = r;
+			start(d, r);
+		} else if (insert_sorted(&q->bf, &q->nbf, &q->capbf, r) == 0)
+			axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
+		else
+			axdd_run_drop(d, r);
+		return;
+	}
+	if (r->backfill == 2) {
+		/* parallel backfill: up to max_active_runs at once, the rest
+		 * held (never discarded nor replacing a run) */
+		if (q->nactive < max)
+			start(d, r);
+		else if (insert_sorted(&q->held, &q->nheld, &q->capheld, r) ==
+		         0)
+			axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
+		else
+			axdd_run_drop(d, r);
+		return;
+	}
+	if (q->nactive < max && q->nheld == 0) {
+		start(d, r);
+		return;
+	}
+	if ((g->policy == AX_OVERLAP_DISCARD ||
+	     g->policy == AX_OVERLAP_REPLACE) &&
+	    defer_gate(d, r))
+		return;
+	switch (g->policy) {
+	case AX_OVERLAP_DISCARD:
+		axdd_chg(d, r->id, "CANCELED", "CONCURRENCY_BLOCKED");
+		axdd_emit(d, r, "run.discarded", "CONCURRENCY_BLOCKED", NULL,
+		          0, 0, NULL);
+		d->stats->discarded++;
+		axdd_run_drop(d, r);
+		return;
+	case AX_OVERLAP_REPLACE:
+		while (q->nactive >= max && q->head != NULL)
+			supersede(d, q->head);
+		start(d, r);
+		return;
+	default:
+		if (insert_sorted(&q->held, &q->nheld, &q->capheld, r) != 0) {
+			axdd_oom("held run");
+			axdd_run_drop(d, r);
+			return;
+		}
+		axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
+	}
+}
+
+void
+axdd_on_due(dd *d, const Ax__Command *cmd)
+{
+	const Ax__Due *due = cmd->due;
+	char           key[24];
+	dver          *v;
+	drun          *r;
+
+	if (due->dag_run_id <= 0)
+		return;
+	snprintf(key, sizeof(key), "%lld", (long long) due->dag_run_id);
+	if (ax_strmap_get(d->runs, key) != NULL)
+		return; /* a replay */
+	if ((v = axdd_dver_get(d, due->dag_version_id)) == NULL)
+		return;
+	r = axdd_run_new(d, due->dag_run_id, v, due->logical_time_us,
+	                 due->due_at_us, cmd->trace_id);
+	if (r == NULL) {
+		axdd_oom("run");
+		return;
+	}
+	axdd_admit(d, r);
+}
