@@ -8,7 +8,7 @@
  * worker group (worker_id "" = the group's total) to resource_detector,
  * worker events to event_emitter (when those actors exist).
  * Workers speak proto/worker.proto on config key queue.address.
- * See queue_service.c for the design.
+ * See actors/queue/ for the design (overview at the top of queue.c).
  */
 #ifndef AX_QUEUE_SERVICE_H
 #define AX_QUEUE_SERVICE_H

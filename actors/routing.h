@@ -2,7 +2,7 @@
  * routing.h - how the queue service picks a worker of a group for an
  * attempt: the routing plug-in point (const ops table per strategy).
  *
- * Role: the queue service (queue_service.c) keeps, per channel and worker
+ * Role: the queue service (actors/queue/) keeps, per channel and worker
  * group, a priority queue of attempts; workers pull. A strategy decides
  * either WHICH of the workers ready to take work right now gets an attempt
  * (round_robin, random, least_load, failover: `choose`), or that the

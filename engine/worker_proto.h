@@ -3,7 +3,7 @@
  * (proto/worker.proto) at both ends: what the queue service accepts from
  * a worker, and what a worker accepts from the queue service.
  *
- * Role: the queue service's worker endpoint (actors/queue_service.c)
+ * Role: the queue service's worker endpoint (actors/queue/queue_endpoint.c)
  * decodes every request with ax_wproto_worker_msg(); ax-worker
  * (worker/worker_client.c) decodes every reply with ax_wproto_queue_msg()
  * and checks each dispatch with ax_wproto_dispatch() before it starts

@@ -4,7 +4,7 @@
  * (proto/worker.proto), drain.
  *
  * Role: one ax-worker process = one ax_worker. It joins a worker group of
- * the queue service (actors/queue_service.c) with N slots and runs what
+ * the queue service (actors/queue/) with N slots and runs what
  * it is dispatched: type "bash" with the local executor, "noop" with the
  * noop executor (worker/executor.h); any other type fails at once with a
  * clear error.

@@ -4,7 +4,7 @@
  * from a worker over ipc:// or tcp:// (ax_wproto_worker_msg) and what a
  * worker accepts from the queue service (ax_wproto_queue_msg, then
  * ax_wproto_dispatch per dispatch), the functions
- * actors/queue_service.c and worker/worker_client.c call on every
+ * actors/queue/queue_endpoint.c and worker/worker_client.c call on every
  * message they receive.
  *
  * Input: the first byte picks the direction (even: worker -> queue, odd:

@@ -1,5 +1,5 @@
 /*
- * test_queue.c - the queue service (actors/queue_service.c) with real
+ * test_queue.c - the queue service (actors/queue/) with real
  * ax-worker processes (path in $AX_WORKER, fork+exec'd).
  *
  * The queue actor runs in this process with two capture actors named

@@ -1,12 +1,16 @@
 /*
  * queue_internal.h - the queue service's state, shared by its files
- * (private to actors/queue_*.c; the public API is queue_service.h).
+ * (private to actors/queue/; the public API is actors/queue_service.h).
  *
- * queue_service.c owns the actor, the heaps, routing, workers and the
- * worker endpoint; queue_reconcile.c records dispatches and settles, after
- * a start, the attempts a worker may hold (see "Reconciliation" in
- * queue_service.c). Everything here runs on the queue actor's thread
- * only, except the hand-off fields of ax_queue (under mu).
+ * queue.c owns the actor (callbacks, timers, start) and the helpers that
+ * send to other actors; queue_endpoint.c the worker endpoint (REP
+ * contexts, hand-off, requests, Pull long poll, deferred acks);
+ * queue_workers.c workers, groups and leases; queue_dispatch.c attempts,
+ * the heaps and dispatch; queue_reconcile.c records dispatches and
+ * settles, after a start, the attempts a worker may hold. The overview
+ * and the invariants are at the top of queue.c. Everything here runs on
+ * the queue actor's thread only, except the hand-off fields of ax_queue
+ * (under mu).
  */
 #ifndef AX_QUEUE_INTERNAL_H
 #define AX_QUEUE_INTERNAL_H
@@ -24,8 +28,9 @@
 #include "store.h"
 #include "worker.pb-c.h"
 
-#define DISPATCH_MAX 256             /* dispatches per Pull reply */
-#define DB_RETRY_US  AX_USEC_PER_SEC /* see axq_record_dispatches */
+#define DISPATCH_MAX 256                 /* dispatches per Pull reply */
+#define ITEM_WAKE    (AX_ITEM_USER + 50) /* empty: "drain the hand-off" */
+#define DB_RETRY_US  AX_USEC_PER_SEC     /* see axq_record_dispatches */
 
 typedef struct qatt    qatt;
 typedef struct qworker qworker;
@@ -135,7 +140,8 @@ struct qgroup {
 enum { OP_IDLE = 0, OP_RECV, OP_HANDED, OP_SEND };
 
 /* One REP context. op is written by the callback and by the actor thread
- * at points where the other side cannot run (see the file comment). */
+ * at points where the other side cannot run (see the top of
+ * queue_endpoint.c). */
 struct qctx {
 	ax_queue *q;
 	nng_ctx   ctx;
@@ -250,7 +256,7 @@ struct ax_queue {
 			(head) = (x);                                         \
 	} while (0)
 
-/* --------------------------------------------- shared by queue_*.c */
+/* ------------------------------------------------------ queue_dispatch.c */
 
 /* Heap of attempts ordered by channel rank, aging key, arrival: init
  * once (zeroed memory then init), push, remove from whichever heap a is
@@ -261,17 +267,6 @@ void   axq_heap_remove(qatt *a);
 qatt  *axq_heap_top(const qheap *h);
 qatt  *axq_heap_at(const qheap *h, size_t i);
 
-/* Log ids of a (borrowed from it). */
-ax_log_ids axq_att_ids(const qatt *a);
-
-/* Sends an event (type, reason, JSON payload) to the event emitter. */
-void axq_emit(ax_queue *q, const char *type, const char *reason,
-              const char *json);
-
-/* The worker with id, created as a placeholder (not alive) when new;
- * NULL when out of memory. Workers live as long as the queue. */
-qworker *axq_worker_get(ax_queue *q, const char *id);
-
 /* a goes to w's in-flight list as DISPATCHED (unacked FIFO, slots);
  * unlink undoes it (whatever its state). */
 void axq_att_link_worker(ax_queue *q, qatt *a, qworker *w);
@@ -281,11 +276,142 @@ void axq_att_unlink_worker(ax_queue *q, qatt *a);
  * waiting worker. a must have its rendered attempt. */
 void axq_att_enqueue(ax_queue *q, qatt *a);
 
-/* Reports a CANCELED / UNKNOWN (with reason, worker wid) and retires it;
- * retire alone takes a out of every list into the retired FIFO. */
+/* Reports a CANCELED and retires it; retire alone takes a out of every
+ * list into the retired FIFO. */
 void axq_att_cancel_now(ax_queue *q, qatt *a);
-void axq_att_lost(ax_queue *q, qatt *a, const char *wid, const char *reason);
 void axq_att_retire(ax_queue *q, qatt *a);
+
+/* Frees an attempt out of every list and map (the retired FIFO's end, or
+ * the queue's fini). */
+void axq_att_free(qatt *a);
+
+/* Back to the queue: a dispatch known never to have run (see "Ownership
+ * of a dispatch" in queue_dispatch.c); canceled instead when a kill is
+ * pending. */
+void axq_att_requeue(ax_queue *q, qatt *a);
+
+/* AttemptRendered (takes cmd) and CancelInstance from the pipeline. */
+void axq_on_attempt_rendered(ax_queue *q, Ax__Command *cmd);
+void axq_on_cancel(ax_queue *q, const Ax__CancelInstance *ci);
+
+/* 1 when a dispatch may leave now: with a database, only once the
+ * in-doubt attempts are loaded and while dispatches can be recorded. */
+int axq_dispatch_open(const ax_queue *q);
+
+/* Answers w's parked Pull with the best work for it plus its resends;
+ * returns the dispatches sent (0: the Pull stays parked). */
+size_t axq_try_fill(ax_queue *q, qworker *w);
+
+/* Ends a batch (q->batching): answers the Pulls given a quota in it. */
+void axq_fill_flush(ax_queue *q);
+
+/* Timers (now: mono us): held attempts whose instant came are queued;
+ * dispatches whose ack timed out go again to their worker; retired
+ * attempts past their retention are freed. */
+void axq_held_release(ax_queue *q, int64_t now);
+void axq_ack_timeouts(ax_queue *q, int64_t now);
+void axq_retired_free(ax_queue *q, int64_t now);
+
+/* ---------------------------------------------------------------- queue.c */
+
+/* Log ids of a (borrowed from it). */
+ax_log_ids axq_att_ids(const qatt *a);
+
+/* Sends an event (type, reason, JSON payload) to the event emitter. */
+void axq_emit(ax_queue *q, const char *type, const char *reason,
+              const char *json);
+
+/* Sends cmd to dest without blocking; a missing destination (a
+ * composition without it) is not an error of the queue. */
+void axq_send_cmd(ax_queue *q, const char *dest, Ax__Command *cmd);
+
+/* Forwards what happened to attempt run_id (a may be NULL: unknown
+ * run_id) to post_hook as AttemptResult with the next queue_seq. */
+void axq_forward(ax_queue *q, const qatt *a, const char *run_id, int status,
+                 const char *worker, const Ax__Result *r, int64_t started_at,
+                 const char *reason);
+
+/* ------------------------------------------------------ queue_endpoint.c */
+
+/* Binds the REP socket on q->addr and opens the first contexts. */
+ax_err axq_endpoint_listen(ax_queue *q);
+
+/* Drains the hand-off list, handles every request on it and opens
+ * contexts while parked and deferred ones leave too few receiving. */
+void axq_drain_requests(ax_queue *q);
+
+/* Under q->mu: makes sure the actor will drain the hand-off list;
+ * wake_cb is the retry aio's callback (arg: q). */
+void axq_wake_locked(ax_queue *q);
+void axq_wake_cb(void *arg);
+
+/* c receives its next request (the current one is dropped unanswered). */
+void axq_ctx_recv(qctx *c);
+
+/* Replies on c (the request is answered): a packed message, an Ack of
+ * seq, an Error (code, text). */
+void axq_reply_now(ax_queue *q, qctx *c, const Ax__QueueMessage *m);
+void axq_reply_ack(ax_queue *q, qctx *c, uint64_t seq);
+void axq_reply_error(ax_queue *q, qctx *c, uint64_t seq, const char *code,
+                     const char *text);
+
+/* Sends the deferred acks whose results are committed; drops those whose
+ * time ran out (the worker sends the same results again). */
+void axq_deferred_flush(ax_queue *q);
+
+/* Takes w's parked Pull off the parking lists (no-op when none);
+ * answer_empty answers it with no dispatch (reply_to_seq seq). */
+void axq_unpark(ax_queue *q, qworker *w);
+void axq_park_answer_empty(ax_queue *q, qworker *w, uint64_t seq);
+
+/* ------------------------------------------------------- queue_workers.c */
+
+/* The worker with id, created as a placeholder (not alive) when new;
+ * NULL when out of memory. Workers live as long as the queue. */
+qworker *axq_worker_get(ax_queue *q, const char *id);
+
+/* Reports a UNKNOWN (reason; worker wid may hold it) and retires it. */
+void axq_att_lost(ax_queue *q, qatt *a, const char *wid, const char *reason);
+
+/* The group with name, created when new; NULL (ax_err set) when out of
+ * memory. Groups live as long as the queue. */
+qgroup *axq_group_get(ax_queue *q, const char *name);
+
+/* g's capacity changed (NULL: none); flush sends WorkerCapacity for each
+ * group marked in this batch whose totals changed. */
+void axq_cap_mark(ax_queue *q, qgroup *g);
+void axq_cap_flush(ax_queue *q);
+
+/* Writes the dirty worker rows (now: mono us): at once after a state
+ * change, else at most once per heartbeat interval. */
+void axq_db_flush(ax_queue *q, int64_t now);
+
+/* Group lists of workers: members (1) through gnext, or waiting (0)
+ * through pknext; add at the head, del from wherever w is. */
+void axq_glist_add(qworker **head, qworker *w, int members);
+void axq_glist_del(qworker **head, qworker *w, int members);
+
+/* w's lease lapsed: its attempts go UNKNOWN, worker.lost is emitted. */
+void axq_worker_lost(ax_queue *q, qworker *w);
+
+/* A request of w's live session: its lease is extended. */
+void axq_lease_touch(ax_queue *q, qworker *w);
+
+/* w acknowledges the dispatch of run_id. */
+void axq_ack_dispatch(ax_queue *q, qworker *w, const char *run_id);
+
+/* Worker requests: Register, Heartbeat and Deregister answer on c; w is
+ * the live session's worker. Started and Result are forwarded (w NULL:
+ * not a valid session; wid is the id the message names). */
+void axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m);
+void axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w,
+                      const Ax__WorkerMessage *m);
+void axq_on_deregister(ax_queue *q, qctx *c, qworker *w,
+                       const Ax__WorkerMessage *m);
+void axq_on_started(ax_queue *q, qworker *w, const char *wid,
+                    const Ax__Started *s);
+void axq_on_result(ax_queue *q, qworker *w, const char *wid,
+                   const Ax__Result *r);
 
 /* ------------------------------------------------ queue_reconcile.c */
 

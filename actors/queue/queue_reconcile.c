@@ -1,7 +1,7 @@
 /*
  * queue_reconcile.c - the queue service's record of dispatches and its
- * reconciliation after a start or takeover (see "Reconciliation" in
- * queue_service.c; state in queue_internal.h).
+ * reconciliation after a start or takeover (state in queue_internal.h;
+ * the queue's overview and invariants are at the top of queue.c).
  *
  * Role: every dispatch is written (attempt DISPATCHED, worker_id) before
  * it is sent; a queue that starts reads back the DISPATCHED and RUNNING
@@ -10,6 +10,22 @@
  * running set, or its lease plus queue.lease_grace has passed on the
  * database clock. Nothing of a worker's in-doubt set is ever handed to
  * another worker before one of the two.
+ *
+ * Reconciliation (with a database): every dispatch is recorded (attempt
+ * DISPATCHED, worker_id) before it is sent, so after a start or takeover
+ * the attempts a worker may hold are known: they are loaded before
+ * anything is dispatched and wait (ST_DOUBT) for that worker, not the
+ * first one that registers. When it registers, its running set settles
+ * them (doubt_resolve: adopted, sent again to it alone, or UNKNOWN);
+ * when it does not come back within its lease, taken from the database
+ * clock, plus queue.lease_grace, it has fenced itself and they go
+ * UNKNOWN (retried per policy under a new run_id). A worker's live lease
+ * also ends only after lease + grace (lease_touch in queue_workers.c),
+ * for the same reason.
+ * During a database outage nothing new is dispatched (nothing could be
+ * recorded; resends need no record), the store gives up reconnecting
+ * quickly and its statements time out (statement_timeout), so the
+ * workers' leases are never starved by a blocked actor.
  *
  * Invariants: an in-doubt attempt is on exactly one worker's list, and
  * that worker is on the doubt deadline list (sorted) until it registers

@@ -1,0 +1,484 @@
+/*
+ * queue_endpoint.c - the queue's worker endpoint: the nng REP socket and
+ * its contexts, the hand-off list to the actor thread, the handling of
+ * each worker request, the Pull long poll (parking), and the replies,
+ * among them the acks deferred until the results they acknowledge are
+ * committed (the ResultsCommitted watermark). State in queue_internal.h;
+ * the queue's overview and invariants are at the top of queue.c.
+ *
+ * Threading (the one design decision of this file): ALL state is owned by
+ * the actor thread; nothing is shared with nng's threads except a small
+ * hand-off list under `mu`. Each REP context (qctx) receives on an nng
+ * callback; the callback appends the context to the hand-off list and,
+ * when the list was not already announced, sends one empty "wake" item to
+ * the actor's own inbox through an ax_actor_client (never blocking: on
+ * AX_EAGAIN the inbox is full, so the handler runs anyway; before the
+ * system starts a 5 ms nng sleep retries the wake). The handler (and the
+ * tick) drains the list and answers or parks each context. So: no lock
+ * around the state, requests are handled in batches (one inbox hop for
+ * many requests under load), and callbacks never block an nng thread.
+ * The context is parked (long poll) by simply not answering it yet; more
+ * contexts are opened when parked ones leave fewer than QCTX_SPARE free.
+ *
+ * Acknowledgement rule: a Started/Result/Report is acknowledged only
+ * once the result handler has committed what it carried: each forwarded
+ * AttemptResult gets a sequence number (queue_seq), the result handler
+ * answers ResultsCommitted(up_to_seq) after each transaction, and the
+ * reply waits in the deferred list until the watermark passes the last
+ * result of its report. So a result is never lost between the ack and
+ * PostgreSQL (axd killed in between: the worker sends it again). A reply
+ * not released within DEFER_MAX_US (database down) is dropped unanswered
+ * and the worker re-sends the report; duplicates are harmless by run_id.
+ * While we hold a worker's report it cannot send the next one, so the
+ * Started of its newer dispatches waits in its outbox: its dispatches'
+ * ack timeouts start over meanwhile (axq_ack_timeouts).
+ */
+#include "queue_internal.h"
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "worker.pb-c.h"
+#include "worker_proto.h"
+
+#define QCTX_INITIAL 8
+#define QCTX_SPARE   4    /* contexts kept receiving beyond parked ones */
+#define QCTX_MAX     4096 /* contexts at most */
+#define POLL_MAX_US  (60 * AX_USEC_PER_SEC)
+#define DEFER_MAX_US (10 * AX_USEC_PER_SEC) /* see reply_ack_deferred */
+
+/* -------------------------------------------------------------- replies */
+
+/* Packs m and sends it on c (the request is answered). */
+void
+axq_reply_now(ax_queue *q, qctx *c, const Ax__QueueMessage *m)
+{
+	nng_msg *msg;
+	size_t   len = ax__queue_message__get_packed_size(m);
+	int      rv;
+
+	if ((rv = nng_msg_alloc(&msg, len)) != 0) {
+		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "NNG_ERROR", NULL,
+		        "reply of %zu bytes: %s", len, nng_strerror(rv));
+		axq_ctx_recv(c);
+		return;
+	}
+	ax__queue_message__pack(m, nng_msg_body(msg));
+	c->op = OP_SEND;
+	nng_aio_set_msg(c->aio, msg);
+	nng_ctx_send(c->ctx, c->aio);
+}
+
+void
+axq_reply_ack(ax_queue *q, qctx *c, uint64_t seq)
+{
+	Ax__QueueMessage m   = AX__QUEUE_MESSAGE__INIT;
+	Ax__Ack          ack = AX__ACK__INIT;
+	m.reply_to_seq       = seq;
+	m.body_case          = AX__QUEUE_MESSAGE__BODY_ACK;
+	m.ack                = &ack;
+	ack.acked_seq        = seq;
+	axq_reply_now(q, c, &m);
+}
+
+void
+axq_reply_error(ax_queue *q, qctx *c, uint64_t seq, const char *code,
+                const char *text)
+{
+	Ax__QueueMessage m = AX__QUEUE_MESSAGE__INIT;
+	Ax__Error        e = AX__ERROR__INIT;
+	m.reply_to_seq     = seq;
+	m.body_case        = AX__QUEUE_MESSAGE__BODY_ERROR;
+	m.error            = &e;
+	e.code             = (char *) code;
+	e.message          = (char *) text;
+	axq_reply_now(q, c, &m);
+}
+
+/* An Ack that may leave only once the results it acknowledges are
+ * committed (see the file comment). w (NULL: not a valid session) is the
+ * worker whose report it answers: while we hold it, that worker cannot
+ * send its next report, so the Started of its newer dispatches waits in
+ * its outbox (see held in axq_ack_timeouts). */
+static void
+reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq, qworker *w)
+{
+	Ax__QueueMessage m   = AX__QUEUE_MESSAGE__INIT;
+	Ax__Ack          ack = AX__ACK__INIT;
+	nng_msg         *msg;
+	size_t           len;
+
+	if (atomic_load(&q->drop_acks) > 0) {
+		atomic_fetch_sub(&q->drop_acks, 1);
+		axq_ctx_recv(c); /* the request is dropped unanswered */
+		return;
+	}
+	m.reply_to_seq = seq;
+	m.body_case    = AX__QUEUE_MESSAGE__BODY_ACK;
+	m.ack          = &ack;
+	ack.acked_seq  = seq;
+	len            = ax__queue_message__get_packed_size(&m);
+	if (nng_msg_alloc(&msg, len) != 0) {
+		axq_ctx_recv(c);
+		return;
+	}
+	ax__queue_message__pack(&m, nng_msg_body(msg));
+	c->deferred  = msg;
+	c->need_seq  = q->fwd_seq;
+	c->def_until = ax_clock_mono_us() + DEFER_MAX_US;
+	c->dworker   = w;
+	c->dnext     = NULL;
+	if (w != NULL)
+		w->held++;
+	if (q->def_tail)
+		q->def_tail->dnext = c;
+	else
+		q->def_head = c;
+	q->def_tail = c;
+	q->ndeferred++;
+}
+
+/* Sends deferred acks once post_hook's outbox is empty. */
+void
+axq_deferred_flush(ax_queue *q)
+{
+	int64_t now = ax_clock_mono_us();
+
+	if (q->def_head == NULL)
+		return;
+	ax_actor_flush(q->self, AX_ACTOR_NONBLOCK);
+	/* FIFO: need_seq and def_until grow along the list */
+	while (q->def_head != NULL &&
+	       (q->def_head->need_seq <= q->committed ||
+	        q->def_head->def_until <= now)) {
+		qctx *c     = q->def_head;
+		q->def_head = c->dnext;
+		q->ndeferred--;
+		if (c->dworker != NULL) {
+			/* the worker's next report may take its retry
+			 * interval to come (it may have given up on this
+			 * one): its dispatches' timers wait that long too */
+			c->dworker->held--;
+			c->dworker->held_until = now + 2 * q->ack_timeout_us;
+			c->dworker             = NULL;
+		}
+		if (c->need_seq > q->committed) {
+			/* not committed in time (database down?): no ack, so
+			 * the worker sends the same results again */
+			nng_msg_free(c->deferred);
+			c->deferred = NULL;
+			axq_ctx_recv(c);
+			continue;
+		}
+		c->op = OP_SEND;
+		nng_aio_set_msg(c->aio, c->deferred);
+		c->deferred = NULL;
+		nng_ctx_send(c->ctx, c->aio);
+	}
+	if (q->def_head == NULL)
+		q->def_tail = NULL;
+}
+
+/* -------------------------------------------------------------- parking */
+
+void
+axq_unpark(ax_queue *q, qworker *w)
+{
+	if (w->parked == NULL)
+		return;
+	w->parked = NULL;
+	q->nparked--;
+	LIST_UNLINK(q->pd_head, q->pd_tail, w, pdnext, pdprev);
+	if (w->group != NULL)
+		axq_glist_del(&w->group->parked, w, 0);
+}
+
+/* Answers w's parked Pull with no dispatch. */
+void
+axq_park_answer_empty(ax_queue *q, qworker *w, uint64_t seq)
+{
+	qctx             *c = w->parked;
+	Ax__QueueMessage  m = AX__QUEUE_MESSAGE__INIT;
+	Ax__DispatchBatch b = AX__DISPATCH_BATCH__INIT;
+	if (c == NULL)
+		return;
+	axq_unpark(q, w);
+	m.reply_to_seq = seq;
+	m.body_case    = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+	m.dispatch     = &b;
+	axq_reply_now(q, c, &m);
+}
+
+static void
+on_pull(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
+{
+	int64_t wait = (int64_t) m->pull->wait_ms * AX_USEC_PER_MSEC;
+
+	if (w->parked != NULL)
+		axq_park_answer_empty(q, w, 0); /* superseded by this one */
+	w->parked    = c;
+	w->pull_free = m->pull->free_slots;
+	q->nparked++;
+	if (wait > POLL_MAX_US)
+		wait = POLL_MAX_US;
+	if (wait < 0)
+		wait = 0;
+	w->park_deadline = ax_clock_mono_us() + wait;
+	/* keep the deadline list sorted (equal waits append at the tail) */
+	LIST_INSERT_SORTED(q->pd_head, q->pd_tail, w, pdnext, pdprev,
+	                   park_deadline);
+	if (w->group != NULL)
+		axq_glist_add(&w->group->parked, w, 0);
+	if (axq_try_fill(q, w) == 0 && (wait == 0 || w->draining))
+		axq_park_answer_empty(q, w, m->seq);
+}
+
+/* ------------------------------------------------------------- requests */
+
+/* Handles one worker request on c; the request message is consumed. */
+static void
+on_request(ax_queue *q, qctx *c)
+{
+	Ax__WorkerMessage *m;
+	qworker           *w = NULL;
+	int                valid;
+	nng_msg           *msg = c->req;
+	ax_err             rv;
+
+	c->req = NULL;
+	rv     = ax_wproto_worker_msg(nng_msg_body(msg), nng_msg_len(msg), &m);
+	nng_msg_free(msg);
+	if (rv != AX_OK) {
+		/* the seq of a refused message is not trusted: 0 */
+		axq_reply_error(q, c, 0, "BAD_REQUEST", ax_err_detail());
+		return;
+	}
+	if (m->body_case == AX__WORKER_MESSAGE__BODY_REGISTER) {
+		axq_on_register(q, c, m);
+		goto done;
+	}
+	if (m->worker_id && *m->worker_id)
+		w = ax_hmap_get(&q->workers, m->worker_id);
+	valid = w != NULL && w->alive && w->session == m->session;
+	if (valid)
+		axq_lease_touch(q, w);
+	if (valid && m->ack != NULL)
+		for (size_t i = 0; i < m->ack->n_acked_run_ids; i++)
+			axq_ack_dispatch(q, w, m->ack->acked_run_ids[i]);
+	switch (m->body_case) {
+	case AX__WORKER_MESSAGE__BODY_STARTED:
+		axq_on_started(q, valid ? w : NULL, m->worker_id, m->started);
+		reply_ack_deferred(q, c, m->seq, valid ? w : NULL);
+		goto done;
+	case AX__WORKER_MESSAGE__BODY_RESULT:
+		axq_on_result(q, valid ? w : NULL, m->worker_id, m->result);
+		reply_ack_deferred(q, c, m->seq, valid ? w : NULL);
+		goto done;
+	case AX__WORKER_MESSAGE__BODY_REPORT:
+		for (size_t i = 0; i < m->report->n_started; i++)
+			axq_on_started(q, valid ? w : NULL, m->worker_id,
+			               m->report->started[i]);
+		for (size_t i = 0; i < m->report->n_results; i++)
+			axq_on_result(q, valid ? w : NULL, m->worker_id,
+			              m->report->results[i]);
+		if (m->report->n_started + m->report->n_results > 0)
+			reply_ack_deferred(q, c, m->seq, valid ? w : NULL);
+		else
+			axq_reply_ack(q, c, m->seq);
+		goto done;
+	case AX__WORKER_MESSAGE__BODY_ACK_ONLY:
+		if (valid)
+			for (size_t i = 0; i < m->ack_only->n_acked_run_ids;
+			     i++)
+				axq_ack_dispatch(
+				    q, w, m->ack_only->acked_run_ids[i]);
+		axq_reply_ack(q, c, m->seq);
+		goto done;
+	case AX__WORKER_MESSAGE__BODY_PULL:
+	case AX__WORKER_MESSAGE__BODY_HEARTBEAT:
+	case AX__WORKER_MESSAGE__BODY_DEREGISTER:
+		break;
+	default:
+		axq_reply_error(q, c, m->seq, "UNSUPPORTED",
+		                "unknown WorkerMessage body");
+		goto done;
+	}
+	if (w == NULL || !w->alive) {
+		axq_reply_error(q, c, m->seq, "UNKNOWN_WORKER",
+		                "register first (unknown or lapsed worker)");
+		goto done;
+	}
+	if (!valid) {
+		axq_reply_error(q, c, m->seq, "STALE_SESSION",
+		                "this session was replaced; register again");
+		goto done;
+	}
+	if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL)
+		on_pull(q, c, w, m);
+	else if (m->body_case == AX__WORKER_MESSAGE__BODY_HEARTBEAT)
+		axq_on_heartbeat(q, c, w, m);
+	else
+		axq_on_deregister(q, c, w, m);
+done:
+	ax__worker_message__free_unpacked(m, NULL);
+}
+
+/* -------------------------------------------------------- nng callbacks */
+
+/* Under q->mu: makes sure the actor will drain the hand-off list. */
+void
+axq_wake_locked(ax_queue *q)
+{
+	ax_actor_item it = { .type = ITEM_WAKE, .len = 0, .data = "" };
+	ax_err        rv;
+	if (q->woken || q->closing)
+		return;
+	rv = ax_actor_client_send(q->client, AX_A_QUEUE, &it, 1,
+	                          AX_ACTOR_NONBLOCK);
+	if (rv == AX_OK || rv == AX_EAGAIN) {
+		/* EAGAIN: the inbox is full, so the handler runs anyway */
+		q->woken      = 1;
+		q->wake_start = 0;
+		return;
+	}
+	if (rv == AX_ESTATE && !q->wake_retry) { /* not started yet */
+		q->wake_retry = 1;
+		nng_sleep_aio(5, q->wake_aio);
+	}
+}
+
+void
+axq_wake_cb(void *arg)
+{
+	ax_queue *q = arg;
+	pthread_mutex_lock(&q->mu);
+	q->wake_retry = 0;
+	if ((q->ready_head != NULL || q->wake_start) &&
+	    nng_aio_result(q->wake_aio) == 0)
+		axq_wake_locked(q);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void
+axq_ctx_recv(qctx *c)
+{
+	c->op = OP_RECV;
+	nng_ctx_recv(c->ctx, c->aio);
+}
+
+static void
+ctx_cb(void *arg)
+{
+	qctx     *c  = arg;
+	ax_queue *q  = c->q;
+	int       rv = nng_aio_result(c->aio);
+
+	if (c->op == OP_SEND) {
+		if (rv != 0)
+			nng_msg_free(nng_aio_get_msg(c->aio));
+		if (rv == NNG_ECLOSED || q->closing) {
+			c->op = OP_IDLE;
+			return;
+		}
+		axq_ctx_recv(c);
+		return;
+	}
+	if (rv != 0) {
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED || q->closing) {
+			c->op = OP_IDLE;
+			return;
+		}
+		axq_ctx_recv(c);
+		return;
+	}
+	c->req        = nng_aio_get_msg(c->aio);
+	c->op         = OP_HANDED;
+	c->ready_next = NULL;
+	pthread_mutex_lock(&q->mu);
+	if (q->ready_tail)
+		q->ready_tail->ready_next = c;
+	else
+		q->ready_head = c;
+	q->ready_tail = c;
+	axq_wake_locked(q);
+	pthread_mutex_unlock(&q->mu);
+}
+
+static ax_err
+ctx_open(ax_queue *q)
+{
+	qctx **v;
+	qctx  *c;
+	int    rv;
+
+	if (q->nctx >= QCTX_MAX)
+		return AX_OK;
+	if ((v = realloc(q->ctxs, (q->nctx + 1) * sizeof(*v))) == NULL)
+		return ax_err_set(AX_ENOMEM, "queue: REP context");
+	q->ctxs = v;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return ax_err_set(AX_ENOMEM, "queue: REP context");
+	c->q = q;
+	if ((rv = nng_aio_alloc(&c->aio, ctx_cb, c)) != 0 ||
+	    (rv = nng_ctx_open(&c->ctx, q->sock)) != 0) {
+		nng_aio_free(c->aio);
+		free(c);
+		return ax_err_set(AX_ENNG, "queue: REP context: %s",
+		                  nng_strerror(rv));
+	}
+	q->ctxs[q->nctx++] = c;
+	axq_ctx_recv(c);
+	return AX_OK;
+}
+
+/* Drains the hand-off list and handles every request on it. */
+void
+axq_drain_requests(ax_queue *q)
+{
+	qctx *c;
+	pthread_mutex_lock(&q->mu);
+	c             = q->ready_head;
+	q->ready_head = q->ready_tail = NULL;
+	q->woken                      = 0;
+	pthread_mutex_unlock(&q->mu);
+	while (c != NULL) {
+		qctx *next = c->ready_next;
+		on_request(q, c);
+		c = next;
+	}
+	while (q->nctx < QCTX_MAX &&
+	       q->nctx < q->nparked + q->ndeferred + QCTX_SPARE)
+		if (ctx_open(q) != AX_OK) {
+			ax_logf(AX_LOG_WARN, AX_A_QUEUE, "NNG_ERROR", NULL,
+			        "%s", ax_err_detail());
+			break;
+		}
+}
+
+ax_err
+axq_endpoint_listen(ax_queue *q)
+{
+	int rv;
+	if ((rv = nng_rep0_open(&q->sock)) != 0)
+		return ax_err_set(AX_ENNG, "queue: REP socket: %s",
+		                  nng_strerror(rv));
+	q->sock_open = 1;
+	nng_socket_set_size(q->sock, NNG_OPT_RECVMAXSZ, 16 << 20);
+	if ((rv = nng_listen(q->sock, q->addr, NULL, 0)) != 0)
+		return ax_err_set(rv == NNG_EADDRINUSE       ? AX_EEXIST
+		                      : rv == NNG_EADDRINVAL ? AX_EINVAL
+		                                             : AX_ENNG,
+		                  "queue: listen on %s (queue.address): %s%s",
+		                  q->addr, nng_strerror(rv),
+		                  rv == NNG_EADDRINUSE
+		                      ? "; another axd may be running"
+		                      : "");
+	for (int i = 0; i < QCTX_INITIAL; i++)
+		if ((rv = ctx_open(q)) != AX_OK)
+			return rv;
+	return AX_OK;
+}

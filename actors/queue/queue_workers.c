@@ -1,0 +1,653 @@
+/*
+ * queue_workers.c - the queue's workers and worker groups: registration
+ * (and the reconciliation of a restarted session), heartbeats, leases
+ * and their lapse, lost workers and their attempts (UNKNOWN), the
+ * reports a worker sends (Started, Result, Deregister), the group's
+ * members and consistent-hash ring, the capacity sent per group to the
+ * resource detector and the workers table in PostgreSQL. State in
+ * queue_internal.h; the queue's overview and invariants are at the top
+ * of queue.c.
+ *
+ * Leases: any request of a live session renews its worker's lease; a
+ * live worker is on the lease FIFO (renewal moves it to the tail), so
+ * the next lapse is its head. A lease ends only after lease +
+ * queue.lease_grace (lease_touch): the worker fences itself (kills its
+ * tasks) within its lease, so when its attempts go UNKNOWN and are
+ * retried elsewhere, nothing of them still runs.
+ *
+ * Workload: per request O(1) (hash maps, list moves) plus the worker's
+ * own attempts for a heartbeat or a restart; capacity is summed over a
+ * group's members once per batch (cap_flush), worker rows are written in
+ * one upsert at most once per heartbeat interval unless a state changed.
+ */
+#include "queue_internal.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "routing.h"
+#include "store_workers.h"
+#include "worker.pb-c.h"
+
+/* --------------------------------------------------------------- groups */
+
+qgroup *
+axq_group_get(ax_queue *q, const char *name)
+{
+	qgroup *g = ax_hmap_get(&q->groups, name);
+	if (g != NULL)
+		return g;
+	if ((g = calloc(1, sizeof(*g))) == NULL ||
+	    (g->name = strdup(name)) == NULL ||
+	    ax_hmap_put(&q->groups, g->name, g, NULL) != AX_OK) {
+		if (g)
+			free(g->name);
+		free(g);
+		ax_err_set(AX_ENOMEM, "queue: worker group %s", name);
+		return NULL;
+	}
+	ax_routing_state_init(&g->rs);
+	for (int ch = 0; ch < AX_QUEUE_NCHANNELS; ch++)
+		axq_heap_init(&g->heaps[ch]);
+	axq_heap_init(&g->unrouted);
+	return g;
+}
+
+void
+axq_cap_mark(ax_queue *q, qgroup *g)
+{
+	if (g != NULL && !g->cap_dirty) {
+		g->cap_dirty = 1;
+		g->dnext     = q->cap_dirty;
+		q->cap_dirty = g;
+	}
+}
+
+/* Sends WorkerCapacity for every group whose totals changed in this
+ * batch (coalesced: one per group per batch). */
+void
+axq_cap_flush(ax_queue *q)
+{
+	while (q->cap_dirty != NULL) {
+		qgroup *g     = q->cap_dirty;
+		int32_t total = 0, free_ = 0;
+		q->cap_dirty = g->dnext;
+		g->cap_dirty = 0;
+		for (qworker *w = g->members; w != NULL; w = w->gnext) {
+			if (w->draining)
+				continue;
+			total += w->slots;
+			free_ += w->slots > w->used ? w->slots - w->used : 0;
+		}
+		if (g->cap_sent && total == g->sent_total &&
+		    free_ == g->sent_free)
+			continue;
+		Ax__Command        cmd = AX__COMMAND__INIT;
+		Ax__WorkerCapacity wc  = AX__WORKER_CAPACITY__INIT;
+		cmd.issued_at_us       = ax_clock_utc_us();
+		cmd.body_case          = AX__COMMAND__BODY_WORKER_CAPACITY;
+		cmd.worker_capacity    = &wc;
+		wc.worker_group        = g->name;
+		wc.slots_total         = total;
+		wc.slots_free          = free_;
+		wc.alive               = total > 0;
+		axq_send_cmd(q, AX_A_RESOURCE_DETECTOR, &cmd);
+		g->cap_sent   = 1;
+		g->sent_total = total;
+		g->sent_free  = free_;
+	}
+}
+
+/* -------------------------------------------------------------- workers */
+
+static void
+db_mark(ax_queue *q, qworker *w, const char *state, int urgent)
+{
+	w->db_state = state;
+	if (urgent)
+		w->db_urgent = 1;
+	if (!w->db_dirty) {
+		w->db_dirty = 1;
+		w->dnext    = q->dirty;
+		q->dirty    = w;
+	}
+}
+
+/* Writes dirty workers in one upsert: at once after a state change,
+ * else at most once per heartbeat interval. A failure is logged and the
+ * rows stay dirty for the next round. */
+void
+axq_db_flush(ax_queue *q, int64_t now)
+{
+	ax_store_worker_row rows[512];
+	size_t              n      = 0;
+	int                 urgent = 0;
+
+	if (q->dirty == NULL)
+		return;
+	for (qworker *w = q->dirty; w != NULL; w = w->dnext)
+		urgent |= w->db_urgent;
+	if (q->store == NULL) {
+		while (q->dirty) {
+			qworker *w  = q->dirty;
+			q->dirty    = w->dnext;
+			w->db_dirty = w->db_urgent = 0;
+		}
+		return;
+	}
+	if (!urgent && now - q->db_last < q->hb_us)
+		return;
+	for (qworker *w = q->dirty; w != NULL && n < 512; w = w->dnext) {
+		ax_store_worker_row *r = &rows[n++];
+		r->id                  = w->id;
+		r->worker_group        = w->group ? w->group->name : "default";
+		r->slots               = w->slots;
+		r->used_slots          = w->used;
+		r->hostname            = w->hostname;
+		r->pid                 = w->pid;
+		r->state               = w->db_state ? w->db_state : "ACTIVE";
+		r->registered_at_us    = w->registered_at_us;
+		r->heartbeat_at_us     = w->heartbeat_at_us;
+		r->lease_expires_at_us = w->heartbeat_at_us + q->lease_us;
+	}
+	q->db_last = now;
+	if (ax_store_workers_upsert(q->store, rows, n) != AX_OK) {
+		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
+		        "workers upsert of %zu rows: %s", n, ax_err_detail());
+		return;
+	}
+	for (size_t i = 0; i < n && q->dirty; i++) {
+		qworker *w  = q->dirty;
+		q->dirty    = w->dnext;
+		w->db_dirty = w->db_urgent = 0;
+	}
+}
+
+qworker *
+axq_worker_get(ax_queue *q, const char *id)
+{
+	qworker *w = ax_hmap_get(&q->workers, id);
+	if (w != NULL)
+		return w;
+	if ((w = calloc(1, sizeof(*w))) == NULL ||
+	    (w->id = strdup(id)) == NULL ||
+	    ax_hmap_put(&q->workers, w->id, w, NULL) != AX_OK) {
+		if (w)
+			free(w->id);
+		free(w);
+		ax_err_set(AX_ENOMEM, "queue: worker %s", id);
+		return NULL;
+	}
+	axq_heap_init(&w->personal);
+	return w;
+}
+
+/* Unlinked singly-headed (no tail) lists use a dummy tail variable. */
+void
+axq_glist_add(qworker **head, qworker *w, int members)
+{
+	if (members) {
+		w->gprev = NULL;
+		w->gnext = *head;
+		if (*head)
+			(*head)->gprev = w;
+		*head = w;
+	} else {
+		w->pkprev = NULL;
+		w->pknext = *head;
+		if (*head)
+			(*head)->pkprev = w;
+		*head = w;
+	}
+}
+
+void
+axq_glist_del(qworker **head, qworker *w, int members)
+{
+	if (members) {
+		if (w->gprev)
+			w->gprev->gnext = w->gnext;
+		else
+			*head = w->gnext;
+		if (w->gnext)
+			w->gnext->gprev = w->gprev;
+		w->gnext = w->gprev = NULL;
+	} else {
+		if (w->pkprev)
+			w->pkprev->pknext = w->pknext;
+		else
+			*head = w->pknext;
+		if (w->pknext)
+			w->pknext->pkprev = w->pkprev;
+		w->pknext = w->pkprev = NULL;
+	}
+}
+
+/* ----------------------------------------------------- worker lifecycle */
+
+static void
+group_join(ax_queue *q, qworker *w, qgroup *g)
+{
+	w->group  = g;
+	w->joined = 1;
+	axq_glist_add(&g->members, w, 1);
+	ax_routing_ring_add(&g->ring, w->id);
+	/* consistent_hash attempts that had nobody to go to */
+	while (ax_heap_count(&g->unrouted) > 0) {
+		qatt *a = axq_heap_top(&g->unrouted);
+		axq_heap_remove(a);
+		STAT(q, st_depth[a->ch], -1);
+		axq_att_enqueue(q, a);
+	}
+	axq_cap_mark(q, g);
+}
+
+/* Takes w out of its group: re-routes its consistent_hash attempts (its
+ * pinned ones keep waiting for it). */
+static void
+group_leave(ax_queue *q, qworker *w)
+{
+	qgroup *g = w->group;
+	if (g == NULL || !w->joined)
+		return;
+	if (w->parked)
+		axq_park_answer_empty(q, w, 0);
+	w->joined = 0;
+	axq_glist_del(&g->members, w, 1);
+	ax_routing_ring_remove(&g->ring, w->id);
+	axq_cap_mark(q, g);
+	for (size_t i = 0; i < ax_heap_count(&w->personal);) {
+		qatt *a = axq_heap_at(&w->personal, i);
+		if (a->route == &ax_routing_consistent_hash &&
+		    a->bound == NULL) {
+			axq_heap_remove(a);
+			STAT(q, st_depth[a->ch], -1);
+			axq_att_enqueue(q, a);
+			i = 0; /* the heap changed under us */
+		} else {
+			i++;
+		}
+	}
+}
+
+/* Reports a UNKNOWN with reason (worker wid may hold it; its late
+ * reports are still forwarded) and retires it: the result handler
+ * retries it per policy under a new run_id. */
+void
+axq_att_lost(ax_queue *q, qatt *a, const char *wid, const char *reason)
+{
+	ax_log_ids ids = axq_att_ids(a);
+	ax_logf(AX_LOG_WARN, AX_A_QUEUE, reason, &ids,
+	        "worker %s: attempt outcome unknown", wid);
+	axq_forward(q, a, a->run_id, AX__ATTEMPT_STATUS__ATTEMPT_UNKNOWN, wid,
+	            NULL, 0, reason);
+	axq_att_retire(q, a);
+}
+
+static int
+listed(char **ids, size_t n, const char *run_id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ids[i], run_id) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Ends w's session: running attempts are reported UNKNOWN with reason,
+ * except run_ids in keep[0..nkeep). So are unacknowledged dispatches,
+ * which w may have started (its Started lost with it), unless told_all:
+ * the process that was sent them says what it holds (keep: a re-register
+ * of the same process, or a Deregister after its reports) and did not
+ * start them, so they are re-queued. Attempts bound to w (sent again to
+ * it after an ack timeout or a start, see doubt_resolve) are never handed
+ * to another worker: w may hold them, so they go UNKNOWN unless kept.
+ */
+static void
+session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
+            char **keep, size_t nkeep, int told_all)
+{
+	qatt *a, *next;
+	if (w->parked) /* nothing may be dispatched to it meanwhile */
+		axq_park_answer_empty(q, w, 0);
+	for (a = w->att; a != NULL; a = next) {
+		next = a->wnext;
+		if (listed(keep, nkeep, a->run_id))
+			continue;
+		if (a->state == ST_DISPATCHED && a->bound == NULL &&
+		    told_all) {
+			axq_att_requeue(q, a);
+			continue;
+		}
+		axq_att_lost(q, a, w->id, reason);
+	}
+	for (a = w->doubt; a != NULL; a = next) { /* bound, not rendered */
+		next = a->xnext;
+		if (!listed(keep, nkeep, a->run_id)) {
+			axq_att_lost(q, a, w->id, reason);
+			continue;
+		}
+		axq_doubt_unlink(a);
+		axq_att_link_worker(q, a, w);
+		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		a->state = ST_RUNNING;
+	}
+	for (size_t i = 0; i < ax_heap_count(&w->personal);) {
+		a = axq_heap_at(&w->personal, i);
+		if (a->bound != w) {
+			i++;
+			continue;
+		}
+		axq_att_lost(q, a, w->id, reason);
+		i = 0; /* the heap changed under us */
+	}
+	if (state != NULL) {
+		if (w->alive) {
+			LIST_UNLINK(q->lease_head, q->lease_tail, w, lnext,
+			            lprev);
+			STAT(q, st_workers, -1);
+		}
+		group_leave(q, w);
+		w->alive = 0;
+		db_mark(q, w, state, 1);
+	}
+}
+
+void
+axq_worker_lost(ax_queue *q, qworker *w)
+{
+	char json[300];
+	ax_logf(AX_LOG_WARN, AX_A_QUEUE, "TIMEOUT_HEARTBEAT", NULL,
+	        "worker %s: lease lapsed", w->id);
+	STAT(q, st_lease_losses, 1);
+	session_end(q, w, "TIMEOUT_HEARTBEAT", "LOST", NULL, 0, 0);
+	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
+	axq_emit(q, "worker.lost", "TIMEOUT_HEARTBEAT", json);
+}
+
+/*
+ * Any request of w's live session extends its lease. The worker fences
+ * itself (kills its tasks) lease after the send time of its last
+ * answered request; we count from the receipt of its last request,
+ * which is later, and add queue.lease_grace for clock rates and
+ * scheduling: so when axq_worker_lost hands its attempts elsewhere, its
+ * tasks are gone.
+ */
+void
+axq_lease_touch(ax_queue *q, qworker *w)
+{
+	w->lease_mono = ax_clock_mono_us() + q->lease_us + q->lease_grace_us;
+	LIST_UNLINK(q->lease_head, q->lease_tail, w, lnext, lprev);
+	LIST_APPEND(q->lease_head, q->lease_tail, w, lnext, lprev);
+}
+
+static void
+lease_renew(ax_queue *q, qworker *w)
+{
+	w->heartbeat_at_us = ax_clock_utc_us();
+	axq_lease_touch(q, w);
+}
+
+/* Adopts a run_id a worker runs that the queue does not know (a queue
+ * restart): its reports will be forwarded with the run_id only. */
+static void
+adopt(ax_queue *q, qworker *w, const char *run_id)
+{
+	qatt *a = calloc(1, sizeof(*a));
+	if (a == NULL || (a->run_id = strdup(run_id)) == NULL) {
+		free(a);
+		return;
+	}
+	a->slots = 1;
+	a->seq   = ++q->seq;
+	if (ax_hmap_put(&q->runs, a->run_id, a, NULL) != AX_OK) {
+		axq_att_free(a);
+		return;
+	}
+	axq_att_link_worker(q, a, w);
+	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+	a->state = ST_RUNNING;
+}
+
+/*
+ * Acknowledges the dispatch of run_id to w. An attempt back in a queue
+ * that w acknowledges late (re-queued after a start, or handed back) is
+ * taken back from the queue (it runs on w; dispatching it again would
+ * run it twice).
+ */
+void
+axq_ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
+{
+	qatt   *a = ax_hmap_get(&q->runs, run_id);
+	int64_t dispatched;
+	if (a == NULL)
+		return;
+	if (a->state == ST_QUEUED && w->alive) {
+		dispatched = a->dispatched_at_us;
+		axq_heap_remove(a);
+		STAT(q, st_depth[a->ch], -1);
+		axq_att_link_worker(q, a, w);
+		a->dispatched_at_us = dispatched;
+	}
+	if (a->worker != w || a->state != ST_DISPATCHED)
+		return;
+	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+	a->state = ST_RUNNING;
+	a->bound = NULL; /* w has it: from now on like any attempt */
+	if (a->resend) {
+		a->resend = 0;
+		w->nresend--;
+	}
+}
+
+/* 1 when r comes from the process w's session was (same pid, host). */
+static int
+same_process(const qworker *w, const Ax__Register *r)
+{
+	return w->pid == r->pid && w->hostname != NULL &&
+	    r->hostname != NULL && strcmp(w->hostname, r->hostname) == 0;
+}
+
+void
+axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
+{
+	const Ax__Register *r       = m->register_;
+	Ax__QueueMessage    out     = AX__QUEUE_MESSAGE__INIT;
+	Ax__RegisterReply   rr      = AX__REGISTER_REPLY__INIT;
+	char              **cancel  = NULL;
+	size_t              ncancel = 0;
+	qworker            *w;
+	qgroup             *g;
+	char                json[400];
+
+	STAT(q, st_registers, 1);
+	if (r->worker_id == NULL || !*r->worker_id || r->slots < 1 ||
+	    r->slots > 100000) {
+		axq_reply_error(
+		    q, c, m->seq, "BAD_REQUEST",
+		    "Register needs a worker_id and 1..100000 slots");
+		return;
+	}
+	g = axq_group_get(q, *r->worker_group ? r->worker_group : "default");
+	if (g == NULL || (w = axq_worker_get(q, r->worker_id)) == NULL) {
+		axq_reply_error(q, c, m->seq, "INTERNAL", "out of memory");
+		return;
+	}
+	if (w->alive) /* a restart: reconcile the old session */
+		session_end(q, w, "WORKER_RESTARTED", NULL, r->running_run_ids,
+		            r->n_running_run_ids, same_process(w, r));
+	if (w->joined && w->group != g)
+		group_leave(q, w);
+	if (!w->alive) {
+		STAT(q, st_workers, 1);
+		w->lprev = w->lnext = NULL;
+		LIST_APPEND(q->lease_head, q->lease_tail, w, lnext, lprev);
+	}
+	w->alive    = 1;
+	w->draining = 0;
+	w->slots    = r->slots;
+	w->session  = ++q->session_ctr ^ ((uint64_t) ax_clock_utc_us() << 20);
+	if (w->session == 0)
+		w->session = 1;
+	if (w->ordinal == 0)
+		w->ordinal = ++q->ordinal;
+	free(w->hostname);
+	w->hostname         = r->hostname ? strdup(r->hostname) : NULL;
+	w->pid              = r->pid;
+	w->registered_at_us = ax_clock_utc_us();
+	lease_renew(q, w);
+	if (!w->joined)
+		group_join(q, w, g);
+	axq_cap_mark(q, g);
+	db_mark(q, w, "ACTIVE", 1);
+	axq_doubt_settle(q, w, r);
+	if ((cancel = calloc(r->n_running_run_ids + 1, sizeof(*cancel))) ==
+	    NULL) {
+		axq_reply_error(q, c, m->seq, "INTERNAL", "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < r->n_running_run_ids; i++) {
+		qatt *a = ax_hmap_get(&q->runs, r->running_run_ids[i]);
+		if (a == NULL)
+			adopt(q, w, r->running_run_ids[i]);
+		else if (a->state == ST_DONE && a->kill)
+			cancel[ncancel++] = a->run_id;
+	}
+	out.reply_to_seq         = m->seq;
+	out.body_case            = AX__QUEUE_MESSAGE__BODY_REGISTER_REPLY;
+	out.register_reply       = &rr;
+	rr.session               = w->session;
+	rr.heartbeat_interval_ms = (int32_t) (q->hb_us / 1000);
+	rr.lease_ttl_ms          = (int32_t) (q->lease_us / 1000);
+	rr.retry_interval_ms     = (int32_t) (q->ack_timeout_us / 1000);
+	rr.n_cancel_run_ids      = ncancel;
+	rr.cancel_run_ids        = cancel;
+	axq_reply_now(q, c, &out);
+	free(cancel);
+	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
+	        "worker %s registered in group %s with %d slots", w->id,
+	        g->name, (int) w->slots);
+	snprintf(json, sizeof(json),
+	         "{\"worker\":\"%.200s\",\"group\":\"%.100s\",\"slots\":%d}",
+	         w->id, g->name, (int) w->slots);
+	axq_emit(q, "worker.registered", NULL, json);
+}
+
+void
+axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
+{
+	const Ax__Heartbeat *hb  = m->heartbeat;
+	Ax__QueueMessage     out = AX__QUEUE_MESSAGE__INIT;
+	Ax__HeartbeatReply   hr  = AX__HEARTBEAT_REPLY__INIT;
+	size_t               nk = 0, nu = 0;
+	char               **kill, **unknown;
+
+	lease_renew(q, w);
+	w->load_x100 = hb->load_x100;
+	db_mark(q, w, hb->draining ? "DRAINING" : "ACTIVE",
+	        hb->draining && !w->draining);
+	if (hb->draining && !w->draining) {
+		w->draining = 1;
+		axq_cap_mark(q, w->group);
+		if (w->parked)
+			axq_park_answer_empty(q, w, 0);
+	}
+	kill    = calloc(w->slots + 1, sizeof(*kill));
+	unknown = calloc(hb->n_running_run_ids + 1, sizeof(*unknown));
+	if (kill == NULL || unknown == NULL) {
+		free(kill);
+		free(unknown);
+		axq_reply_error(q, c, m->seq, "INTERNAL", "out of memory");
+		return;
+	}
+	for (qatt *a = w->att; a != NULL && nk < (size_t) w->slots;
+	     a       = a->wnext)
+                if (a->kill)
+                        kill[nk++] = a->run_id;
+	for (size_t i = 0; i < hb->n_running_run_ids; i++) {
+		qatt *a = ax_hmap_get(&q->runs, hb->running_run_ids[i]);
+		if (a == NULL) {
+			unknown[nu++] = hb->running_run_ids[i];
+			adopt(q, w, hb->running_run_ids[i]);
+		} else {
+			if (a->worker == w)
+				a->verify = 0;
+			axq_ack_dispatch(q, w, a->run_id);
+		}
+	}
+	for (qatt *a = w->att, *next; a != NULL; a = next) {
+		next = a->wnext;
+		if (a->verify != 0 && a->verify <= ax_clock_mono_us())
+			axq_att_lost(q, a, w->id, "WORKER_RESTARTED");
+	}
+	out.reply_to_seq       = m->seq;
+	out.body_case          = AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
+	out.heartbeat_reply    = &hr;
+	hr.acked_seq           = m->seq;
+	hr.lease_expires_at_us = w->heartbeat_at_us + q->lease_us;
+	hr.n_cancel_run_ids    = nk;
+	hr.cancel_run_ids      = kill;
+	hr.n_unknown_run_ids   = nu;
+	hr.unknown_run_ids     = unknown;
+	hr.hand_back           = w->draining && q->hand_back;
+	axq_reply_now(q, c, &out);
+	free(kill);
+	free(unknown);
+}
+
+void
+axq_on_started(ax_queue *q, qworker *w, const char *wid, const Ax__Started *s)
+{
+	qatt *a;
+	if (s->run_id == NULL || !*s->run_id)
+		return;
+	a = ax_hmap_get(&q->runs, s->run_id);
+	if (a != NULL && w != NULL)
+		axq_ack_dispatch(q, w, a->run_id);
+	if (a != NULL && a->state != ST_DONE)
+		a->started_at_us = s->started_at_us;
+	axq_forward(q, a, s->run_id, AX__ATTEMPT_STATUS__ATTEMPT_STARTED, wid,
+	            NULL, s->started_at_us, NULL);
+}
+
+void
+axq_on_result(ax_queue *q, qworker *w, const char *wid, const Ax__Result *r)
+{
+	static const char *const reasons[] = { NULL, NULL, NULL,
+		                               "TIMEOUT_EXEC", NULL };
+	qatt                    *a;
+	int                      st = r->status;
+
+	if (r->run_id == NULL || !*r->run_id)
+		return;
+	if (st < AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS ||
+	    st > AX__ATTEMPT_STATUS__ATTEMPT_CANCELED)
+		st = AX__ATTEMPT_STATUS__ATTEMPT_FAILED;
+	a = ax_hmap_get(&q->runs, r->run_id);
+	axq_forward(q, a, r->run_id, st, wid, r, 0,
+	            st == AX__ATTEMPT_STATUS__ATTEMPT_CANCELED && a && a->kill
+	                ? a->kill_reason
+	                : reasons[st]);
+	if (a != NULL && a->state != ST_DONE)
+		axq_att_retire(q, a);
+}
+
+void
+axq_on_deregister(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
+{
+	const Ax__Deregister *d = m->deregister;
+	char                  json[300];
+	if (d->hand_back)
+		for (size_t i = 0; i < d->n_running_run_ids; i++) {
+			qatt *a = ax_hmap_get(&q->runs, d->running_run_ids[i]);
+			if (a != NULL && a->worker == w && a->ar != NULL)
+				axq_att_requeue(q, a);
+		}
+	session_end(q, w, "WORKER_LEFT", "GONE", NULL, 0, 1);
+	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
+	axq_emit(q, "worker.left", NULL, json);
+	axq_reply_ack(q, c, m->seq);
+}
