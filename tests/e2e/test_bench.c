@@ -6,7 +6,7 @@
  * measure what it was asked for: the chain's edge count, the layered
  * DAG's instance count and its ratio to Dask, latency samples, a
  * throughput. SIGINT in the middle of a scenario must leave no process
- * and no temp home behind.
+ * and no temp home behind; a bad option exits 2 naming it.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -87,6 +87,38 @@ Test(bench, all_scenarios_measure_what_they_were_asked)
 	cr_assert(json_is_null(json_object_get(o, "cpu_us_per_instance")) ||
 	          num(o, "cpu_us_per_instance") >= 0);
 	json_decref(o);
+}
+
+Test(bench, bad_options_exit_2_naming_the_option)
+{
+	static const struct {
+		const char *arg, *val, *msg;
+	} cases[] = {
+		{ "--scenario", "storm", "--scenario must be latency, " },
+		{ "--width", "2000",
+		  "--width must be an integer from 1 to 1024" },
+		{ "--runs", "0", "--runs must be an integer from 1" },
+		{ "--executor", "docker",
+		  "--executor must be noop or process" },
+	};
+	char out[4096], err[4096], bin[4096];
+
+	cr_assert_not_null(getenv("AX_BIN_DIR"));
+	snprintf(bin, sizeof(bin), "%s/axctl", getenv("AX_BIN_DIR"));
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		int rc = ax_cli_run(out, sizeof(out), err, sizeof(err), bin,
+		                    "bench", cases[k].arg, cases[k].val, NULL);
+		cr_assert_eq(rc, 2, "%s %s: exit %d", cases[k].arg,
+		             cases[k].val, rc);
+		cr_assert(strstr(err, cases[k].msg) != NULL,
+		          "'%s' not in '%s'", cases[k].msg, err);
+		cr_assert_str_eq(out, "", "nothing on stdout");
+	}
+	cr_assert_eq(ax_cli_run(out, sizeof(out), err, sizeof(err), bin,
+	                        "bench", "--help", NULL),
+	             0);
+	cr_assert(strstr(out, "chain") != NULL && strstr(out, "layered"), "%s",
+	          out);
 }
 
 /* 1 when some process's command line mentions s. */
