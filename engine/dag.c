@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "dag_params.h"
 
@@ -234,25 +235,10 @@ ax_dagset_strdup(ax_dagset *set, const char *s)
 	return s ? ax_dagset_strndup(set, s, strlen(s)) : NULL;
 }
 
-static int
-grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return 0;
-	size_t nc = *cap ? *cap * 2 : 16;
-	void  *p  = realloc(*arr, nc * elem);
-	if (p == NULL)
-		return -1;
-	*arr = p;
-	*cap = nc;
-	return 0;
-}
-
 ax_dag *
 ax_dagset_add_dag(ax_dagset *set)
 {
-	if (grow((void **) &set->dags, &set->cap_dags, set->n_dags,
-	         sizeof(ax_dag *)) != 0)
+	if (AX_GROW(set->dags, set->cap_dags, set->n_dags + 1) != AX_OK)
 		return NULL;
 	ax_dag *d = ax_dagset_alloc(set, sizeof(*d));
 	if (d == NULL)
@@ -267,8 +253,8 @@ ax_dagset_add_dag(ax_dagset *set)
 ax_task_template *
 ax_dagset_add_template(ax_dagset *set)
 {
-	if (grow((void **) &set->templates, &set->cap_templates,
-	         set->n_templates, sizeof(ax_task_template *)) != 0)
+	if (AX_GROW(set->templates, set->cap_templates,
+	            set->n_templates + 1) != AX_OK)
 		return NULL;
 	ax_task_template *t = ax_dagset_alloc(set, sizeof(*t));
 	if (t == NULL)
@@ -292,8 +278,7 @@ ax_dagset_error(ax_dagset *set, ax_pos pos, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (grow((void **) &set->diags, &set->cap_diags, set->n_diags,
-	         sizeof(ax_diag)) != 0) {
+	if (AX_GROW(set->diags, set->cap_diags, set->n_diags + 1) != AX_OK) {
 		set->n_dropped++;
 		return;
 	}

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "shell_quote.h"
 #include "suggest.h"
 
@@ -63,12 +64,11 @@ typedef struct rstate {
 	void                *arg;
 	size_t               nerr;
 	ax_render_err       *first; /* render mode: first error */
-	char                *out;
-	size_t               len, cap;
-	int                  too_long;
-	ax_shq              *shq;    /* shell mode: the script's context */
-	ax_render_report_fn  on_raw; /* check mode: each `| raw` */
-	void                *raw_arg;
+	ax_buf               out;   /* render mode: the text; its sticky
+	                               error is AX_ELIMIT past the limit */
+	ax_shq             *shq;    /* shell mode: the script's context */
+	ax_render_report_fn on_raw; /* check mode: each `| raw` */
+	void               *raw_arg;
 } rstate;
 
 static void fail(rstate *s, size_t off, const char *fmt, ...)
@@ -94,27 +94,8 @@ fail(rstate *s, size_t off, const char *fmt, ...)
 static void
 emit(rstate *s, const char *p, size_t n)
 {
-	if (s->ctx == NULL || s->too_long)
-		return;
-	if (s->len + n >= AX_RENDER_MAX_OUT) {
-		s->too_long = 1;
-		return;
-	}
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap : 64;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *q = realloc(s->out, cap);
-		if (q == NULL) {
-			s->too_long = 2;
-			return;
-		}
-		s->out = q;
-		s->cap = cap;
-	}
-	memcpy(s->out + s->len, p, n);
-	s->len += n;
-	s->out[s->len] = '\0';
+	if (s->ctx != NULL)
+		ax_buf_append(&s->out, p, n);
 }
 
 /* Literal script text (the author's): written and tracked. */
@@ -645,12 +626,13 @@ ax_render(const char *tmpl, const ax_render_ctx *ctx, char **out,
 	s.tmpl  = tmpl;
 	s.ctx   = ctx;
 	s.first = err ? err : &e;
+	/* the text stays below AX_RENDER_MAX_OUT bytes */
+	ax_buf_init(&s.out, AX_RENDER_MAX_OUT - 1);
 	if (ctx->shell) {
 		if ((s.shq = malloc(sizeof(*s.shq))) == NULL)
 			return ax_err_set(AX_ENOMEM, "rendering a template");
 		ax_shq_init(s.shq);
 	}
-	emit(&s, "", 0);
 	walk(&s);
 	if (s.nerr == 0 && s.shq != NULL) {
 		char msg[200];
@@ -659,20 +641,20 @@ ax_render(const char *tmpl, const ax_render_ctx *ctx, char **out,
 	}
 	free(s.shq);
 	if (s.nerr > 0) {
-		free(s.out);
+		ax_buf_fini(&s.out);
 		return ax_err_set(AX_EPARSE, "offset %zu: %s", s.first->offset,
 		                  s.first->msg);
 	}
-	if (s.too_long) {
-		free(s.out);
-		if (s.too_long == 2)
+	if (ax_buf_err(&s.out) != AX_OK) {
+		ax_err rv = ax_buf_err(&s.out);
+		ax_buf_fini(&s.out);
+		if (rv != AX_ELIMIT)
 			return ax_err_set(AX_ENOMEM, "rendering a template");
 		return ax_err_set(AX_ELIMIT,
 		                  "rendered text is longer than %d bytes",
 		                  AX_RENDER_MAX_OUT);
 	}
-	*out = s.out;
-	return AX_OK;
+	return ax_buf_take(&s.out, out, NULL);
 }
 
 size_t

@@ -1127,29 +1127,7 @@ ax_store_batch_check(size_t n, const char *what)
 static void
 sqlarr_put(ax_sqlarr *a, const char *s, size_t n)
 {
-	if (a->oom)
-		return;
-	if (a->len + n + 3 > a->cap) {
-		size_t cap = a->cap ? a->cap : 256;
-		while (a->len + n + 3 > cap)
-			cap *= 2;
-		char *b = realloc(a->buf, cap);
-		if (b == NULL) {
-			a->oom = 1;
-			return;
-		}
-		a->buf = b;
-		a->cap = cap;
-	}
-	memcpy(a->buf + a->len, s, n);
-	a->len += n;
-	a->buf[a->len] = '\0';
-}
-
-void
-ax_sqlarr_raw(ax_sqlarr *a, const char *s, size_t n)
-{
-	sqlarr_put(a, s, n);
+	ax_buf_append(&a->b, s, n);
 }
 
 static void
@@ -1221,14 +1199,14 @@ const char *
 ax_sqlarr_end(ax_sqlarr *a)
 {
 	sqlarr_put(a, a->n == 0 ? "{}" : "}", a->n == 0 ? 2 : 1);
-	return a->oom ? NULL : a->buf;
+	return ax_buf_err(&a->b) != AX_OK ? NULL : ax_buf_str(&a->b);
 }
 
 void
 ax_sqlarr_fini(ax_sqlarr *a)
 {
-	free(a->buf);
-	memset(a, 0, sizeof(*a));
+	ax_buf_fini(&a->b);
+	a->n = 0;
 }
 
 ax_err

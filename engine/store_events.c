@@ -186,13 +186,14 @@ payload_object(const ax_store_event_row *e)
 	return out;
 }
 
-/* COPY text is built in an ax_sqlarr used as a plain growable buffer. */
-typedef ax_sqlarr copybuf;
+/* COPY text is built in an ax_buf (its error is sticky: checked once,
+ * before the COPY). */
+typedef ax_buf copybuf;
 
 static void
 cb_put(copybuf *c, const char *s, size_t n)
 {
-	ax_sqlarr_raw(c, s, n);
+	ax_buf_append(c, s, n);
 }
 
 /* One field: text escaped for COPY (backslash, tab, newline, CR), NULL
@@ -406,12 +407,12 @@ events_copy(ax_store *s, const ax_store_event_row *rows, size_t n,
 		cb_text(&cb, pl, '\n');
 		free(pl);
 	}
-	if (cb.oom) {
+	if (ax_buf_err(&cb) != AX_OK) {
 		rv = ax_err_set(AX_ENOMEM, "store: out of memory for events");
 		goto out;
 	}
 	if (cb.len > 0 &&
-	    (rv = ax_store_copy_in(s, SQL_COPY_EV, cb.buf, cb.len, &copied)) !=
+	    (rv = ax_store_copy_in(s, SQL_COPY_EV, cb.p, cb.len, &copied)) !=
 	        AX_OK)
 		goto out;
 	if (inserted != NULL)
@@ -424,7 +425,7 @@ out:
 	free(dmap);
 	free(pos);
 	free(skip);
-	ax_sqlarr_fini(&cb);
+	ax_buf_fini(&cb);
 	return rv;
 }
 

@@ -5,8 +5,8 @@
  * from the unit test of the literals).
  *
  * Invariants: a literal is built by one thread; zeroed memory is an
- * empty array; an allocation failure is sticky and reported once, by
- * ax_sqlarr_end / ax_sqlarr_end_all.
+ * empty array; an allocation failure is sticky (ax_buf) and reported
+ * once, by ax_sqlarr_end / ax_sqlarr_end_all.
  */
 #ifndef AX_STORE_INTERNAL_H
 #define AX_STORE_INTERNAL_H
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ax_err.h"
+#include "buf.h"
 #include "store.h"
 
 /*
@@ -31,16 +32,12 @@ ax_err ax_store_batch_check(size_t n, const char *what);
 
 /* A growing array literal "{...}"; zeroed memory is an empty array. */
 typedef struct ax_sqlarr {
-	char  *buf;
-	size_t len, cap;
-	size_t n;   /* elements so far */
-	int    oom; /* an allocation failed: ax_sqlarr_end returns NULL */
+	ax_buf b; /* the text; its sticky error (out of memory) makes
+	             ax_sqlarr_end return NULL */
+	size_t n; /* elements so far */
 } ax_sqlarr;
 
 void ax_sqlarr_int(ax_sqlarr *a, int64_t v);
-/* Appends n raw bytes (no separator, no quoting): the buffer alone, e.g.
- * for COPY data. buf stays NUL-terminated. */
-void ax_sqlarr_raw(ax_sqlarr *a, const char *s, size_t n);
 /* Appends NULL when v == 0 (for columns where 0 means NULL). */
 void ax_sqlarr_int0(ax_sqlarr *a, int64_t v);
 /* Appends s quoted and escaped; NULL appends SQL NULL. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ax_config.h"
+#include "buf.h"
 #include "clock.h"
 #include "executor.h"
 #include "task_env.h"
@@ -203,26 +204,10 @@ rq_idle(const ax_worker *w, int k)
 
 /* ------------------------------------------------------------ outbox */
 
-static int
-grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c < need)
-		c *= 2;
-	void *n = realloc(*v, c * size);
-	if (n == NULL)
-		return -1;
-	*v   = n;
-	*cap = c;
-	return 0;
-}
-
 static void
 out_started(ax_worker *w, const char *run_id, int64_t at)
 {
-	if (grow((void **) &w->ost, &w->cost, w->nost + 1, sizeof(*w->ost)))
+	if (AX_GROW(w->ost, w->cost, w->nost + 1) != AX_OK)
 		return;
 	w->ost[w->nost].run_id       = strdup(run_id);
 	w->ost[w->nost++].started_at = at;
@@ -235,8 +220,7 @@ out_result(ax_worker *w, const char *run_id, int status, int exit_code,
            const char *log_path, const ax_exec_result *er)
 {
 	Ax__Result *r;
-	if (grow((void **) &w->ores, &w->cores, w->nores + 1,
-	         sizeof(*w->ores)))
+	if (AX_GROW(w->ores, w->cores, w->nores + 1) != AX_OK)
 		return;
 	r = &w->ores[w->nores++];
 	ax__result__init(r);
@@ -260,8 +244,7 @@ out_result(ax_worker *w, const char *run_id, int status, int exit_code,
 static void
 out_ack(ax_worker *w, const char *run_id)
 {
-	if (grow((void **) &w->acks, &w->cacks, w->nacks + 1,
-	         sizeof(*w->acks)))
+	if (AX_GROW(w->acks, w->cacks, w->nacks + 1) != AX_OK)
 		return;
 	w->acks[w->nacks++] = strdup(run_id);
 	w->report_at        = 0;
@@ -558,9 +541,8 @@ reap(ax_worker *w)
 					*x = w->run[--w->nrun];
 				done_add(w, r[i].run_id);
 				if (handed) {
-					if (grow((void **) &w->handed,
-					         &w->chanded, w->nhanded + 1,
-					         sizeof(char *)) == 0)
+					if (AX_GROW(w->handed, w->chanded,
+					            w->nhanded + 1) == AX_OK)
 						w->handed[w->nhanded++] =
 						    strdup(r[i].run_id);
 					continue;

@@ -538,3 +538,63 @@ Test(render, raw_uses_are_reported)
 	                             NULL, NULL),
 	             1);
 }
+
+/* The output limit: a text of AX_RENDER_MAX_OUT - 1 bytes renders whole,
+ * one byte more is AX_ELIMIT with no output, for template text and for
+ * values alike. */
+static char *
+xs_then(size_t nx, const char *tail)
+{
+	char *t = malloc(nx + strlen(tail) + 1);
+
+	cr_assert_not_null(t);
+	memset(t, 'x', nx);
+	strcpy(t + nx, tail);
+	return t;
+}
+
+static void
+assert_renders(const char *tmpl, size_t want_len)
+{
+	ax_render_ctx c   = ctx();
+	char         *out = NULL;
+
+	cr_assert_eq(ax_render(tmpl, &c, &out, NULL), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_not_null(out);
+	cr_assert_eq(strlen(out), want_len);
+	free(out);
+}
+
+static void
+assert_too_long(const char *tmpl)
+{
+	ax_render_ctx c   = ctx();
+	char         *out = (char *) tmpl;
+
+	cr_assert_eq(ax_render(tmpl, &c, &out, NULL), AX_ELIMIT);
+	cr_assert_null(out);
+	cr_assert(strstr(ax_err_detail(), "longer than") != NULL, "%s",
+	          ax_err_detail());
+}
+
+Test(render, output_limit_is_exact)
+{
+	size_t max = AX_RENDER_MAX_OUT;
+	char  *t;
+
+	/* template text only */
+	t = xs_then(max - 1, "");
+	assert_renders(t, max - 1);
+	free(t);
+	t = xs_then(max, "");
+	assert_too_long(t);
+	free(t);
+	/* the last bytes come from a value ({{ ds }}: 10 bytes) */
+	t = xs_then(max - 11, "{{ ds }}");
+	assert_renders(t, max - 1);
+	free(t);
+	t = xs_then(max - 10, "{{ ds }}");
+	assert_too_long(t);
+	free(t);
+}

@@ -31,7 +31,7 @@ Test(sqlarr, empty_array_and_every_element_kind)
 	                 "{-42,NULL,7,t,f,NULL,\"\",-9223372036854775808,0,"
 	                 "9223372036854775807}");
 	ax_sqlarr_fini(&b);
-	cr_assert_null(b.buf);
+	cr_assert_null(b.b.p);
 	cr_assert_eq(b.n, 0, "fini leaves an empty array behind");
 }
 
@@ -66,7 +66,7 @@ Test(sqlarr, grows_past_its_first_buffer)
 	cr_assert_not_null(s);
 	cr_assert_eq(a.n, 1001);
 	cr_assert(strncmp(s, "{0,1,2,", 7) == 0);
-	cr_assert_eq(strlen(s), a.len);
+	cr_assert_eq(strlen(s), a.b.len);
 	/* the last element: the text quoted, each " escaped, then } */
 	const char *t = strstr(s, ",999,\"");
 	cr_assert_not_null(t, "element 999 missing");
@@ -93,10 +93,11 @@ Test(sqlarr, end_all_closes_every_column_and_reports_oom)
 	cr_assert_str_eq(p[1], "{\"x\"}");
 	cr_assert_str_eq(p[2], "{}");
 	ax_sqlarr_fini_all(a, 3);
-	cr_assert_null(a[0].buf);
-	cr_assert_null(a[1].buf);
+	cr_assert_null(a[0].b.p);
+	cr_assert_null(a[1].b.p);
 
-	a[2].oom = 1; /* an allocation failed while it was built */
+	/* an allocation failed while it was built */
+	ax_buf_set_err(&a[2].b, AX_ENOMEM);
 	cr_assert_eq(ax_sqlarr_end_all(a, p, 3), AX_ENOMEM);
 	cr_assert_null(p[2]);
 	cr_assert(strstr(ax_err_detail(), "out of memory") != NULL);
