@@ -362,7 +362,7 @@ insert_plan(ax_store *s, void *arg)
 	ax_err     rv = AX_OK;
 
 	pr->inserted = 0;
-	/* in slices: the store takes at most 10000 rows per call */
+	/* in slices: a store call takes at most AX_STORE_BATCH_MAX rows */
 	for (size_t off = 0; rv == AX_OK && off < pr->n; off += 5000) {
 		size_t m = pr->n - off < 5000 ? pr->n - off : 5000, c = 0;
 		rv = ax_store_insert_instances(s, pr->rows + off, m, &c);

@@ -750,8 +750,10 @@ write_reasons(ax_actor *self, rd_state *st)
 	if (rv == AX_OK && m > 0 && st->store == NULL &&
 	    (rv = ax_store_open(st->ctx->dsn, &st->store)) == AX_OK)
 		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
-	for (size_t off = 0; rv == AX_OK && off < m; off += 10000) {
-		size_t c = m - off < 10000 ? m - off : 10000;
+	for (size_t off = 0; rv == AX_OK && off < m;
+	     off += AX_STORE_BATCH_MAX) {
+		size_t c = m - off < AX_STORE_BATCH_MAX ? m - off
+		                                        : AX_STORE_BATCH_MAX;
 		rv = ax_store_set_reasons(st->store, rows + off, c, NULL);
 		for (size_t i = off; rv == AX_OK && i < off + c; i++)
 			reason_done(self, its[i], &rows[i]);
