@@ -24,7 +24,7 @@
 #include "store_sched.h"
 
 #define LOAD_SLICE 5000 /* DAGs per slice (and per schedules upsert) */
-#define COMP       "dag_loader"
+#define COMP       AX_A_DAG_LOADER
 /* warm-up: the DAGs due this soon are decoded right after the initial
  * pass; later ones on their first fire (prepared ahead, so off the
  * critical path) */
@@ -464,25 +464,10 @@ control(loader *l, const Ax__ControlOp *op)
 }
 
 static ax_err
-loader_handle(ax_actor *self, void *state, const ax_actor_item *items,
-              size_t n)
+on_control(ax_actor *self, void *state, ax_pipeline_msg *m)
 {
-	loader *l = state;
-
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].type != AX_ITEM_COMMAND)
-			continue;
-		Ax__Command *cmd = ax_pipeline_unpack(self, &items[i]);
-		if (cmd == NULL)
-			continue;
-		if (cmd->body_case == AX__COMMAND__BODY_CONTROL)
-			control(l, cmd->control);
-		else
-			ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
-			        "unexpected command %d from %s: dropped",
-			        (int) cmd->body_case, items[i].from);
-		ax__command__free_unpacked(cmd, NULL);
-	}
+	(void) self;
+	control(state, m->cmd->control);
 	return AX_OK;
 }
 
@@ -490,49 +475,53 @@ static void
 loader_fini(void *state)
 {
 	loader *l = state;
-	if (l == NULL)
-		return;
 	ax_store_close(l->store);
 	ax_tz_cache_free(l->tzc);
-	free(l);
 }
 
-ax_err
-ax_dag_loader_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+static ax_err
+loader_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
-	static const ax_actor_ops ops = {
-		.handle = loader_handle,
-		.tick   = loader_tick,
-		.fini   = loader_fini,
-	};
-	char    url[256];
-	loader *l = calloc(1, sizeof(*l));
+	loader *l = state;
 	int64_t cache;
 	ax_err  rv;
 
-	if (l == NULL)
-		return ax_err_set(AX_ENOMEM, "dag_loader: out of memory");
+	(void) arg;
 	l->ctx = ctx;
 	cache  = ax_config_int(ctx->cfg, "registry.cache_dags");
 	if ((rv = ax_tz_cache_new(&l->tzc)) != AX_OK ||
 	    (rv = ax_store_open(ctx->dsn, &l->store)) != AX_OK ||
 	    (rv = ax_dag_registry_set_source(ctx->registry, ctx->dsn)) !=
-	        AX_OK) {
-		loader_fini(l);
+	        AX_OK)
 		return rv;
-	}
 	ax_dag_registry_set_cache_max(
 	    ctx->registry,
 	    cache >= 0 ? (size_t) cache : AX_DAG_REGISTRY_CACHE_DEFAULT);
-	ax_actor_config cfg = {
-		.name = AX_A_DAG_LOADER,
-		.url  = ax_config_actor_addr(ctx->cfg, AX_A_DAG_LOADER, url,
-		                             sizeof(url)),
-	};
-	if ((rv = ax_actor_system_add(sys, &cfg, &ops, l, &l->self)) != AX_OK)
-		return rv;
-	/* before start: the thread reads it when it starts (the initial
-	 * load runs as the first tick) */
-	ax_actor_set_deadline(l->self, ax_clock_mono_us());
 	return AX_OK;
+}
+
+static ax_err
+loader_added(ax_actor *self, void *state)
+{
+	loader *l = state;
+	l->self   = self;
+	return AX_OK;
+}
+
+/* The initial load runs as the first tick, once the system starts. */
+static const ax_pipeline_def loader_def = {
+	.name          = AX_A_DAG_LOADER,
+	.state_size    = sizeof(loader),
+	.init          = loader_init,
+	.added         = loader_added,
+	.fini          = loader_fini,
+	.tick          = loader_tick,
+	.tick_at_start = 1,
+	.on            = { [AX__COMMAND__BODY_CONTROL] = on_control },
+};
+
+ax_err
+ax_dag_loader_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+{
+	return ax_pipeline_add(sys, ctx, &loader_def, NULL, NULL);
 }

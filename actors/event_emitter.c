@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "buf.h"
 #include "flow_util.h"
 #include "sink_openlineage.h"
 #include "sink_pub.h"
@@ -54,6 +55,8 @@ struct ax_event_emitter {
 	_Atomic uint64_t       events, stored, dropped, failures, bad;
 	_Atomic uint64_t       dead_lettered, refused_dropped;
 	_Atomic uint64_t       stats_writes;
+	Ax__Event            **evs; /* the batch being handled (owned) */
+	size_t                 nevs, capevs;
 };
 
 typedef struct em_sink {
@@ -240,7 +243,7 @@ dead_letter_head(ax_event_emitter *em, const char *why)
 	free(env);
 	if (rv == AX_OK) {
 		atomic_fetch_add(&em->dead_lettered, 1);
-		ax_logf(AX_LOG_WARN, "event_emitter", NULL, NULL,
+		ax_logf(AX_LOG_WARN, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "event %s (%s) refused by event_log, kept in "
 		        "event_dead_letter: %s",
 		        e->id, e->type, why);
@@ -248,7 +251,7 @@ dead_letter_head(ax_event_emitter *em, const char *why)
 		return rv;
 	} else {
 		atomic_fetch_add(&em->refused_dropped, 1);
-		ax_logf(AX_LOG_ERROR, "event_emitter", NULL, NULL,
+		ax_logf(AX_LOG_ERROR, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "event %s (%s) dropped: event_log refused it (%s) and "
 		        "event_dead_letter too: %s",
 		        e->id, e->type, why, ax_err_detail());
@@ -421,7 +424,7 @@ stats_persist(ax_event_emitter *em)
 		ax_store_set_reconnect_timeout(em->store, EM_RECONNECT_US);
 	}
 	if (ax_store_stats_put(em->store, rows, n) != AX_OK) {
-		ax_logf(AX_LOG_DEBUG, "event_emitter", NULL, NULL,
+		ax_logf(AX_LOG_DEBUG, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "component_stats not written: %s", ax_err_detail());
 		return;
 	}
@@ -455,27 +458,43 @@ static const em_sink em_sinks[] = {
 /* ---------------------------------------------------------------------- */
 /* actor */
 
+/* Collects the events of a batch for the sinks (batch_end). */
 static ax_err
-em_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+em_on_event(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	ax_event_emitter *em = state;
+	ax_err            rv;
+
+	(void) self;
+	if (m->ev->type[0] == '\0') {
+		atomic_fetch_add(&em->bad, 1);
+		return AX_OK;
+	}
+	if ((rv = AX_GROW(em->evs, em->capevs, em->nevs + 1)) != AX_OK)
+		return rv;
+	ax_pipeline_keep(m);
+	em->evs[em->nevs++] = m->ev;
+	return AX_OK;
+}
+
+/* An item that is not an ax.Event. */
+static void
+em_on_drop(ax_actor *self, void *state, const ax_actor_item *item)
+{
+	ax_event_emitter *em = state;
+	(void) self;
+	(void) item;
+	atomic_fetch_add(&em->bad, 1);
+}
+
+/* Hands the batch to every sink, then frees what no sink kept. */
+static ax_err
+em_batch_end(ax_actor *self, void *state)
 {
 	ax_event_emitter *em  = state;
-	Ax__Event       **evs = calloc(n, sizeof(*evs));
-	size_t            k   = 0;
+	Ax__Event       **evs = em->evs;
+	size_t            k   = em->nevs;
 
-	if (evs == NULL)
-		return ax_err_set(AX_ENOMEM, "event_emitter: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		Ax__Event *e = items[i].type == AX_ITEM_EVENT
-		    ? ax__event__unpack(NULL, items[i].len, items[i].data)
-		    : NULL;
-		if (e == NULL || e->type[0] == '\0') {
-			if (e != NULL)
-				ax__event__free_unpacked(e, NULL);
-			atomic_fetch_add(&em->bad, 1);
-			continue;
-		}
-		evs[k++] = e;
-	}
 	if (em->stats_due == 0 && em->ctx->dsn != NULL) {
 		em->stats_due = ax_clock_mono_us() + AX_EVENT_EMITTER_STATS_US;
 		arm(self, em);
@@ -493,7 +512,7 @@ em_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 	for (size_t i = 0; i < k; i++)
 		if (evs[i] != NULL)
 			ax__event__free_unpacked(evs[i], NULL);
-	free(evs);
+	em->nevs = 0;
 	return AX_OK;
 }
 
@@ -513,8 +532,6 @@ static void
 em_fini(void *state)
 {
 	ax_event_emitter *em = state;
-	if (em == NULL)
-		return;
 	if (em->n > 0 && em->ctx->dsn != NULL)
 		(void) flush(em); /* last chance at stop */
 	ax_sink_ol_free(em->ol, EM_OL_DRAIN_US, &em->ol_final);
@@ -525,7 +542,7 @@ em_fini(void *state)
 	em->pub = NULL;
 	if (em->ctx->dsn != NULL && atomic_load(&em->events) > 0)
 		stats_persist(em);
-	ax_log_info("event_emitter",
+	ax_log_info(AX_A_EVENT_EMITTER,
 	            "stopped: %llu events, %llu stored, %llu dropped, %zu "
 	            "unwritten",
 	            (unsigned long long) atomic_load(&em->events),
@@ -535,8 +552,10 @@ em_fini(void *state)
 		ax__event__free_unpacked(em->buf[(em->head + i) % em->cap],
 		                         NULL);
 	free(em->buf);
+	for (size_t i = 0; i < em->nevs; i++)
+		ax__event__free_unpacked(em->evs[i], NULL);
+	free(em->evs);
 	ax_store_close(em->store);
-	free(em);
 }
 
 void
@@ -590,9 +609,10 @@ open_sinks(ax_event_emitter *em)
 
 	if (ax_sink_pub_open(pub, &em->pub) == AX_OK) {
 		em->pub_on = 1;
-		ax_log_info("event_emitter", "publishing events on %s", pub);
+		ax_log_info(AX_A_EVENT_EMITTER, "publishing events on %s",
+		            pub);
 	} else {
-		ax_logf(AX_LOG_WARN, "event_emitter", NULL, NULL,
+		ax_logf(AX_LOG_WARN, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "PUB sink off: %s", ax_err_detail());
 	}
 	if (url == NULL || url[0] == '\0')
@@ -604,50 +624,53 @@ open_sinks(ax_event_emitter *em)
 	};
 	if (ax_sink_ol_new(&oc, &em->ol) == AX_OK) {
 		em->ol_on = 1;
-		ax_log_info("event_emitter",
+		ax_log_info(AX_A_EVENT_EMITTER,
 		            "OpenLineage events to %s (namespace %s, buffer "
 		            "%zu)",
 		            url, oc.ns, oc.capacity);
 	} else {
-		ax_logf(AX_LOG_WARN, "event_emitter", NULL, NULL,
+		ax_logf(AX_LOG_WARN, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "OpenLineage sink off: %s", ax_err_detail());
 	}
 }
+
+static ax_err
+em_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
+{
+	ax_event_emitter *em = state;
+	int64_t           cap;
+
+	(void) arg;
+	em->ctx        = ctx;
+	em->backoff_us = EM_BACKOFF0_US;
+	cap            = ax_config_int(ctx->cfg, "events.buffer");
+	em->cap        = cap > 0 ? (size_t) cap : 1;
+	if ((em->buf = calloc(em->cap, sizeof(*em->buf))) == NULL)
+		return ax_err_set(AX_ENOMEM, "event_emitter: out of memory");
+	open_sinks(em);
+	return AX_OK;
+}
+
+static const ax_pipeline_def em_def = {
+	.name        = AX_A_EVENT_EMITTER,
+	.state_size  = sizeof(ax_event_emitter),
+	.init        = em_init,
+	.fini        = em_fini,
+	.tick        = em_tick,
+	.inbox_depth = 1024,
+	.batch_end   = em_batch_end,
+	.on_event    = em_on_event,
+	.on_drop     = em_on_drop,
+};
 
 ax_err
 ax_event_emitter_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
                      ax_event_emitter **out)
 {
-	static const ax_actor_ops ops = {
-		.handle = em_handle,
-		.tick   = em_tick,
-		.fini   = em_fini,
-	};
-	char              url[256];
-	ax_event_emitter *em = calloc(1, sizeof(*em));
-	int64_t           cap;
+	void  *st;
+	ax_err rv = ax_pipeline_add(sys, ctx, &em_def, NULL, &st);
 
 	if (out != NULL)
-		*out = NULL;
-	if (em == NULL)
-		return ax_err_set(AX_ENOMEM, "event_emitter: out of memory");
-	em->ctx        = ctx;
-	em->backoff_us = EM_BACKOFF0_US;
-	cap            = ax_config_int(ctx->cfg, "events.buffer");
-	em->cap        = cap > 0 ? (size_t) cap : 1;
-	if ((em->buf = calloc(em->cap, sizeof(*em->buf))) == NULL) {
-		free(em);
-		return ax_err_set(AX_ENOMEM, "event_emitter: out of memory");
-	}
-	open_sinks(em);
-	ax_actor_config cfg = {
-		.name = AX_A_EVENT_EMITTER,
-		.url  = ax_config_actor_addr(ctx->cfg, AX_A_EVENT_EMITTER, url,
-		                             sizeof(url)),
-		.inbox_depth = 1024,
-	};
-	ax_err rv = ax_actor_system_add(sys, &cfg, &ops, em, NULL);
-	if (rv == AX_OK && out != NULL)
-		*out = em;
+		*out = st;
 	return rv;
 }

@@ -40,7 +40,7 @@
 #include "store_sched.h"
 #include "timing_wheel.h"
 
-#define COMP         "time_detector"
+#define COMP         AX_A_TIME_DETECTOR
 #define JUMP_US      (2 * AX_USEC_PER_SEC)
 #define COOKIE_SCHED 1
 #define COOKIE_TIMER 2
@@ -1124,51 +1124,60 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 	return AX_OK;
 }
 
+/* The handlers of the time detector's commands; each reads the clocks
+ * it computes deadlines from. */
 static ax_err
-td_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+on_armed(ax_actor *self, void *state, ax_pipeline_msg *m)
 {
-	tdet   *d        = state;
-	int64_t utc_now  = ax_clock_utc_us();
-	int64_t mono_now = ax_clock_mono_us();
+	(void) self;
+	arm(state, m->cmd->schedule_armed, ax_clock_utc_us(),
+	    ax_clock_mono_us());
+	return AX_OK;
+}
 
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].type != AX_ITEM_COMMAND)
-			continue;
-		Ax__Command *cmd = ax_pipeline_unpack(self, &items[i]);
-		if (cmd == NULL)
-			continue;
-		switch (cmd->body_case) {
-		case AX__COMMAND__BODY_SCHEDULE_ARMED:
-			arm(d, cmd->schedule_armed, utc_now, mono_now);
-			break;
-		case AX__COMMAND__BODY_SCHEDULE_DISARMED:
-			disarm(d, cmd->schedule_disarmed);
-			break;
-		case AX__COMMAND__BODY_TIMER_SET:
-			timer_set(d, cmd, utc_now, mono_now);
-			cmd = NULL; /* owned by the timer */
-			break;
-		case AX__COMMAND__BODY_TIMER_CANCEL:
-			timer_cancel(d, cmd->timer_cancel);
-			break;
-		case AX__COMMAND__BODY_CONTROL:
-			if (strcmp(cmd->control->op, "trigger") == 0)
-				trigger(d, cmd->control, utc_now);
-			else
-				ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
-				        "control op '%s' is not the time "
-				        "detector's: dropped",
-				        cmd->control->op);
-			break;
-		default:
-			ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
-			        "unexpected command %d from %s: dropped",
-			        (int) cmd->body_case, items[i].from);
-			break;
-		}
-		if (cmd != NULL)
-			ax__command__free_unpacked(cmd, NULL);
-	}
+static ax_err
+on_disarmed(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	disarm(state, m->cmd->schedule_disarmed);
+	return AX_OK;
+}
+
+static ax_err
+on_timer_set(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	ax_pipeline_keep(m); /* owned by the timer */
+	timer_set(state, m->cmd, ax_clock_utc_us(), ax_clock_mono_us());
+	return AX_OK;
+}
+
+static ax_err
+on_timer_cancel(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	timer_cancel(state, m->cmd->timer_cancel);
+	return AX_OK;
+}
+
+static ax_err
+on_control(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	if (strcmp(m->cmd->control->op, "trigger") == 0)
+		trigger(state, m->cmd->control, ax_clock_utc_us());
+	else
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "control op '%s' is not the time detector's: dropped",
+		        m->cmd->control->op);
+	return AX_OK;
+}
+
+static ax_err
+td_batch_end(ax_actor *self, void *state)
+{
+	tdet *d = state;
+	(void) self;
 	flush_batch(d); /* manual runs */
 	set_deadline(d);
 	return AX_OK;
@@ -1212,24 +1221,15 @@ td_fini(void *state)
 	free(d->tfired);
 	free(d->rows);
 	free(d->fires);
-	free(d);
 }
 
-ax_err
-ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
-                        ax_time_detector_stats *stats)
+static ax_err
+td_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
-	static const ax_actor_ops ops = {
-		.handle = td_handle,
-		.tick   = td_tick,
-		.fini   = td_fini,
-	};
-	char   url[256];
-	tdet  *d = calloc(1, sizeof(*d));
-	ax_err rv;
+	tdet                   *d     = state;
+	ax_time_detector_stats *stats = arg;
+	ax_err                  rv;
 
-	if (d == NULL)
-		return ax_err_set(AX_ENOMEM, "time_detector: out of memory");
 	d->ctx = ctx;
 	ax_hmap_init(&d->scheds, &sched_ops);
 	ax_hmap_init(&d->specs, &spec_ops);
@@ -1252,16 +1252,41 @@ ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 	if ((rv = ax_tz_cache_new(&d->tzc)) != AX_OK ||
 	    (rv = ax_strmap_new(&d->timers)) != AX_OK ||
 	    (rv = ax_wheel_new(ax_clock_mono_us(), &d->wheel)) != AX_OK ||
-	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK) {
-		td_fini(d);
+	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK)
 		return rv;
-	}
-	ax_actor_config cfg = {
-		.name = AX_A_TIME_DETECTOR,
-		.url  = ax_config_actor_addr(ctx->cfg, AX_A_TIME_DETECTOR, url,
-		                             sizeof(url)),
-	};
-	return ax_actor_system_add(sys, &cfg, &ops, d, &d->self);
+	return AX_OK;
+}
+
+static ax_err
+td_added(ax_actor *self, void *state)
+{
+	tdet *d = state;
+	d->self = self;
+	return AX_OK;
+}
+
+static const ax_pipeline_def td_def = {
+	.name       = AX_A_TIME_DETECTOR,
+	.state_size = sizeof(tdet),
+	.init       = td_init,
+	.added      = td_added,
+	.fini       = td_fini,
+	.tick       = td_tick,
+	.batch_end  = td_batch_end,
+	.on = {
+		[AX__COMMAND__BODY_SCHEDULE_ARMED]    = on_armed,
+		[AX__COMMAND__BODY_SCHEDULE_DISARMED] = on_disarmed,
+		[AX__COMMAND__BODY_TIMER_SET]         = on_timer_set,
+		[AX__COMMAND__BODY_TIMER_CANCEL]      = on_timer_cancel,
+		[AX__COMMAND__BODY_CONTROL]           = on_control,
+	},
+};
+
+ax_err
+ax_time_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
+                        ax_time_detector_stats *stats)
+{
+	return ax_pipeline_add(sys, ctx, &td_def, stats, NULL);
 }
 
 ax_err
