@@ -91,7 +91,9 @@ port(void)
 	return ax_api_server_port(fx.srv);
 }
 
-/* A blocking TCP connection to the server (receive timeout 15 s). */
+/* A blocking TCP connection to the server (send and receive timeouts
+ * 15 s: a server that answers and stops reading a request it refused
+ * must not hang the sender). */
 static int
 dial(void)
 {
@@ -105,6 +107,7 @@ dial(void)
 	cr_assert_eq(connect(fd, (struct sockaddr *) &a, sizeof(a)), 0,
 	             "connect: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return fd;
 }
 
