@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "dependency_internal.h"
 #include "store_attempts.h"
 #include "store_commands.h"
@@ -267,6 +268,33 @@ do_mark(dd *d, const Ax__ControlOp *op)
 	axdd_reload(d, &run, 1, M_RELOAD);
 }
 
+/*
+ * Backfill: the API created the runs (op->run_ids) and the command row;
+ * the row is claimed with the run ids as its result, then the runs are
+ * read and planned (serial: one at a time in logical order; parallel: up
+ * to max_active_runs at once).
+ */
+static void
+do_backfill(dd *d, const Ax__ControlOp *op)
+{
+	ax_buf res = { 0 }; /* {"run_ids":[...]} */
+
+	ax_buf_puts(&res, "{\"run_ids\":[");
+	for (size_t i = 0; i < op->n_run_ids; i++)
+		ax_buf_printf(&res, "%s%lld", i ? "," : "",
+		              (long long) op->run_ids[i]);
+	ax_buf_puts(&res, "]}");
+	if (ax_buf_err(&res) != AX_OK)
+		axdd_oom("backfill result");
+	else if (cmd_finish(d, NULL, op->command_id, AX_CMD_APPLIED,
+	                    ax_buf_str(&res), NULL))
+		axdd_reload(d, op->run_ids, op->n_run_ids,
+		            strcmp(op->mode, "parallel") == 0
+		                ? M_BACKFILL_PARALLEL
+		                : M_BACKFILL_SERIAL);
+	ax_buf_fini(&res);
+}
+
 void
 axdd_on_control(dd *d, const Ax__ControlOp *op)
 {
@@ -274,27 +302,9 @@ axdd_on_control(dd *d, const Ax__ControlOp *op)
 		do_clear(d, op);
 	else if (strcmp(op->op, "mark") == 0)
 		do_mark(d, op);
-	else if (strcmp(op->op, "backfill") == 0) {
-		/* result: {"run_ids":[...]}, the runs the API created */
-		char  *res = malloc(op->n_run_ids * 22 + 16);
-		size_t w   = 0;
-		if (res != NULL) {
-			w = (size_t) sprintf(res, "{\"run_ids\":[");
-			for (size_t i = 0; i < op->n_run_ids; i++)
-				w += (size_t) sprintf(
-				    res + w, "%s%lld", i ? "," : "",
-				    (long long) op->run_ids[i]);
-			strcpy(res + w, "]}");
-		}
-		if (res != NULL &&
-		    cmd_finish(d, NULL, op->command_id, AX_CMD_APPLIED, res,
-		               NULL))
-			axdd_reload(d, op->run_ids, op->n_run_ids,
-			            strcmp(op->mode, "parallel") == 0
-			                ? M_BACKFILL_PARALLEL
-			                : M_BACKFILL_SERIAL);
-		free(res);
-	} else
+	else if (strcmp(op->op, "backfill") == 0)
+		do_backfill(d, op);
+	else
 		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
 		        "control op '%s' is not the dependency detector's: "
 		        "dropped",

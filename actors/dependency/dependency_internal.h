@@ -13,6 +13,8 @@
  *  - run_life.c: runs from due events, run states, finish, drop,
  *    run-level concurrency (max_active_runs, overlap policy, supersede,
  *    serial backfill), plans to the instance generator.
+ *  - overlap.c (overlap.h): the overlap decision itself, a pure function
+ *    run_life.c applies.
  *  - rebuild.c: runs rebuilt from PostgreSQL at start (and takeover) and
  *    re-read after a control op.
  *  - control.c: the clear / mark / backfill commands the detector applies.
@@ -52,6 +54,7 @@
 #include "dependency_detector.h"
 #include "flow_util.h"
 #include "hmap.h"
+#include "list.h"
 #include "store.h"
 #include "store_deps.h"
 
@@ -96,18 +99,22 @@ struct drun {
 	uint8_t *ist;   /* per instance: I_* */
 	int64_t *iid;   /* per instance: task_instances.id, 0 unknown */
 	size_t   n_sent, n_ok, n_fail;
-	drun    *prev, *next; /* q's active list */
+	/* on one list of q at most: active (R_ACTIVE), held (R_HELD_CONC,
+	 * not a serial backfill) or bf (R_HELD_CONC, serial backfill) */
+	ax_list_node qn;
 };
 
+/* The runs of one DAG (all its versions) in memory. The lists link
+ * drun.qn and own nothing (d->runs owns the runs). */
 struct dq {
-	char  *dag;
-	drun  *head, *tail; /* active runs, oldest start first */
-	size_t nactive;
-	drun **held; /* held by concurrency, by logical date */
-	size_t nheld, capheld;
-	drun **bf; /* serial backfill queue, by logical date */
-	size_t nbf, capbf;
-	drun  *bf_run; /* the serial backfill run now active */
+	char   *dag;
+	ax_list active; /* active runs, oldest start first */
+	size_t  nactive;
+	ax_list held; /* held by concurrency, by logical date */
+	size_t  nheld;
+	ax_list bf; /* serial backfill queue, by logical date */
+	size_t  nbf;
+	drun   *bf_run; /* the serial backfill run now active */
 };
 
 typedef struct rvec {

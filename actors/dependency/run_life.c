@@ -9,15 +9,17 @@
  *
  * A run is in memory while it is held or active, and dropped when it
  * finishes, is discarded or superseded; its DAG's queue (dq) lists its
- * active runs oldest first and its held ones in logical order.
+ * active runs oldest first and its held ones in logical order. What a
+ * new run does while others are active is ax_overlap_decide's answer
+ * (overlap.h); axdd_gate applies it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
 #include "clock.h"
 #include "dependency_internal.h"
+#include "overlap.h"
 
 /* --- runs and DAG queues ------------------------------------------------
  */
@@ -29,8 +31,6 @@ axdd_dq_free(void *p)
 	if (q == NULL)
 		return;
 	free(q->dag);
-	free(q->held);
-	free(q->bf);
 	free(q);
 }
 
@@ -102,14 +102,8 @@ axdd_run_new(dd *d, int64_t id, dver *v, int64_t logical_us, int64_t due_us,
 void
 axdd_link_active(drun *r)
 {
-	dq *q   = r->q;
-	r->prev = q->tail;
-	r->next = NULL;
-	if (q->tail)
-		q->tail->next = r;
-	else
-		q->head = r;
-	q->tail = r;
+	dq *q = r->q;
+	ax_list_append(&q->active, &r->qn);
 	q->nactive++;
 }
 
@@ -117,56 +111,48 @@ void
 axdd_unlink_active(drun *r)
 {
 	dq *q = r->q;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		q->head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	else
-		q->tail = r->prev;
-	r->prev = r->next = NULL;
+	ax_list_remove(&q->active, &r->qn);
 	q->nactive--;
 	if (q->bf_run == r)
 		q->bf_run = NULL;
 }
 
-/* Inserts r into a logical-date-ordered array. */
 static int
-insert_sorted(drun ***arr, size_t *n, size_t *cap, drun *r)
+logical_before(const ax_list_node *a, const ax_list_node *b)
 {
-	if (ax_grow((void **) arr, cap, *n + 1, sizeof(**arr)) != AX_OK)
-		return -1;
-	size_t i = *n;
-	while (i > 0 && (*arr)[i - 1]->logical_us > r->logical_us) {
-		(*arr)[i] = (*arr)[i - 1];
-		i--;
-	}
-	(*arr)[i] = r;
-	(*n)++;
-	return 0;
+	return AX_LIST_ENTRY(a, drun, qn)->logical_us <
+	    AX_LIST_ENTRY(b, drun, qn)->logical_us;
 }
 
-/* Removes r from arr when it is there. */
+/* r joins q's held runs, after those of an equal or earlier date. */
 static void
-remove_from(drun **arr, size_t *n, const drun *r)
+held_insert(dq *q, drun *r)
 {
-	for (size_t i = 0; i < *n; i++)
-		if (arr[i] == r) {
-			memmove(arr + i, arr + i + 1,
-			        (*n - i - 1) * sizeof(*arr));
-			(*n)--;
-			return;
-		}
+	ax_list_insert_sorted(&q->held, &r->qn, logical_before);
+	q->nheld++;
+}
+
+/* The first held run of q (which has one) leaves the list. */
+static drun *
+held_pop(dq *q)
+{
+	q->nheld--;
+	return AX_LIST_ENTRY(ax_list_pop(&q->held), drun, qn);
+}
+
+/* The serial backfill queue of q, as the held runs. */
+static void
+bf_insert(dq *q, drun *r)
+{
+	ax_list_insert_sorted(&q->bf, &r->qn, logical_before);
+	q->nbf++;
 }
 
 static drun *
-pop_first(drun **arr, size_t *n)
+bf_pop(dq *q)
 {
-	drun *r = arr[0];
-	memmove(arr, arr + 1, (*n - 1) * sizeof(*arr));
-	(*n)--;
-	return r;
+	q->nbf--;
+	return AX_LIST_ENTRY(ax_list_pop(&q->bf), drun, qn);
 }
 
 /* --- plans --------------------------------------------------------------
@@ -243,17 +229,18 @@ static void
 pump(dd *d, dq *q)
 {
 	if (q->bf_run == NULL && q->nbf > 0) {
-		drun *r   = pop_first(q->bf, &q->nbf);
+		drun *r   = bf_pop(q);
 		q->bf_run = r;
 		start(d, r);
 	}
 	while (q->nheld > 0) {
-		const ax_dag *g = q->held[0]->v->e->dag;
-		size_t        max =
-                    g->max_active_runs > 0 ? (size_t) g->max_active_runs : 1;
+		const ax_dag *g =
+		    AX_LIST_ENTRY(q->held.head, drun, qn)->v->e->dag;
+		size_t max =
+		    g->max_active_runs > 0 ? (size_t) g->max_active_runs : 1;
 		if (q->nactive >= max)
 			break;
-		start(d, pop_first(q->held, &q->nheld));
+		start(d, held_pop(q));
 	}
 }
 
@@ -343,22 +330,19 @@ supersede(dd *d, drun *old)
 }
 
 /*
- * A run prepared ahead of its due instant (scheduler.prepare_ahead) that
- * finds the DAG full under policy discard or replace is held until the
- * instant, when axdd_gate() decides again: the overlap is judged at the due
- * instant, as without preparing ahead (the active run may end in the
- * meantime, and then the held run simply starts).
+ * Holds r, prepared ahead of its due instant (scheduler.prepare_ahead),
+ * until the instant (AX_ACT_DEFER): a TIMER_GATE from the time detector
+ * brings it back to axdd_gate(), which decides again. The overlap is
+ * judged at the due instant, as without preparing ahead (the active run
+ * may end in the meantime, and then the held run simply starts).
  */
-static int
+static void
 defer_gate(dd *d, drun *r)
 {
 	Ax__Command  cmd = AX__COMMAND__INIT;
 	Ax__TimerSet ts  = AX__TIMER_SET__INIT;
-	dq          *q   = r->q;
 
-	if (r->due_gated || r->due_us <= ax_clock_utc_us() ||
-	    insert_sorted(&q->held, &q->nheld, &q->capheld, r) != 0)
-		return 0;
+	held_insert(r->q, r);
 	axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
 	ts.kind       = AX__TIMER_KIND__TIMER_GATE;
 	ts.key        = r->key;
@@ -367,7 +351,6 @@ defer_gate(dd *d, drun *r)
 	cmd.body_case = AX__COMMAND__BODY_TIMER_SET;
 	cmd.timer_set = &ts;
 	axdd_send_cmd(d, AX_A_TIME_DETECTOR, &cmd, r->trace);
-	return 1;
 }
 
 /* TIMER_GATE: the due instant of a run defer_gate() held. */
@@ -379,70 +362,84 @@ axdd_on_timer(dd *d, const Ax__TimerFired *tf)
 	if (tf->kind != AX__TIMER_KIND__TIMER_GATE || tf->key == NULL ||
 	    (r = ax_strmap_get(d->runs, tf->key)) == NULL ||
 	    r->phase != R_HELD_CONC || r->backfill != 0)
-		return; /* started meanwhile, or gone */
-	remove_from(r->q->held, &r->q->nheld, r);
+		return;                      /* started meanwhile, or gone */
+	ax_list_remove(&r->q->held, &r->qn); /* on held: see drun.qn */
+	r->q->nheld--;
 	r->due_gated = 1; /* the wheel may fire a fraction of a ms early */
 	axdd_gate(d, r);
 }
 
-/* Run-level concurrency: start, hold, discard or replace. */
+/* The overlap decision's inputs for r, from its DAG queue. */
+static ax_overlap_in
+overlap_in(const drun *r)
+{
+	const dq     *q = r->q;
+	const ax_dag *g = r->v->e->dag;
+
+	return (ax_overlap_in) {
+		.policy          = g->policy,
+		.max_active_runs = g->max_active_runs,
+		.kind          = r->backfill == 1 ? AX_RUN_KIND_BACKFILL_SERIAL
+		             : r->backfill == 2 ? AX_RUN_KIND_BACKFILL_PARALLEL
+		                                : AX_RUN_KIND_DUE,
+		.nactive       = q->nactive,
+		.nheld         = q->nheld,
+		.oldest_active = q->active.head
+		    ? AX_LIST_ENTRY(q->active.head, drun, qn)->id
+		    : 0,
+		.backfill_active = q->bf_run ? q->bf_run->id : 0,
+		.early = !r->due_gated && r->due_us > ax_clock_utc_us(),
+	};
+}
+
+/*
+ * Run-level concurrency: r, ready to start (its upstream DAGs met),
+ * starts, is held, deferred, discarded, or replaces the oldest active
+ * runs, as ax_overlap_decide (overlap.h) says.
+ */
 void
 axdd_gate(dd *d, drun *r)
 {
-	dq           *q = r->q;
-	const ax_dag *g = r->v->e->dag;
-	size_t max = g->max_active_runs > 0 ? (size_t) g->max_active_runs : 1;
+	dq            *q  = r->q;
+	ax_overlap_in  in = overlap_in(r);
+	ax_overlap_out o  = ax_overlap_decide(&in);
 
-	if (r->backfill == 1) {
-		if (q->bf_run == NULL) {
+	if (o.act == AX_ACT_HOLD || o.act == AX_ACT_QUEUE_BACKFILL)
+		ax_logf(
+		    AX_LOG_DEBUG, COMP, "CONCURRENCY_BLOCKED",
+		    &(ax_log_ids) { .dag = r->v->e->dag->name, .run = r->id },
+		    "run %s behind run %lld (%zu active, %zu held)",
+		    ax_overlap_act_name(o.act), (long long) o.behind,
+		    in.nactive, in.nheld);
+	switch (o.act) {
+	case AX_ACT_START:
+		if (r->backfill == 1)
 			q->bf_run = r;
-			start(d, r);
-		} else if (insert_sorted(&q->bf, &q->nbf, &q->capbf, r) == 0)
-			axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
-		else
-			axdd_run_drop(d, r);
-		return;
-	}
-	if (r->backfill == 2) {
-		/* parallel backfill: up to max_active_runs at once, the rest
-		 * held (never discarded nor replacing a run) */
-		if (q->nactive < max)
-			start(d, r);
-		else if (insert_sorted(&q->held, &q->nheld, &q->capheld, r) ==
-		         0)
-			axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
-		else
-			axdd_run_drop(d, r);
-		return;
-	}
-	if (q->nactive < max && q->nheld == 0) {
 		start(d, r);
 		return;
-	}
-	if ((g->policy == AX_OVERLAP_DISCARD ||
-	     g->policy == AX_OVERLAP_REPLACE) &&
-	    defer_gate(d, r))
+	case AX_ACT_QUEUE_BACKFILL:
+		bf_insert(q, r);
+		axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
 		return;
-	switch (g->policy) {
-	case AX_OVERLAP_DISCARD:
+	case AX_ACT_HOLD:
+		held_insert(q, r);
+		axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
+		return;
+	case AX_ACT_DEFER:
+		defer_gate(d, r);
+		return;
+	case AX_ACT_DISCARD:
 		axdd_chg(d, r->id, "CANCELED", "CONCURRENCY_BLOCKED");
 		axdd_emit(d, r, "run.discarded", "CONCURRENCY_BLOCKED", NULL,
 		          0, 0, NULL);
 		d->stats->discarded++;
 		axdd_run_drop(d, r);
 		return;
-	case AX_OVERLAP_REPLACE:
-		while (q->nactive >= max && q->head != NULL)
-			supersede(d, q->head);
+	case AX_ACT_REPLACE:
+		for (size_t i = 0; i < o.nsupersede && q->active.head; i++)
+			supersede(d, AX_LIST_ENTRY(q->active.head, drun, qn));
 		start(d, r);
 		return;
-	default:
-		if (insert_sorted(&q->held, &q->nheld, &q->capheld, r) != 0) {
-			axdd_oom("held run");
-			axdd_run_drop(d, r);
-			return;
-		}
-		axdd_hold(d, r, "CONCURRENCY_BLOCKED", "run.held");
 	}
 }
 
