@@ -3,7 +3,7 @@
  * MurmurHash3's 64-bit finaliser (fmix64).
  *
  * Role: every hash table in axd (engine/hmap.h, the DAG registry, the time
- * detector, the queue service) and the routing ring (actors/routing.c)
+ * detector, the queue service) and the routing ring (actors/support/routing.c)
  * hash with it. FNV-1a alone mixes its last bytes poorly into the low bits
  * that a power-of-two table uses; the finaliser spreads every input bit
  * over the whole word, so "dag-1" .. "dag-999999" fill buckets evenly.

@@ -1,7 +1,7 @@
 /*
  * test_sinks.c - the event emitter's PUB and OpenLineage sinks
- * (actors/sink_pub.h, actors/sink_openlineage.h) and their counters in
- * component_stats / ax-api's /metrics.
+ * (actors/sinks/sink_pub.h, actors/sinks/sink_openlineage.h) and their
+ * counters in component_stats / ax-api's /metrics.
  *
  * An event emitter runs in a real actor system; events go in through an
  * actor client like any producer's. A SUB socket checks topics and JSON;
