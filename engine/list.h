@@ -2,11 +2,13 @@
  * list.h - intrusive doubly-linked list: the object embeds an
  * ax_list_node per list it can be on, the list is a head and a tail.
  *
- * Role: FIFOs and ordered lists of the actors (the queue's unacked and
- * held attempts and its lease FIFO, the DAG registry's CLOCK list, the
- * time detector's LRU of compiled schedules). No allocation ever; every
- * operation is O(1) except ax_list_insert_sorted, which walks back from
- * the tail (items that arrive almost in key order cost a step or two).
+ * Role: FIFOs and ordered lists of the actors (every list of the queue
+ * service: attempts in flight, unacked, held, retired, in doubt; the
+ * lease FIFO and the park and doubt deadline lists; the DAG registry's
+ * CLOCK list, the time detector's LRU of compiled schedules). No
+ * allocation ever; every operation is O(1) except ax_list_insert_sorted,
+ * which walks back from the tail (items that arrive almost in key order
+ * cost a step or two).
  *
  * Zeroed memory is an empty list and an unlinked node, so objects from
  * calloc need no init. The ends are NULL-terminated (not circular): a

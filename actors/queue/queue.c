@@ -245,47 +245,56 @@ axq_forward(ax_queue *q, const qatt *a, const char *run_id, int status,
 static void
 timers(ax_queue *q)
 {
-	int64_t now = ax_clock_mono_us(), next = INT64_MAX;
+	int64_t  now = ax_clock_mono_us(), next = INT64_MAX;
+	qatt    *a;
+	qworker *w;
+	qctx    *c;
 
 	axq_held_release(q, now);
 	axq_ack_timeouts(q, now);
-	while (q->lease_head != NULL && q->lease_head->lease_mono <= now)
-		axq_worker_lost(q, q->lease_head);
-	while (q->dl_head != NULL && q->dl_head->doubt_deadline <= now)
-		axq_doubt_lapse(q, q->dl_head);
+	while ((w = QWORKER(q->leases.head, ln)) != NULL &&
+	       w->lease_mono <= now)
+		axq_worker_lost(q, w);
+	while ((w = QWORKER(q->doubt_dl.head, dln)) != NULL &&
+	       w->doubt_deadline <= now)
+		axq_doubt_lapse(q, w);
 	if (q->store != NULL && !q->reconciled && now >= q->reconcile_at)
 		axq_reconcile_load(q);
 	if (q->fill_blocked && axq_dispatch_open(q)) {
 		/* Pulls that waited for the database or the reconciliation */
 		q->fill_blocked = 0;
-		for (qworker *w = q->pd_head, *nx; w != NULL; w = nx) {
-			nx = w->pdnext;
-			axq_try_fill(q, w);
+		for (ax_list_node *n = q->park_dl.head, *nx; n != NULL;
+		     n               = nx) {
+			nx = n->next;
+			axq_try_fill(q, QWORKER(n, pdn));
 		}
 	}
-	while (q->pd_head != NULL && q->pd_head->park_deadline <= now)
-		axq_park_answer_empty(q, q->pd_head, 0);
+	while ((w = QWORKER(q->park_dl.head, pdn)) != NULL &&
+	       w->park_deadline <= now)
+		axq_park_answer_empty(q, w, 0);
 	axq_retired_free(q, now);
 	axq_cap_flush(q);
 	axq_db_flush(q, now);
 	axq_deferred_flush(q);
 
-	if (q->held_head)
-		next = q->held_head->release_mono;
-	if (q->un_head && q->un_head->ack_deadline < next)
-		next = q->un_head->ack_deadline;
-	if (q->lease_head && q->lease_head->lease_mono < next)
-		next = q->lease_head->lease_mono;
-	if (q->pd_head && q->pd_head->park_deadline < next)
-		next = q->pd_head->park_deadline;
-	if (q->ret_head && q->ret_head->retire_at < next)
-		next = q->ret_head->retire_at;
-	if (q->dirty && q->db_last + q->hb_us < next)
+	if ((a = QATT(q->held.head, heln)) != NULL)
+		next = a->release_mono;
+	if ((a = QATT(q->unacked.head, un)) != NULL && a->ack_deadline < next)
+		next = a->ack_deadline;
+	if ((w = QWORKER(q->leases.head, ln)) != NULL && w->lease_mono < next)
+		next = w->lease_mono;
+	if ((w = QWORKER(q->park_dl.head, pdn)) != NULL &&
+	    w->park_deadline < next)
+		next = w->park_deadline;
+	if ((a = QATT(q->retired.head, rn)) != NULL && a->retire_at < next)
+		next = a->retire_at;
+	if (!ax_list_empty(&q->dirty) && q->db_last + q->hb_us < next)
 		next = q->db_last + q->hb_us;
-	if (q->def_head && q->def_head->def_until < next)
-		next = q->def_head->def_until;
-	if (q->dl_head && q->dl_head->doubt_deadline < next)
-		next = q->dl_head->doubt_deadline;
+	if ((c = QCTX(q->deferred.head, dn)) != NULL && c->def_until < next)
+		next = c->def_until;
+	if ((w = QWORKER(q->doubt_dl.head, dln)) != NULL &&
+	    w->doubt_deadline < next)
+		next = w->doubt_deadline;
 	if (q->store != NULL && !q->reconciled && q->reconcile_at < next)
 		next = q->reconcile_at;
 	if (q->fill_blocked && q->db_down_until < next)

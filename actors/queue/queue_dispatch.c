@@ -235,9 +235,12 @@ axq_try_fill(ax_queue *q, qworker *w)
 		free_           = 0; /* only the resends may go */
 	}
 	/* w's free slots may still count a resend it never received */
-	for (qatt *a = w->nresend > 0 ? w->att : NULL; a != NULL; a = a->wnext)
+	for (ax_list_node *x = w->nresend > 0 ? w->att.head : NULL; x != NULL;
+	     x               = x->next) {
+		qatt *a = QATT(x, wn);
 		if (a->resend)
 			free_ -= a->slots > w->slots ? w->slots : a->slots;
+	}
 	while (free_ > 0 && n < DISPATCH_MAX) {
 		qatt   *a = best_for(w);
 		int32_t s;
@@ -255,13 +258,15 @@ axq_try_fill(ax_queue *q, qworker *w)
 	}
 	if (n > 0 && !axq_record_dispatches(q, w, batch, from, &n))
 		n = 0; /* not recorded: back in their heaps */
-	for (qatt *a                          = w->nresend > 0 ? w->att : NULL;
-	     a != NULL && n < DISPATCH_MAX; a = a->wnext)
+	for (ax_list_node *x = w->nresend > 0 ? w->att.head : NULL;
+	     x != NULL && n < DISPATCH_MAX; x = x->next) {
+		qatt *a = QATT(x, wn);
 		if (a->resend) {
 			a->resend = 0;
 			w->nresend--;
 			batch[n++] = a;
 		}
+	}
 	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
@@ -334,21 +339,18 @@ want_fill(ax_queue *q, qworker *w, int32_t slots)
 		axq_try_fill(q, w);
 		return;
 	}
-	if (w->quota == 0) {
-		w->fnext     = q->fill_head;
-		q->fill_head = w;
-	}
+	if (w->quota == 0)
+		ax_list_prepend(&q->fill, &w->fn);
 	w->quota += slots;
 }
 
 void
 axq_fill_flush(ax_queue *q)
 {
+	qworker *w;
+
 	q->batching = 0;
-	while (q->fill_head != NULL) {
-		qworker *w   = q->fill_head;
-		q->fill_head = w->fnext;
-		w->fnext     = NULL;
+	while ((w = QWORKER(ax_list_pop(&q->fill), fn)) != NULL) {
 		if (w->quota > 0)
 			axq_try_fill(q, w);
 	}
@@ -361,15 +363,11 @@ axq_att_link_worker(ax_queue *q, qatt *a, qworker *w)
 {
 	a->state  = ST_DISPATCHED;
 	a->worker = w;
-	a->wprev  = NULL;
-	a->wnext  = w->att;
-	if (w->att)
-		w->att->wprev = a;
-	w->att = a;
+	ax_list_prepend(&w->att, &a->wn);
 	w->used += a->slots > w->slots ? w->slots : a->slots;
 	a->dispatched_at_us = ax_clock_utc_us();
 	a->ack_deadline     = ax_clock_mono_us() + q->ack_timeout_us;
-	LIST_APPEND(q->un_head, q->un_tail, a, unext, uprev);
+	ax_list_append(&q->unacked, &a->un);
 	axq_cap_mark(q, w->group);
 }
 
@@ -380,18 +378,12 @@ axq_att_unlink_worker(ax_queue *q, qatt *a)
 	if (w == NULL)
 		return;
 	if (a->state == ST_DISPATCHED)
-		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		ax_list_remove(&q->unacked, &a->un);
 	if (a->resend) {
 		a->resend = 0;
 		w->nresend--;
 	}
-	if (a->wprev)
-		a->wprev->wnext = a->wnext;
-	else
-		w->att = a->wnext;
-	if (a->wnext)
-		a->wnext->wprev = a->wprev;
-	a->wnext = a->wprev = NULL;
+	ax_list_remove(&w->att, &a->wn);
 	w->used -= a->slots > w->slots ? w->slots : a->slots;
 	if (w->used < 0)
 		w->used = 0;
@@ -411,7 +403,7 @@ axq_att_retire(ax_queue *q, qatt *a)
 		STAT(q, st_depth[a->ch], -1);
 	}
 	if (a->state == ST_HELD)
-		LIST_UNLINK(q->held_head, q->held_tail, a, hnext, hprev);
+		ax_list_remove(&q->held, &a->heln);
 	if (a->state == ST_DOUBT)
 		axq_doubt_unlink(a);
 	axq_att_unlink_worker(q, a);
@@ -419,12 +411,7 @@ axq_att_retire(ax_queue *q, qatt *a)
 		ax_hmap_remove(&q->insts, a);
 	a->state     = ST_DONE;
 	a->retire_at = ax_clock_mono_us() + q->retain_us;
-	a->rnext     = NULL;
-	if (q->ret_tail)
-		q->ret_tail->rnext = a;
-	else
-		q->ret_head = a;
-	q->ret_tail = a;
+	ax_list_append(&q->retired, &a->rn);
 }
 
 void
@@ -473,14 +460,15 @@ axq_att_enqueue(ax_queue *q, qatt *a)
 	}
 	if (axq_heap_push(&g->heaps[a->ch], a) != AX_OK)
 		goto nomem;
-	if (g->parked != NULL) {
+	if (!ax_list_empty(&g->parked)) {
 		ax_routing_cand cands[64];
 		qworker        *cw[64];
 		size_t          n  = 0;
 		int32_t         sl = a->slots;
-		for (qworker *p = g->parked; p != NULL && n < 64;
-		     p          = p->pknext) {
-			int32_t need = sl > p->slots ? p->slots : sl;
+		for (ax_list_node *x = g->parked.head; x != NULL && n < 64;
+		     x               = x->next) {
+			qworker *p    = QWORKER(x, pkn);
+			int32_t  need = sl > p->slots ? p->slots : sl;
 			if (p->pull_free - p->quota < need)
 				continue;
 			cands[n].worker_id   = p->id;
@@ -505,6 +493,13 @@ nomem:
 	        "attempt %s could not be queued", a->run_id);
 }
 
+/* Order of the held list (equal instants keep arrival order). */
+static int
+held_before(const ax_list_node *a, const ax_list_node *b)
+{
+	return QATT(a, heln)->release_mono < QATT(b, heln)->release_mono;
+}
+
 /*
  * An attempt prepared ahead of its due instant (scheduler.prepare_ahead)
  * waits on the held list until then; any other goes to its queue now.
@@ -524,8 +519,7 @@ att_hold_or_enqueue(ax_queue *q, qatt *a)
 		wait = HOLD_MAX_US; /* a clock step: never hold for long */
 	a->state        = ST_HELD;
 	a->release_mono = ax_clock_mono_us() + wait;
-	LIST_INSERT_SORTED(q->held_head, q->held_tail, a, hnext, hprev,
-	                   release_mono);
+	ax_list_insert_sorted(&q->held, &a->heln, held_before);
 }
 
 /* Reports a QUEUED or unacknowledged attempt as canceled. */
@@ -710,9 +704,11 @@ axq_held_release(ax_queue *q, int64_t now)
 	/* first: a held attempt's due instant is its start latency; the
 	 * attempts due together leave in one reply per worker */
 	q->batching = 1;
-	while (q->held_head != NULL && q->held_head->release_mono <= now) {
-		qatt *a = q->held_head;
-		LIST_UNLINK(q->held_head, q->held_tail, a, hnext, hprev);
+	qatt *a;
+
+	while ((a = QATT(q->held.head, heln)) != NULL &&
+	       a->release_mono <= now) {
+		ax_list_remove(&q->held, &a->heln);
 		axq_att_enqueue(q, a);
 	}
 	axq_fill_flush(q);
@@ -723,8 +719,10 @@ axq_held_release(ax_queue *q, int64_t now)
 void
 axq_ack_timeouts(ax_queue *q, int64_t now)
 {
-	while (q->un_head != NULL && q->un_head->ack_deadline <= now) {
-		qatt      *a   = q->un_head;
+	qatt *a;
+
+	while ((a = QATT(q->unacked.head, un)) != NULL &&
+	       a->ack_deadline <= now) {
 		qworker   *w   = a->worker;
 		ax_log_ids ids = axq_att_ids(a);
 		if (w == NULL || !w->alive) { /* not reached: session_end */
@@ -736,9 +734,9 @@ axq_ack_timeouts(ax_queue *q, int64_t now)
 		 * or is lost, and never goes to another worker. The timer
 		 * starts over (the deadline is the latest, so the FIFO
 		 * stays in order). */
-		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		ax_list_remove(&q->unacked, &a->un);
 		a->ack_deadline = now + q->ack_timeout_us;
-		LIST_APPEND(q->un_head, q->un_tail, a, unext, uprev);
+		ax_list_append(&q->unacked, &a->un);
 		if (w->held > 0 || w->held_until > now)
 			continue; /* its Started may wait behind a report
 			             whose ack we hold for a commit: silence
@@ -762,11 +760,11 @@ axq_ack_timeouts(ax_queue *q, int64_t now)
 void
 axq_retired_free(ax_queue *q, int64_t now)
 {
-	while (q->ret_head != NULL && q->ret_head->retire_at <= now) {
-		qatt *a     = q->ret_head;
-		q->ret_head = a->rnext;
-		if (q->ret_head == NULL)
-			q->ret_tail = NULL;
+	qatt *a;
+
+	while ((a = QATT(q->retired.head, rn)) != NULL &&
+	       a->retire_at <= now) {
+		ax_list_remove(&q->retired, &a->rn);
 		ax_hmap_remove(&q->runs, a);
 		axq_att_free(a);
 	}

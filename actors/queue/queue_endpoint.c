@@ -131,14 +131,9 @@ reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq, qworker *w)
 	c->need_seq  = q->fwd_seq;
 	c->def_until = ax_clock_mono_us() + DEFER_MAX_US;
 	c->dworker   = w;
-	c->dnext     = NULL;
 	if (w != NULL)
 		w->held++;
-	if (q->def_tail)
-		q->def_tail->dnext = c;
-	else
-		q->def_head = c;
-	q->def_tail = c;
+	ax_list_append(&q->deferred, &c->dn);
 	q->ndeferred++;
 }
 
@@ -147,16 +142,15 @@ void
 axq_deferred_flush(ax_queue *q)
 {
 	int64_t now = ax_clock_mono_us();
+	qctx   *c;
 
-	if (q->def_head == NULL)
+	if (ax_list_empty(&q->deferred))
 		return;
 	ax_actor_flush(q->self, AX_ACTOR_NONBLOCK);
 	/* FIFO: need_seq and def_until grow along the list */
-	while (q->def_head != NULL &&
-	       (q->def_head->need_seq <= q->committed ||
-	        q->def_head->def_until <= now)) {
-		qctx *c     = q->def_head;
-		q->def_head = c->dnext;
+	while ((c = QCTX(q->deferred.head, dn)) != NULL &&
+	       (c->need_seq <= q->committed || c->def_until <= now)) {
+		ax_list_remove(&q->deferred, &c->dn);
 		q->ndeferred--;
 		if (c->dworker != NULL) {
 			/* the worker's next report may take its retry
@@ -179,11 +173,16 @@ axq_deferred_flush(ax_queue *q)
 		c->deferred = NULL;
 		nng_ctx_send(c->ctx, c->aio);
 	}
-	if (q->def_head == NULL)
-		q->def_tail = NULL;
 }
 
 /* -------------------------------------------------------------- parking */
+
+/* Order of the park deadline list (equal deadlines keep arrival order). */
+static int
+park_before(const ax_list_node *a, const ax_list_node *b)
+{
+	return QWORKER(a, pdn)->park_deadline < QWORKER(b, pdn)->park_deadline;
+}
 
 void
 axq_unpark(ax_queue *q, qworker *w)
@@ -192,9 +191,9 @@ axq_unpark(ax_queue *q, qworker *w)
 		return;
 	w->parked = NULL;
 	q->nparked--;
-	LIST_UNLINK(q->pd_head, q->pd_tail, w, pdnext, pdprev);
+	ax_list_remove(&q->park_dl, &w->pdn);
 	if (w->group != NULL)
-		axq_glist_del(&w->group->parked, w, 0);
+		ax_list_remove(&w->group->parked, &w->pkn);
 }
 
 /* Answers w's parked Pull with no dispatch. */
@@ -229,10 +228,9 @@ on_pull(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 		wait = 0;
 	w->park_deadline = ax_clock_mono_us() + wait;
 	/* keep the deadline list sorted (equal waits append at the tail) */
-	LIST_INSERT_SORTED(q->pd_head, q->pd_tail, w, pdnext, pdprev,
-	                   park_deadline);
+	ax_list_insert_sorted(&q->park_dl, &w->pdn, park_before);
 	if (w->group != NULL)
-		axq_glist_add(&w->group->parked, w, 0);
+		ax_list_prepend(&w->group->parked, &w->pkn);
 	if (axq_try_fill(q, w) == 0 && (wait == 0 || w->draining))
 		axq_park_answer_empty(q, w, m->seq);
 }
@@ -357,7 +355,7 @@ axq_wake_cb(void *arg)
 	ax_queue *q = arg;
 	pthread_mutex_lock(&q->mu);
 	q->wake_retry = 0;
-	if ((q->ready_head != NULL || q->wake_start) &&
+	if ((!ax_list_empty(&q->ready) || q->wake_start) &&
 	    nng_aio_result(q->wake_aio) == 0)
 		axq_wake_locked(q);
 	pthread_mutex_unlock(&q->mu);
@@ -395,15 +393,10 @@ ctx_cb(void *arg)
 		axq_ctx_recv(c);
 		return;
 	}
-	c->req        = nng_aio_get_msg(c->aio);
-	c->op         = OP_HANDED;
-	c->ready_next = NULL;
+	c->req = nng_aio_get_msg(c->aio);
+	c->op  = OP_HANDED;
 	pthread_mutex_lock(&q->mu);
-	if (q->ready_tail)
-		q->ready_tail->ready_next = c;
-	else
-		q->ready_head = c;
-	q->ready_tail = c;
+	ax_list_append(&q->ready, &c->rn);
 	axq_wake_locked(q);
 	pthread_mutex_unlock(&q->mu);
 }
@@ -439,16 +432,15 @@ ctx_open(ax_queue *q)
 void
 axq_drain_requests(ax_queue *q)
 {
-	qctx *c;
+	ax_list l;
 	pthread_mutex_lock(&q->mu);
-	c             = q->ready_head;
-	q->ready_head = q->ready_tail = NULL;
-	q->woken                      = 0;
+	l        = q->ready; /* taken whole: its nodes keep their links */
+	q->ready = (ax_list) { 0 };
+	q->woken = 0;
 	pthread_mutex_unlock(&q->mu);
-	while (c != NULL) {
-		qctx *next = c->ready_next;
-		on_request(q, c);
-		c = next;
+	for (ax_list_node *n = l.head, *nx; n != NULL; n = nx) {
+		nx = n->next; /* before c can be handed again */
+		on_request(q, QCTX(n, rn));
 	}
 	while (q->nctx < QCTX_MAX &&
 	       q->nctx < q->nparked + q->ndeferred + QCTX_SPARE)

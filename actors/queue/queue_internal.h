@@ -22,6 +22,7 @@
 
 #include "heap.h"
 #include "hmap.h"
+#include "list.h"
 #include "log.h"
 #include "queue_service.h"
 #include "routing.h"
@@ -64,16 +65,16 @@ struct qatt {
 	int32_t                    slots; /* >= 1 */
 	qgroup                    *group;
 	const ax_routing_ops      *route;
-	qheap                     *heap;   /* while QUEUED */
-	ax_heap_node               hn;     /* its node in heap */
-	qworker                   *worker; /* DISPATCHED / RUNNING */
-	qatt                      *wnext, *wprev;
-	qatt                      *unext, *uprev; /* unacked FIFO */
-	qatt                      *rnext;         /* retired FIFO */
-	qatt                      *hnext, *hprev; /* held list (ST_HELD) */
-	int64_t                    release_mono;  /* ST_HELD: due, mono us */
-	int64_t                    ack_deadline;  /* mono us */
-	int64_t                    retire_at;     /* mono us */
+	qheap                     *heap;         /* while QUEUED */
+	ax_heap_node               hn;           /* its node in heap */
+	qworker                   *worker;       /* DISPATCHED / RUNNING */
+	ax_list_node               wn;           /* worker->att (in flight) */
+	ax_list_node               un;           /* q->unacked (DISPATCHED) */
+	ax_list_node               rn;           /* q->retired (DONE) */
+	ax_list_node               heln;         /* q->held (ST_HELD) */
+	int64_t                    release_mono; /* ST_HELD: due, mono us */
+	int64_t                    ack_deadline; /* mono us */
+	int64_t                    retire_at;    /* mono us */
 	int64_t                    dispatched_at_us, started_at_us; /* UTC */
 	int                        kill; /* cancel requested */
 	char                       kill_reason[32];
@@ -82,47 +83,47 @@ struct qatt {
 	int64_t  verify; /* mono us; RUNNING, not listed at register: UNKNOWN
 	                    at a heartbeat after this that does not list it,
 	                    unless its result came (0: none) */
-	qatt    *xnext, *xprev; /* holder's in-doubt list (ST_DOUBT) */
-	qworker *holder;        /* ST_DOUBT: the worker that may hold it */
-	int      resend; /* DISPATCHED, not acknowledged in time: goes again
-	                    to its worker in that worker's next Pull reply */
+	ax_list_node xn; /* holder->doubt (ST_DOUBT) */
+	qworker     *holder; /* ST_DOUBT: the worker that may hold it */
+	int resend; /* DISPATCHED, not acknowledged in time: goes again
+	               to its worker in that worker's next Pull reply */
 };
 
 /* One worker id: a live session, or a placeholder pinned attempts wait
  * for. Owned by q->workers; never freed before the queue. */
 struct qworker {
-	char       *id;
-	qgroup     *group; /* last group; NULL until it registers */
-	int         alive, draining;
-	int         joined; /* in group->members and the ring */
-	uint64_t    session, ordinal;
-	int32_t     slots, used, load_x100;
-	char       *hostname;
-	int32_t     pid;
-	int64_t     lease_mono, registered_at_us, heartbeat_at_us;
-	qworker    *lnext, *lprev;   /* lease FIFO (alive) */
-	qworker    *gnext, *gprev;   /* group members (alive) */
-	qworker    *pknext, *pkprev; /* group's waiting workers */
-	qworker    *pdnext, *pdprev; /* park deadline list */
-	qctx       *parked;          /* parked Pull */
-	int32_t     pull_free;       /* free slots of the parked Pull */
-	int32_t     quota;           /* slots routed to it, reply pending */
-	qworker    *fnext;           /* fill list (quota > 0) */
-	int64_t     park_deadline;   /* mono us */
-	qheap       personal;        /* sticky attempts bound to it */
-	qatt       *att;             /* in-flight attempts */
-	int         db_dirty, db_urgent;
-	qworker    *dnext; /* dirty list */
-	const char *db_state;
-	qatt       *doubt;          /* in-doubt attempts, since a start */
-	int64_t     doubt_deadline; /* mono us: then they go UNKNOWN */
-	qworker    *xnext, *xprev;  /* doubt deadline list */
-	int         on_dl;          /* on that list */
-	int32_t     doubt_pid;      /* pid of the session that held them */
-	char       *doubt_host;     /* and its host ("" unknown) */
-	int         held;       /* its reports whose ack waits for a commit */
-	int64_t     held_until; /* mono us: its report channel was blocked */
-	int32_t     nresend;    /* its attempts with resend set */
+	char        *id;
+	qgroup      *group; /* last group; NULL until it registers */
+	int          alive, draining;
+	int          joined; /* in group->members and the ring */
+	uint64_t     session, ordinal;
+	int32_t      slots, used, load_x100;
+	char        *hostname;
+	int32_t      pid;
+	int64_t      lease_mono, registered_at_us, heartbeat_at_us;
+	ax_list_node ln;            /* q->leases (alive) */
+	ax_list_node gn;            /* group->members (joined) */
+	ax_list_node pkn;           /* group->parked (waiting) */
+	ax_list_node pdn;           /* q->park_dl (parked) */
+	qctx        *parked;        /* parked Pull */
+	int32_t      pull_free;     /* free slots of the parked Pull */
+	int32_t      quota;         /* slots routed to it, reply pending */
+	ax_list_node fn;            /* q->fill (quota > 0) */
+	int64_t      park_deadline; /* mono us */
+	qheap        personal;      /* sticky attempts bound to it */
+	ax_list      att;           /* in-flight attempts (qatt.wn) */
+	int          db_dirty, db_urgent;
+	ax_list_node dn; /* q->dirty (db_dirty) */
+	const char  *db_state;
+	ax_list      doubt; /* in-doubt attempts since a start (qatt.xn) */
+	int64_t      doubt_deadline; /* mono us: then they go UNKNOWN */
+	ax_list_node dln;            /* q->doubt_dl (on_dl) */
+	int          on_dl;          /* on that list */
+	int32_t      doubt_pid;      /* pid of the session that held them */
+	char        *doubt_host;     /* and its host ("" unknown) */
+	int          held;       /* its reports whose ack waits for a commit */
+	int64_t      held_until; /* mono us: its report channel was blocked */
+	int32_t      nresend;    /* its attempts with resend set */
 };
 
 struct qgroup {
@@ -131,10 +132,11 @@ struct qgroup {
 	qheap            unrouted; /* consistent_hash with no live worker */
 	ax_routing_state rs;
 	ax_routing_ring  ring;
-	qworker         *members, *parked;
+	ax_list          members; /* joined workers (qworker.gn) */
+	ax_list          parked;  /* waiting workers (qworker.pkn) */
 	int32_t          sent_total, sent_free;
 	int              cap_dirty, cap_sent;
-	qgroup          *dnext;
+	ax_list_node     cn; /* q->cap_dirty (cap_dirty) */
 };
 
 enum { OP_IDLE = 0, OP_RECV, OP_HANDED, OP_SEND };
@@ -143,17 +145,17 @@ enum { OP_IDLE = 0, OP_RECV, OP_HANDED, OP_SEND };
  * at points where the other side cannot run (see the top of
  * queue_endpoint.c). */
 struct qctx {
-	ax_queue *q;
-	nng_ctx   ctx;
-	nng_aio  *aio;
-	int       op;
-	nng_msg  *req;        /* received, handed to the actor */
-	qctx     *ready_next; /* hand-off list (under q->mu) */
-	nng_msg  *deferred;   /* ack waiting for the results' commit */
-	uint64_t  need_seq;   /* ... of results forwarded up to this */
-	int64_t   def_until;  /* mono us: then dropped unanswered */
-	qworker  *dworker;    /* whose report it answers (NULL: unknown) */
-	qctx     *dnext;
+	ax_queue    *q;
+	nng_ctx      ctx;
+	nng_aio     *aio;
+	int          op;
+	nng_msg     *req;       /* received, handed to the actor */
+	ax_list_node rn;        /* q->ready: hand-off list (under q->mu) */
+	nng_msg     *deferred;  /* ack waiting for the results' commit */
+	uint64_t     need_seq;  /* ... of results forwarded up to this */
+	int64_t      def_until; /* mono us: then dropped unanswered */
+	qworker     *dworker;   /* whose report it answers (NULL: unknown) */
+	ax_list_node dn;        /* q->deferred (deferred != NULL) */
 };
 
 struct ax_queue {
@@ -172,7 +174,7 @@ struct ax_queue {
 
 	/* hand-off, shared with nng callbacks */
 	pthread_mutex_t  mu;
-	qctx            *ready_head, *ready_tail;
+	ax_list          ready; /* handed contexts (qctx.rn) */
 	int              woken, wake_retry, closing;
 	int              wake_start; /* wake once at start (reconcile) */
 	ax_actor_client *client;
@@ -182,17 +184,17 @@ struct ax_queue {
 	/* node-less maps (engine/hmap.h), keys borrowed from the entries:
 	 * qatt by run_id and by inst_key, qworker by id, qgroup by name */
 	ax_hmap   runs, insts, workers, groups;
-	qatt     *un_head, *un_tail;     /* unacked FIFO */
-	qatt     *ret_head, *ret_tail;   /* retired FIFO */
-	qatt     *held_head, *held_tail; /* ST_HELD, by release_mono */
-	qworker  *lease_head, *lease_tail;
-	qworker  *pd_head, *pd_tail; /* parked by deadline */
-	qworker  *dirty;             /* workers to write */
-	qgroup   *cap_dirty;
-	qctx     *def_head, *def_tail;
+	ax_list   unacked;   /* DISPATCHED, by ack_deadline (FIFO) */
+	ax_list   retired;   /* DONE, by retire_at (FIFO) */
+	ax_list   held;      /* ST_HELD, sorted by release_mono */
+	ax_list   leases;    /* live workers, by lease_mono (FIFO) */
+	ax_list   park_dl;   /* parked workers, sorted by park_deadline */
+	ax_list   dirty;     /* workers to write (newest first) */
+	ax_list   cap_dirty; /* groups whose capacity changed */
+	ax_list   deferred;  /* deferred acks (FIFO) */
 	uint64_t  fwd_seq;   /* results forwarded (AttemptResult.queue_seq) */
 	uint64_t  committed; /* ResultsCommitted watermark */
-	qworker  *fill_head; /* workers with a quota: answered at the end */
+	ax_list   fill;      /* workers with a quota: answered at the end */
 	int       batching;  /* route now, answer Pulls at fill_flush() */
 	uint64_t  seq, ordinal, session_ctr, qseq;
 	ax_store *store;
@@ -201,7 +203,7 @@ struct ax_queue {
 	int64_t   reconcile_at;  /* mono us: next try to load them */
 	int64_t   db_down_until; /* mono us: no dispatch (not recordable) */
 	int       fill_blocked;  /* a Pull waits for the database */
-	qworker  *dl_head, *dl_tail; /* workers with in-doubt attempts */
+	ax_list   doubt_dl; /* workers with in-doubt attempts, by deadline */
 
 	_Atomic int      drop_acks;
 	_Atomic uint64_t st_depth[AX_QUEUE_NCHANNELS], st_dispatches,
@@ -212,49 +214,11 @@ struct ax_queue {
 #define STAT(q, f, v)                                                         \
 	atomic_fetch_add_explicit(&(q)->f, (v), memory_order_relaxed)
 
-#define LIST_UNLINK(head, tail, x, nx, pv)                                    \
-	do {                                                                  \
-		if ((x)->pv)                                                  \
-			(x)->pv->nx = (x)->nx;                                \
-		else                                                          \
-			(head) = (x)->nx;                                     \
-		if ((x)->nx)                                                  \
-			(x)->nx->pv = (x)->pv;                                \
-		else                                                          \
-			(tail) = (x)->pv;                                     \
-		(x)->nx = (x)->pv = NULL;                                     \
-	} while (0)
-
-#define LIST_APPEND(head, tail, x, nx, pv)                                    \
-	do {                                                                  \
-		(x)->nx = NULL;                                               \
-		(x)->pv = (tail);                                             \
-		if (tail)                                                     \
-			(tail)->nx = (x);                                     \
-		else                                                          \
-			(head) = (x);                                         \
-		(tail) = (x);                                                 \
-	} while (0)
-
-/* Inserts x into a list sorted by key, walking back from the tail (items
- * arrive almost in key order, so the walk is a step or two); x goes
- * after the items with an equal key. */
-#define LIST_INSERT_SORTED(head, tail, x, nx, pv, key)                        \
-	do {                                                                  \
-		__typeof__(x) p_ = (tail);                                    \
-		while (p_ != NULL && p_->key > (x)->key)                      \
-			p_ = p_->pv;                                          \
-		(x)->pv = p_;                                                 \
-		(x)->nx = p_ ? p_->nx : (head);                               \
-		if ((x)->nx)                                                  \
-			(x)->nx->pv = (x);                                    \
-		else                                                          \
-			(tail) = (x);                                         \
-		if (p_)                                                       \
-			p_->nx = (x);                                         \
-		else                                                          \
-			(head) = (x);                                         \
-	} while (0)
+/* The entry of a list node (NULL for NULL): QATT(n, un), QWORKER(n, ln). */
+#define QATT(n, m)    AX_LIST_ENTRY((n), qatt, m)
+#define QWORKER(n, m) AX_LIST_ENTRY((n), qworker, m)
+#define QGROUP(n, m)  AX_LIST_ENTRY((n), qgroup, m)
+#define QCTX(n, m)    AX_LIST_ENTRY((n), qctx, m)
 
 /* ------------------------------------------------------ queue_dispatch.c */
 
@@ -385,11 +349,6 @@ void axq_cap_flush(ax_queue *q);
 /* Writes the dirty worker rows (now: mono us): at once after a state
  * change, else at most once per heartbeat interval. */
 void axq_db_flush(ax_queue *q, int64_t now);
-
-/* Group lists of workers: members (1) through gnext, or waiting (0)
- * through pknext; add at the head, del from wherever w is. */
-void axq_glist_add(qworker **head, qworker *w, int members);
-void axq_glist_del(qworker **head, qworker *w, int members);
 
 /* w's lease lapsed: its attempts go UNKNOWN, worker.lost is emitted. */
 void axq_worker_lost(ax_queue *q, qworker *w);

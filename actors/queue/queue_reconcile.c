@@ -108,25 +108,15 @@ axq_doubt_unlink(qatt *a)
 	qworker *w = a->holder;
 	if (w == NULL)
 		return;
-	if (a->xprev)
-		a->xprev->xnext = a->xnext;
-	else
-		w->doubt = a->xnext;
-	if (a->xnext)
-		a->xnext->xprev = a->xprev;
-	a->xnext = a->xprev = NULL;
-	a->holder           = NULL;
+	ax_list_remove(&w->doubt, &a->xn);
+	a->holder = NULL;
 }
 
 static void
 doubt_link(qworker *w, qatt *a)
 {
 	a->holder = w;
-	a->xprev  = NULL;
-	a->xnext  = w->doubt;
-	if (w->doubt)
-		w->doubt->xprev = a;
-	w->doubt = a;
+	ax_list_prepend(&w->doubt, &a->xn);
 }
 
 static void
@@ -134,16 +124,22 @@ dl_remove(ax_queue *q, qworker *w)
 {
 	if (!w->on_dl)
 		return;
-	LIST_UNLINK(q->dl_head, q->dl_tail, w, xnext, xprev);
+	ax_list_remove(&q->doubt_dl, &w->dln);
 	w->on_dl = 0;
+}
+
+static int
+dl_before(const ax_list_node *a, const ax_list_node *b)
+{
+	return QWORKER(a, dln)->doubt_deadline <
+	    QWORKER(b, dln)->doubt_deadline;
 }
 
 /* Puts w on the doubt deadline list, sorted by doubt_deadline. */
 static void
 dl_insert(ax_queue *q, qworker *w)
 {
-	LIST_INSERT_SORTED(q->dl_head, q->dl_tail, w, xnext, xprev,
-	                   doubt_deadline);
+	ax_list_insert_sorted(&q->doubt_dl, &w->dln, dl_before);
 	w->on_dl = 1;
 }
 
@@ -170,7 +166,7 @@ doubt_resolve(ax_queue *q, qworker *w, qatt *a, int is_listed, int same)
 	if (is_listed || (a->doubt == 2 && same)) {
 		axq_doubt_unlink(a);
 		axq_att_link_worker(q, a, w);
-		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		ax_list_remove(&q->unacked, &a->un);
 		a->state = ST_RUNNING;
 		/* its result may be in a report the worker re-sends only
 		 * after its retry interval (twice: one timed out) */
@@ -198,7 +194,7 @@ doubt_resolve(ax_queue *q, qworker *w, qatt *a, int is_listed, int same)
 void
 axq_doubt_settle(ax_queue *q, qworker *w, const Ax__Register *r)
 {
-	qatt *a, *next;
+	qatt *a;
 	int   same = w->doubt_pid == 0 ||
 	    (w->doubt_pid == r->pid &&
 	     (w->doubt_host == NULL || *w->doubt_host == '\0' ||
@@ -217,8 +213,9 @@ axq_doubt_settle(ax_queue *q, qworker *w, const Ax__Register *r)
 			n++;
 		}
 	}
-	for (a = w->doubt; a != NULL; a = next) {
-		next = a->xnext;
+	for (ax_list_node *x = w->doubt.head, *next; x != NULL; x = next) {
+		next = x->next;
+		a    = QATT(x, xn);
 		if (a->bound == NULL) {
 			doubt_resolve(q, w, a, 0, same);
 			n++;
@@ -235,17 +232,16 @@ axq_doubt_settle(ax_queue *q, qworker *w, const Ax__Register *r)
 void
 axq_doubt_lapse(ax_queue *q, qworker *w)
 {
-	qatt *a, *next;
-	char  json[300];
+	char json[300];
 
 	dl_remove(q, w);
 	ax_logf(AX_LOG_WARN, AX_A_QUEUE, "TIMEOUT_HEARTBEAT", NULL,
 	        "worker %s did not come back within its lease: the attempts "
 	        "it may hold go UNKNOWN",
 	        w->id);
-	for (a = w->doubt; a != NULL; a = next) {
-		next = a->xnext;
-		axq_att_lost(q, a, w->id, "TIMEOUT_HEARTBEAT");
+	for (ax_list_node *x = w->doubt.head, *next; x != NULL; x = next) {
+		next = x->next;
+		axq_att_lost(q, QATT(x, xn), w->id, "TIMEOUT_HEARTBEAT");
 	}
 	STAT(q, st_lease_losses, 1);
 	snprintf(json, sizeof(json), "{\"worker\":\"%.200s\"}", w->id);
@@ -297,8 +293,7 @@ axq_reconcile_load(ax_queue *q)
 			axq_heap_remove(a);
 			STAT(q, st_depth[a->ch], -1);
 		} else if (a->state == ST_HELD) {
-			LIST_UNLINK(q->held_head, q->held_tail, a, hnext,
-			            hprev);
+			ax_list_remove(&q->held, &a->heln);
 		} else {
 			continue; /* already with a worker */
 		}

@@ -61,8 +61,7 @@ axq_cap_mark(ax_queue *q, qgroup *g)
 {
 	if (g != NULL && !g->cap_dirty) {
 		g->cap_dirty = 1;
-		g->dnext     = q->cap_dirty;
-		q->cap_dirty = g;
+		ax_list_prepend(&q->cap_dirty, &g->cn);
 	}
 }
 
@@ -71,12 +70,14 @@ axq_cap_mark(ax_queue *q, qgroup *g)
 void
 axq_cap_flush(ax_queue *q)
 {
-	while (q->cap_dirty != NULL) {
-		qgroup *g     = q->cap_dirty;
+	qgroup *g;
+
+	while ((g = QGROUP(ax_list_pop(&q->cap_dirty), cn)) != NULL) {
 		int32_t total = 0, free_ = 0;
-		q->cap_dirty = g->dnext;
 		g->cap_dirty = 0;
-		for (qworker *w = g->members; w != NULL; w = w->gnext) {
+		for (ax_list_node *n = g->members.head; n != NULL;
+		     n               = n->next) {
+			qworker *w = QWORKER(n, gn);
 			if (w->draining)
 				continue;
 			total += w->slots;
@@ -111,8 +112,7 @@ db_mark(ax_queue *q, qworker *w, const char *state, int urgent)
 		w->db_urgent = 1;
 	if (!w->db_dirty) {
 		w->db_dirty = 1;
-		w->dnext    = q->dirty;
-		q->dirty    = w;
+		ax_list_prepend(&q->dirty, &w->dn);
 	}
 }
 
@@ -125,23 +125,23 @@ axq_db_flush(ax_queue *q, int64_t now)
 	ax_store_worker_row rows[512];
 	size_t              n      = 0;
 	int                 urgent = 0;
+	qworker            *w;
 
-	if (q->dirty == NULL)
+	if (ax_list_empty(&q->dirty))
 		return;
-	for (qworker *w = q->dirty; w != NULL; w = w->dnext)
-		urgent |= w->db_urgent;
+	for (ax_list_node *x = q->dirty.head; x != NULL; x = x->next)
+		urgent |= QWORKER(x, dn)->db_urgent;
 	if (q->store == NULL) {
-		while (q->dirty) {
-			qworker *w  = q->dirty;
-			q->dirty    = w->dnext;
+		while ((w = QWORKER(ax_list_pop(&q->dirty), dn)) != NULL)
 			w->db_dirty = w->db_urgent = 0;
-		}
 		return;
 	}
 	if (!urgent && now - q->db_last < q->hb_us)
 		return;
-	for (qworker *w = q->dirty; w != NULL && n < 512; w = w->dnext) {
+	for (ax_list_node *x = q->dirty.head; x != NULL && n < 512;
+	     x               = x->next) {
 		ax_store_worker_row *r = &rows[n++];
+		w                      = QWORKER(x, dn);
 		r->id                  = w->id;
 		r->worker_group        = w->group ? w->group->name : "default";
 		r->slots               = w->slots;
@@ -159,11 +159,9 @@ axq_db_flush(ax_queue *q, int64_t now)
 		        "workers upsert of %zu rows: %s", n, ax_err_detail());
 		return;
 	}
-	for (size_t i = 0; i < n && q->dirty; i++) {
-		qworker *w  = q->dirty;
-		q->dirty    = w->dnext;
+	for (size_t i = 0;
+	     i < n && (w = QWORKER(ax_list_pop(&q->dirty), dn)) != NULL; i++)
 		w->db_dirty = w->db_urgent = 0;
-	}
 }
 
 qworker *
@@ -185,47 +183,6 @@ axq_worker_get(ax_queue *q, const char *id)
 	return w;
 }
 
-/* Unlinked singly-headed (no tail) lists use a dummy tail variable. */
-void
-axq_glist_add(qworker **head, qworker *w, int members)
-{
-	if (members) {
-		w->gprev = NULL;
-		w->gnext = *head;
-		if (*head)
-			(*head)->gprev = w;
-		*head = w;
-	} else {
-		w->pkprev = NULL;
-		w->pknext = *head;
-		if (*head)
-			(*head)->pkprev = w;
-		*head = w;
-	}
-}
-
-void
-axq_glist_del(qworker **head, qworker *w, int members)
-{
-	if (members) {
-		if (w->gprev)
-			w->gprev->gnext = w->gnext;
-		else
-			*head = w->gnext;
-		if (w->gnext)
-			w->gnext->gprev = w->gprev;
-		w->gnext = w->gprev = NULL;
-	} else {
-		if (w->pkprev)
-			w->pkprev->pknext = w->pknext;
-		else
-			*head = w->pknext;
-		if (w->pknext)
-			w->pknext->pkprev = w->pkprev;
-		w->pknext = w->pkprev = NULL;
-	}
-}
-
 /* ----------------------------------------------------- worker lifecycle */
 
 static void
@@ -233,7 +190,7 @@ group_join(ax_queue *q, qworker *w, qgroup *g)
 {
 	w->group  = g;
 	w->joined = 1;
-	axq_glist_add(&g->members, w, 1);
+	ax_list_prepend(&g->members, &w->gn);
 	ax_routing_ring_add(&g->ring, w->id);
 	/* consistent_hash attempts that had nobody to go to */
 	while (ax_heap_count(&g->unrouted) > 0) {
@@ -256,7 +213,7 @@ group_leave(ax_queue *q, qworker *w)
 	if (w->parked)
 		axq_park_answer_empty(q, w, 0);
 	w->joined = 0;
-	axq_glist_del(&g->members, w, 1);
+	ax_list_remove(&g->members, &w->gn);
 	ax_routing_ring_remove(&g->ring, w->id);
 	axq_cap_mark(q, g);
 	for (size_t i = 0; i < ax_heap_count(&w->personal);) {
@@ -310,11 +267,13 @@ static void
 session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
             char **keep, size_t nkeep, int told_all)
 {
-	qatt *a, *next;
+	qatt         *a;
+	ax_list_node *n, *next;
 	if (w->parked) /* nothing may be dispatched to it meanwhile */
 		axq_park_answer_empty(q, w, 0);
-	for (a = w->att; a != NULL; a = next) {
-		next = a->wnext;
+	for (n = w->att.head; n != NULL; n = next) {
+		next = n->next;
+		a    = QATT(n, wn);
 		if (listed(keep, nkeep, a->run_id))
 			continue;
 		if (a->state == ST_DISPATCHED && a->bound == NULL &&
@@ -324,15 +283,17 @@ session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
 		}
 		axq_att_lost(q, a, w->id, reason);
 	}
-	for (a = w->doubt; a != NULL; a = next) { /* bound, not rendered */
-		next = a->xnext;
+	for (n = w->doubt.head; n != NULL;
+	     n = next) { /* bound, not rendered */
+		next = n->next;
+		a    = QATT(n, xn);
 		if (!listed(keep, nkeep, a->run_id)) {
 			axq_att_lost(q, a, w->id, reason);
 			continue;
 		}
 		axq_doubt_unlink(a);
 		axq_att_link_worker(q, a, w);
-		LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+		ax_list_remove(&q->unacked, &a->un);
 		a->state = ST_RUNNING;
 	}
 	for (size_t i = 0; i < ax_heap_count(&w->personal);) {
@@ -346,8 +307,7 @@ session_end(ax_queue *q, qworker *w, const char *reason, const char *state,
 	}
 	if (state != NULL) {
 		if (w->alive) {
-			LIST_UNLINK(q->lease_head, q->lease_tail, w, lnext,
-			            lprev);
+			ax_list_remove(&q->leases, &w->ln);
 			STAT(q, st_workers, -1);
 		}
 		group_leave(q, w);
@@ -380,8 +340,8 @@ void
 axq_lease_touch(ax_queue *q, qworker *w)
 {
 	w->lease_mono = ax_clock_mono_us() + q->lease_us + q->lease_grace_us;
-	LIST_UNLINK(q->lease_head, q->lease_tail, w, lnext, lprev);
-	LIST_APPEND(q->lease_head, q->lease_tail, w, lnext, lprev);
+	ax_list_remove(&q->leases, &w->ln);
+	ax_list_append(&q->leases, &w->ln);
 }
 
 static void
@@ -408,7 +368,7 @@ adopt(ax_queue *q, qworker *w, const char *run_id)
 		return;
 	}
 	axq_att_link_worker(q, a, w);
-	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+	ax_list_remove(&q->unacked, &a->un);
 	a->state = ST_RUNNING;
 }
 
@@ -434,7 +394,7 @@ axq_ack_dispatch(ax_queue *q, qworker *w, const char *run_id)
 	}
 	if (a->worker != w || a->state != ST_DISPATCHED)
 		return;
-	LIST_UNLINK(q->un_head, q->un_tail, a, unext, uprev);
+	ax_list_remove(&q->unacked, &a->un);
 	a->state = ST_RUNNING;
 	a->bound = NULL; /* w has it: from now on like any attempt */
 	if (a->resend) {
@@ -483,8 +443,7 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 		group_leave(q, w);
 	if (!w->alive) {
 		STAT(q, st_workers, 1);
-		w->lprev = w->lnext = NULL;
-		LIST_APPEND(q->lease_head, q->lease_tail, w, lnext, lprev);
+		ax_list_append(&q->leases, &w->ln);
 	}
 	w->alive    = 1;
 	w->draining = 0;
@@ -563,10 +522,10 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 		axq_reply_error(q, c, m->seq, "INTERNAL", "out of memory");
 		return;
 	}
-	for (qatt *a = w->att; a != NULL && nk < (size_t) w->slots;
-	     a       = a->wnext)
-                if (a->kill)
-                        kill[nk++] = a->run_id;
+	for (ax_list_node *n                        = w->att.head;
+	     n != NULL && nk < (size_t) w->slots; n = n->next)
+		if (QATT(n, wn)->kill)
+			kill[nk++] = QATT(n, wn)->run_id;
 	for (size_t i = 0; i < hb->n_running_run_ids; i++) {
 		qatt *a = ax_hmap_get(&q->runs, hb->running_run_ids[i]);
 		if (a == NULL) {
@@ -578,8 +537,9 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 			axq_ack_dispatch(q, w, a->run_id);
 		}
 	}
-	for (qatt *a = w->att, *next; a != NULL; a = next) {
-		next = a->wnext;
+	for (ax_list_node *n = w->att.head, *next; n != NULL; n = next) {
+		qatt *a = QATT(n, wn);
+		next    = n->next;
 		if (a->verify != 0 && a->verify <= ax_clock_mono_us())
 			axq_att_lost(q, a, w->id, "WORKER_RESTARTED");
 	}
