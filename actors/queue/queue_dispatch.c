@@ -30,10 +30,11 @@
  * now - enqueued for every item alike, comparing effective priorities at
  * any instant is comparing priority - enqueued / aging_interval, a key
  * that does not change with time: the heap stays valid without
- * re-sorting (the aging is continuous rather than in whole steps). P0
- * always goes before the other channels (reserved for critical links);
- * the others compete by that key. A re-queued attempt keeps its enqueue
- * time.
+ * re-sorting (the aging is continuous rather than in whole steps). The
+ * key is ax_aging_key (engine/aging.h), the one aging function of the
+ * scheduler. P0 always goes before the other channels (reserved for
+ * critical links); the others compete by that key. A re-queued attempt
+ * keeps its enqueue time.
  *
  * Prepared attempts: an attempt whose due_at is still ahead (the time
  * detector prepares runs scheduler.prepare_ahead early) waits on the held
@@ -49,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aging.h"
 #include "clock.h"
 #include "routing.h"
 #include "worker.pb-c.h"
@@ -593,10 +595,8 @@ att_setup(ax_queue *q, qatt *a, Ax__Command *cmd)
 	a->ch    = ch;
 	a->rank  = ch == AX_QUEUE_P0;
 	a->route = route;
-	/* key = priority - enqueued / aging (see the file comment) */
-	a->key = (double) ar->priority;
-	if (q->aging_us > 0)
-		a->key -= (double) ax_clock_mono_us() / (double) q->aging_us;
+	/* enqueued now (see "Order in a channel" in the file comment) */
+	a->key = ax_aging_key(ar->priority, ax_clock_mono_us(), q->aging_us);
 	if (ar->instance != NULL && ar->instance->instance_id != 0) {
 		snprintf(a->inst_key, sizeof(a->inst_key), "%" PRId64,
 		         ar->instance->instance_id);

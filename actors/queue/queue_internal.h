@@ -60,7 +60,7 @@ struct qatt {
 	int                        state;
 	int                        ch;    /* channel index */
 	int                        rank;  /* 1 for P0 */
-	double                     key;   /* priority - enq / aging */
+	double                     key;   /* ax_aging_key at enqueue */
 	uint64_t                   seq;   /* arrival order (ties) */
 	int32_t                    slots; /* >= 1 */
 	qgroup                    *group;
