@@ -72,14 +72,12 @@
 #include "dag_registry.h"
 #include "dependency_detector.h"
 #include "event_emitter.h"
-#include "hooks.h"
 #include "instance_generator.h"
 #include "log.h"
 #include "migrate.h"
 #include "pg_embed.h"
 #include "pipeline.h"
 #include "queue_service.h"
-#include "renderer.h"
 #include "resource_detector.h"
 #include "result_handler.h"
 #include "store.h"
@@ -129,9 +127,9 @@ usage(FILE *f)
 	    "usage: axd [--config FILE] [--help] [--version]\n"
 	    "\n"
 	    "The AX scheduler: hosts the actor pipeline (DAG loader, time,\n"
-	    "dependency and resource detectors, instance generator, "
-	    "renderer,\n"
-	    "hooks, result handler, event emitter) and the queue service.\n"
+	    "dependency and resource detectors, instance generator with\n"
+	    "renderer and pre hooks, result handler with post hooks, event\n"
+	    "emitter) and the queue service.\n"
 	    "It needs a running, migrated PostgreSQL: database.dsn, or the\n"
 	    "embedded cluster of `home` (start it with `axctl db up`).\n"
 	    "Only one axd schedules per database (the scheduler lease); a\n"
@@ -372,8 +370,6 @@ add_actors(axd *d)
 	        AX_OK ||
 	    (rv = ax_resource_detector_add(d->sys, &d->ctx)) != AX_OK ||
 	    (rv = ax_instance_generator_add(d->sys, &d->ctx)) != AX_OK ||
-	    (rv = ax_renderer_add(d->sys, &d->ctx)) != AX_OK ||
-	    (rv = ax_hooks_add(d->sys, &d->ctx)) != AX_OK ||
 	    (rv = ax_queue_add(d->sys, &d->ctx, &d->queue)) != AX_OK ||
 	    (rv = ax_result_handler_add(d->sys, &d->ctx)) != AX_OK ||
 	    (rv = ax_event_emitter_add(d->sys, &d->ctx, &d->emitter)) != AX_OK)

@@ -296,8 +296,9 @@ decode_obj(json_t *o, ax_control_msg *out)
 	cmd.issued_at_us = ax_clock_utc_us();
 	out->op          = op_name(op);
 	if (!strcmp(op, "kill")) {
-		/* the pre-hook remembers it and forwards it to the queue */
-		out->dest[0]        = AX_A_PRE_HOOK;
+		/* the instance generator remembers it for its pre hooks
+		 * and forwards it to the queue */
+		out->dest[0]        = AX_A_INSTANCE_GENERATOR;
 		ref.instance_id     = req_id(o, op, "instance_id");
 		rv                  = ref.instance_id ? AX_OK : AX_EPARSE;
 		out->instance_id    = ref.instance_id;
@@ -543,7 +544,8 @@ send_cancel(ax_control *c, int64_t instance_id, const char *run_id)
 	Ax__Command        cmd = AX__COMMAND__INIT;
 	Ax__CancelInstance ci  = AX__CANCEL_INSTANCE__INIT;
 	Ax__InstanceRef    ref = AX__INSTANCE_REF__INIT;
-	ax_control_msg     m   = { .dest = { AX_A_PRE_HOOK }, .op = "kill" };
+	ax_control_msg     m   = { .dest = { AX_A_INSTANCE_GENERATOR },
+		                   .op   = "kill" };
 	int                ok;
 
 	ref.instance_id     = instance_id;

@@ -10,7 +10,7 @@
  * may still NOTIFY a bare payload. Each becomes a command:
  *   dag_changed, submit, paused, unpaused, resync -> dag_loader
  *   trigger                               -> time_detector (ControlOp)
- *   kill      -> pre_hook (CancelInstance, reason MANUAL_KILL): the
+ *   kill      -> instance_generator (CancelInstance, reason MANUAL_KILL): the
  *                pre-hook remembers it (an attempt not yet queued is
  *                dropped there) and forwards it to the queue, which
  *                cancels a queued attempt or kills a running one

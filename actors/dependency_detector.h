@@ -35,7 +35,7 @@
  *    CONCURRENCY_BLOCKED, started in logical order as runs finish);
  *    discard - CANCELED with CONCURRENCY_BLOCKED; replace - the oldest
  *    active run is CANCELED with SUPERSEDED (its PENDING instances
- *    CANCELED, its READY/RUNNING ones canceled through pre_hook ->
+ *    CANCELED, its READY/RUNNING ones canceled through instance_generator ->
  *    queue with CancelInstance) and the new run starts. A run prepared
  *    ahead of its due instant that finds the DAG full under discard or
  *    replace is held, and a TimerSet (TIMER_GATE) to the time detector

@@ -1,6 +1,8 @@
 /*
  * instance_generator.c - plans -> PENDING rows, admissions -> READY +
- * attempt rows, one transaction per batch (see instance_generator.h).
+ * attempt rows, one transaction per batch, then each new attempt rendered
+ * and passed through the pre hooks as function calls and sent to the
+ * queue (see instance_generator.h).
  *
  * Failure handling: when PostgreSQL is unreachable (the store already
  * retried and reconnected for its timeout) the commands of the batch are
@@ -8,9 +10,11 @@
  * later; nothing is acknowledged downstream before its commit, and the
  * replay is harmless because every write is idempotent.
  *
- * Workload: batches of up to max_batch admissions; a batch costs about
- * five round trips (instance upsert x2, lock, move, attempt insert) plus
- * one for its events, whatever its size.
+ * Workload: batches of up to 1000 admissions; a batch costs about
+ * five round trips (instance lookup, lock, move with attempt insert,
+ * events, commit; an insert for rows a plan has not written yet) plus one
+ * dag_runs read for runs the renderer has not cached, whatever its size;
+ * then a few microseconds of rendering per attempt.
  */
 #include "instance_generator.h"
 
@@ -21,6 +25,8 @@
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "hooks.h"
+#include "renderer.h"
 #include "store.h"
 #include "store_attempts.h"
 
@@ -31,7 +37,10 @@ typedef struct ig_state {
 	const ax_pipeline_ctx *ctx;
 	ax_store              *store;
 	ax_flow_pending        pending; /* failed commands, kept in order */
+	ax_renderer           *rn;      /* renders the new attempts */
+	ax_hooks              *hk;      /* pre hooks: paused, canceled */
 	uint64_t               created, replayed, skipped, dropped, planned;
+	uint64_t               passed, held, hook_dropped; /* pre hooks */
 } ig_state;
 
 /* One admission of the batch being written. */
@@ -58,6 +67,7 @@ typedef struct ig_batch {
 	ax_store_admit_row *ad;
 	size_t              nad;
 	ax_store_event_row *evrows;
+	int64_t            *runs; /* dag_run_id per admission, for renders */
 } ig_batch;
 
 /* ---------------------------------------------------------------------- */
@@ -224,11 +234,142 @@ send_release(ax_actor *self, ig_adm *x)
 	(void) ax_pipeline_send(self, AX_A_RESOURCE_DETECTOR, &cmd);
 }
 
+/* The attempt cannot be rendered: it fails with RENDER_ERROR. The log
+ * line and the event name the renderer, as the component that failed. */
 static void
-send_created(ax_actor *self, ig_adm *x)
+render_failed(ax_actor *self, const Ax__AttemptCreated *ac, const char *trace,
+              const char *msg)
 {
-	Ax__Command        cmd = AX__COMMAND__INIT;
-	Ax__AttemptCreated ac  = AX__ATTEMPT_CREATED__INIT;
+	Ax__Command       c   = AX__COMMAND__INIT;
+	Ax__AttemptResult res = AX__ATTEMPT_RESULT__INIT;
+	ax_flow_event     e;
+	char              payload[700], esc[600];
+
+	esc[0] = '\0';
+	ax_json_escape(esc, 0, sizeof(esc), msg);
+	snprintf(payload, sizeof(payload), "{\"error\":\"%s\"}", esc);
+	ax_logf(AX_LOG_ERROR, "renderer", "RENDER_ERROR",
+	        &(ax_log_ids) { .dag      = ac->instance->dag,
+	                        .run      = ac->instance->dag_run_id,
+	                        .instance = ac->instance->instance_id,
+	                        .run_id   = ac->run_id,
+	                        .attempt  = ac->attempt },
+	        "%s", msg);
+	res.instance    = ac->instance;
+	res.run_id      = ac->run_id;
+	res.attempt     = ac->attempt;
+	res.status      = AX__ATTEMPT_STATUS__ATTEMPT_FAILED;
+	res.ended_at_us = ax_clock_utc_us();
+	res.reason      = "RENDER_ERROR";
+	res.error       = (char *) msg;
+	c.body_case     = AX__COMMAND__BODY_RESULT;
+	c.result        = &res;
+	if (trace != NULL)
+		c.trace_id = (char *) trace;
+	c.issued_at_us = res.ended_at_us;
+	(void) ax_pipeline_send(self, AX_A_RESULT_HANDLER, &c);
+	ax_flow_event_init(&e, "renderer", "attempt.render_failed",
+	                   "RENDER_ERROR", ac->instance, ac->run_id,
+	                   ac->attempt, trace, payload);
+	(void) ax_flow_event_send(self, &e, 0);
+}
+
+/* Pre hook verdict HOLD: back to the resource detector. */
+static void
+send_held(ax_actor *self, const Ax__AttemptRendered *r, const char *trace,
+          const char *reason)
+{
+	Ax__Command       c   = AX__COMMAND__INIT;
+	Ax__AttemptHeld   h   = AX__ATTEMPT_HELD__INIT;
+	Ax__InstanceReady rdy = AX__INSTANCE_READY__INIT;
+
+	rdy.instance     = r->instance;
+	rdy.priority     = r->priority;
+	rdy.channel      = r->channel;
+	rdy.worker_group = r->worker_group;
+	rdy.pool         = r->pool;
+	rdy.due_at_us    = r->due_at_us;
+	rdy.slots        = r->slots;
+	h.ready          = &rdy;
+	h.run_id         = r->run_id;
+	h.attempt        = r->attempt;
+	h.reason         = (char *) reason;
+	c.body_case      = AX__COMMAND__BODY_ATTEMPT_HELD;
+	c.attempt_held   = &h;
+	if (trace != NULL)
+		c.trace_id = (char *) trace;
+	c.issued_at_us = ax_clock_utc_us();
+	(void) ax_pipeline_send(self, AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* Pre hook verdict DROP: never dispatched, reported CANCELED. */
+static void
+send_dropped(ax_actor *self, const Ax__AttemptRendered *r, const char *trace,
+             const char *reason)
+{
+	Ax__Command       c   = AX__COMMAND__INIT;
+	Ax__AttemptResult res = AX__ATTEMPT_RESULT__INIT;
+
+	res.instance    = r->instance;
+	res.run_id      = r->run_id;
+	res.attempt     = r->attempt;
+	res.status      = AX__ATTEMPT_STATUS__ATTEMPT_CANCELED;
+	res.ended_at_us = ax_clock_utc_us();
+	res.reason      = (char *) reason;
+	res.error       = "canceled before dispatch";
+	c.body_case     = AX__COMMAND__BODY_RESULT;
+	c.result        = &res;
+	if (trace != NULL)
+		c.trace_id = (char *) trace;
+	c.issued_at_us = res.ended_at_us;
+	(void) ax_pipeline_send(self, AX_A_RESULT_HANDLER, &c);
+}
+
+/* Runs the pre hooks on r and sends it where their verdict says. The
+ * events of a hold or drop name pre_hook, the component that decided. */
+static void
+pre_hooks(ax_actor *self, ig_state *st, const Ax__AttemptRendered *r,
+          const char *trace)
+{
+	const char     *reason, *by;
+	ax_hook_verdict v = ax_hooks_pre(st->hk, r, &reason, &by);
+
+	if (v == AX_HOOK_PASS) {
+		Ax__Command c      = AX__COMMAND__INIT;
+		c.body_case        = AX__COMMAND__BODY_ATTEMPT_RENDERED;
+		c.attempt_rendered = (Ax__AttemptRendered *) r;
+		if (trace != NULL)
+			c.trace_id = (char *) trace;
+		c.issued_at_us = ax_clock_utc_us();
+		(void) ax_pipeline_send(self, AX_A_QUEUE, &c);
+		st->passed++;
+		return;
+	}
+	ax_flow_event e;
+	char          pl[128];
+	snprintf(pl, sizeof(pl), "{\"hook\":\"%s\"}", by);
+	ax_flow_event_init(
+	    &e, "pre_hook",
+	    v == AX_HOOK_HOLD ? "attempt.held" : "attempt.dropped", reason,
+	    r->instance, r->run_id, r->attempt, trace, pl);
+	(void) ax_flow_event_send(self, &e, 0);
+	if (v == AX_HOOK_HOLD) {
+		st->held++;
+		send_held(self, r, trace, reason);
+	} else {
+		st->hook_dropped++;
+		send_dropped(self, r, trace, reason);
+	}
+}
+
+/* The committed attempt of x: rendered, through the pre hooks, out. */
+static void
+send_attempt(ax_actor *self, ig_state *st, ig_adm *x)
+{
+	Ax__AttemptCreated  ac = AX__ATTEMPT_CREATED__INIT;
+	Ax__AttemptRendered r  = AX__ATTEMPT_RENDERED__INIT;
+	ax_render_out      *o  = NULL;
+	const char         *err;
 
 	x->adm->instance->instance_id = x->ad.instance_id;
 	ac.instance                   = x->adm->instance;
@@ -236,12 +377,12 @@ send_created(ax_actor *self, ig_adm *x)
 	ac.attempt                    = x->ad.attempt;
 	ac.ready                      = x->adm->ready;
 	ac.admitted_at_us             = x->ad.admitted_at_us;
-	cmd.body_case                 = AX__COMMAND__BODY_ATTEMPT_CREATED;
-	cmd.attempt_created           = &ac;
-	cmd.issued_at_us              = ax_clock_utc_us();
-	if (x->trace != NULL)
-		cmd.trace_id = (char *) x->trace;
-	(void) ax_pipeline_send(self, AX_A_RENDERER, &cmd);
+	if (ax_renderer_render(st->rn, &ac, x->entry->dag, x->task, &r, &o,
+	                       &err) == 0)
+		pre_hooks(self, st, &r, x->trace);
+	else
+		render_failed(self, &ac, x->trace, err);
+	ax_render_out_free(o);
 }
 
 /* After the commit: messages and events for every admission. */
@@ -259,11 +400,11 @@ admit_after(ax_actor *self, ig_state *st, ig_batch *b)
 		case AX_ADMIT_NEW:
 			st->created++;
 			(void) ax_flow_event_send(self, &x->ev, 1);
-			send_created(self, x);
+			send_attempt(self, st, x);
 			break;
 		case AX_ADMIT_REPLAY:
 			st->replayed++;
-			send_created(self, x);
+			send_attempt(self, st, x);
 			break;
 		default: {
 			ax_flow_event e;
@@ -298,8 +439,10 @@ do_admissions(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 	b.evrows = calloc(n, sizeof(*b.evrows));
 	b.miss   = calloc(n, sizeof(*b.miss));
 	b.mrows  = calloc(n, sizeof(*b.mrows));
+	b.runs   = calloc(n, sizeof(*b.runs));
 	if (b.a == NULL || b.ti == NULL || b.ti_of == NULL || b.ad == NULL ||
-	    b.evrows == NULL || b.miss == NULL || b.mrows == NULL)
+	    b.evrows == NULL || b.miss == NULL || b.mrows == NULL ||
+	    b.runs == NULL)
 		goto out;
 	b.n = n;
 	for (size_t i = 0; i < n; i++) {
@@ -312,7 +455,13 @@ do_admissions(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 			b.ti[b.nti++]  = x->ti;
 		}
 	}
-	if ((rv = ensure_store(st)) == AX_OK)
+	/* the renderer's data intervals first: a failure keeps the batch
+	 * before anything is written */
+	for (size_t i = 0; i < n; i++)
+		b.runs[i] = b.a[i].ok ? b.a[i].ti.dag_run_id : 0;
+	if ((rv = ensure_store(st)) == AX_OK &&
+	    (rv = ax_renderer_load_runs(st->rn, st->store, b.runs, n)) ==
+	        AX_OK)
 		rv = ax_store_tx(st->store, admit_tx, &b);
 	if (rv == AX_OK)
 		admit_after(self, st, &b);
@@ -327,6 +476,7 @@ out:
 	free(b.evrows);
 	free(b.miss);
 	free(b.mrows);
+	free(b.runs);
 	if (rv == AX_ENOMEM && ax_err_detail()[0] == '\0')
 		ax_err_set(rv, "instance_generator: out of memory");
 	return rv;
@@ -465,6 +615,7 @@ run_cmds(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 			plans[np++] = cmds[i];
 			continue;
 		}
+
 		if (cmds[i]->body_case != AX__COMMAND__BODY_ADMISSION)
 			ax_log_warn(ax_actor_name(self),
 			            "dropped a command of kind %d",
@@ -528,12 +679,49 @@ run_sliced(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
 	return rv;
 }
 
+static int
+is_cancel(const Ax__Command *c)
+{
+	return c->body_case == AX__COMMAND__BODY_CANCEL_INSTANCE &&
+	    c->cancel_instance->instance != NULL;
+}
+
+/*
+ * Cancels are applied at once, even while a batch waits for the database:
+ * remembered for the pre hooks of attempts not sent yet, and forwarded to
+ * the queue for those queued or running. Everything else runs in arrival
+ * order (behind kept commands, if any).
+ */
 static ax_err
 ig_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 {
-	ig_state *st = state;
-	return ax_flow_pending_handle(self, st, &st->pending, items, n,
-	                              run_sliced);
+	ig_state     *st   = state;
+	Ax__Command **cmds = calloc(n + 1, sizeof(*cmds));
+	size_t        k    = 0;
+	ax_err        rv;
+
+	if (cmds == NULL)
+		return ax_err_set(AX_ENOMEM,
+		                  "instance_generator: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		Ax__Command *c = items[i].type == AX_ITEM_COMMAND
+		    ? ax_pipeline_unpack(self, &items[i])
+		    : NULL;
+		if (c == NULL)
+			continue;
+		if (is_cancel(c)) {
+			ax_hooks_cancel(
+			    st->hk, c->cancel_instance->instance->instance_id);
+			(void) ax_pipeline_send(self, AX_A_QUEUE, c);
+			ax__command__free_unpacked(c, NULL);
+		} else if (st->pending.n > 0)
+			ax_flow_pending_keep(&st->pending, c); /* keep order */
+		else
+			cmds[k++] = c;
+	}
+	rv = run_sliced(self, st, cmds, k);
+	free(cmds);
+	return rv;
 }
 
 static ax_err
@@ -550,16 +738,25 @@ ig_fini(void *state)
 	ig_state *st = state;
 	if (st == NULL)
 		return;
-	ax_log_info("instance_generator",
-	            "stopped: %llu instances planned, %llu attempts created, "
-	            "%llu replayed, %llu skipped, %llu dropped, %zu pending",
-	            (unsigned long long) st->planned,
-	            (unsigned long long) st->created,
-	            (unsigned long long) st->replayed,
-	            (unsigned long long) st->skipped,
-	            (unsigned long long) (st->dropped + st->pending.dropped),
-	            st->pending.n);
+	uint64_t rendered, failed;
+	ax_renderer_counts(st->rn, &rendered, &failed);
+	ax_log_info(
+	    "instance_generator",
+	    "stopped: %llu instances planned, %llu attempts created, "
+	    "%llu replayed, %llu skipped, %llu dropped, %zu pending; "
+	    "%llu rendered, %llu render errors; pre hooks: %llu "
+	    "passed, %llu held, %llu dropped",
+	    (unsigned long long) st->planned, (unsigned long long) st->created,
+	    (unsigned long long) st->replayed,
+	    (unsigned long long) st->skipped,
+	    (unsigned long long) (st->dropped + st->pending.dropped),
+	    st->pending.n, (unsigned long long) rendered,
+	    (unsigned long long) failed, (unsigned long long) st->passed,
+	    (unsigned long long) st->held,
+	    (unsigned long long) st->hook_dropped);
 	ax_flow_pending_fini(&st->pending);
+	ax_renderer_free(st->rn);
+	ax_hooks_free(st->hk);
 	ax_store_close(st->store);
 	free(st);
 }
@@ -578,8 +775,15 @@ ax_instance_generator_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 	if (st == NULL)
 		return ax_err_set(AX_ENOMEM,
 		                  "instance_generator: out of memory");
-	st->ctx             = ctx;
-	st->pending.max     = IG_PENDING_MAX;
+	st->ctx         = ctx;
+	st->pending.max = IG_PENDING_MAX;
+	ax_err rv       = ax_renderer_new(ctx, &st->rn);
+	if (rv == AX_OK)
+		rv = ax_hooks_new(ctx, &st->hk);
+	if (rv != AX_OK) {
+		ig_fini(st);
+		return rv;
+	}
 	ax_actor_config cfg = {
 		.name = AX_A_INSTANCE_GENERATOR,
 		.url  = ax_config_actor_addr(ctx->cfg, AX_A_INSTANCE_GENERATOR,

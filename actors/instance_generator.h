@@ -10,8 +10,17 @@
  *    there yet), moved to READY (guarded move), and its next attempt is
  *    created with a fresh run_id, due_at and admitted_at; the event
  *    instance.admitted (the resource detector's decision and the move to
- *    READY, one row) is written to event_log in the same transaction. Then
- *    AttemptCreated goes to the renderer with the STORED run_id.
+ *    READY, one row) is written to event_log in the same transaction.
+ *    After the commit each attempt (with the STORED run_id) is rendered
+ *    (renderer.h) and passed through the pre hooks (hooks.h) as function
+ *    calls in the same batch: AttemptRendered to the queue, or AttemptHeld
+ *    (DAG_PAUSED) to the resource detector, or an AttemptResult (CANCELED
+ *    before dispatch, or FAILED with RENDER_ERROR) to the result handler.
+ *    The dag_runs rows the renders need are read before the transaction
+ *    (cached), so a database failure keeps the whole batch.
+ *  - CancelInstance (control's kill, the dependency detector's
+ *    SUPERSEDED): remembered for the pre hooks and forwarded to the
+ *    queue at once, even while a batch waits for the database.
  *
  * Idempotent: a replayed admission of an instance that is already READY
  * with a queued attempt creates nothing and re-sends that attempt (same
@@ -20,7 +29,8 @@
  * resource detector (SlotReleased), as for an instance that cannot be
  * found.
  *
- * Back edge: the SlotReleased to the resource detector closes a cycle, so
+ * Back edge: the SlotReleased and AttemptHeld to the resource detector and
+ * the results to the result handler close cycles, so
  * the actor sends without blocking (send_nonblock); its outbox is bounded
  * by the resource detector's admission limit.
  */

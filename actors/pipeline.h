@@ -36,10 +36,7 @@
 #define AX_A_DEPENDENCY_DETECTOR "dependency_detector"
 #define AX_A_RESOURCE_DETECTOR   "resource_detector"
 #define AX_A_INSTANCE_GENERATOR  "instance_generator"
-#define AX_A_RENDERER            "renderer"
-#define AX_A_PRE_HOOK            "pre_hook"
 #define AX_A_QUEUE               "queue"
-#define AX_A_POST_HOOK           "post_hook"
 #define AX_A_RESULT_HANDLER      "result_handler"
 #define AX_A_EVENT_EMITTER       "event_emitter"
 

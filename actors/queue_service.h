@@ -2,9 +2,9 @@
  * queue_service.h - the actor "queue": channels, priority with aging,
  * worker leases, and the nng REP endpoint ax-worker pulls from.
  *
- * Inputs (actor items): AttemptRendered (from pre_hook) and
+ * Inputs (actor items): AttemptRendered (from instance_generator) and
  * CancelInstance (kill). Outputs: AttemptResult (STARTED, SUCCESS,
- * FAILED, TIMEOUT, CANCELED, UNKNOWN) to post_hook, WorkerCapacity per
+ * FAILED, TIMEOUT, CANCELED, UNKNOWN) to result_handler, WorkerCapacity per
  * worker group (worker_id "" = the group's total) to resource_detector,
  * worker events to event_emitter (when those actors exist).
  * Workers speak proto/worker.proto on config key queue.address.

@@ -1,5 +1,7 @@
 /*
- * renderer.c - AttemptCreated -> AttemptRendered (see renderer.h).
+ * renderer.c - an attempt -> its AttemptRendered (see renderer.h); called
+ * by the instance generator inside its batch, after the commit that
+ * created the attempts.
  *
  * Invariants: a rendered attempt carries no template text; a failed
  * render is reported, never dispatched. Stateless apart from caches: the
@@ -27,26 +29,25 @@
 
 #define RN_RUN_CACHE_MAX 4096
 #define RN_PARAMS_MAX    256
-#define RN_RETRY_US      AX_USEC_PER_SEC
 
 typedef struct rn_run {
 	int64_t start_us, end_us;
 	json_t *conf; /* object (owned) or NULL */
 } rn_run;
 
-typedef struct rn_state {
+struct ax_renderer {
 	const ax_pipeline_ctx *ctx;
-	ax_store              *store;
 	ax_tz_cache           *tzc;
 	ax_strmap             *runs; /* "id" -> rn_run */
-	ax_flow_pending        pending;
 	int64_t                kill_grace_us;
 	char                   log_root[1024];
 	uint64_t               rendered, failed;
-} rn_state;
+};
+
+typedef struct ax_renderer rn_state;
 
 /* Strings of one rendered attempt (freed after the send). */
-typedef struct rn_out {
+struct ax_render_out {
 	char                           *command;
 	char                           *routing_key;
 	char                           *params_v[RN_PARAMS_MAX];
@@ -62,7 +63,9 @@ typedef struct rn_out {
 	/* env values only the worker reads: names of files and variables */
 	Ax__AttemptRendered__EnvFromFileEntry *srcf, **srcfp;
 	Ax__AttemptRendered__EnvFromEnvEntry  *srce, **srcep;
-} rn_out;
+};
+
+typedef struct ax_render_out rn_out;
 
 static void
 run_free(void *p)
@@ -94,9 +97,9 @@ out_free(rn_out *o)
 /* ---------------------------------------------------------------------- */
 /* runs */
 
-/* Loads the runs of the batch not cached yet (one query). */
-static ax_err
-load_runs(rn_state *st, Ax__Command **cmds, size_t n)
+ax_err
+ax_renderer_load_runs(ax_renderer *st, ax_store *s, const int64_t *ids,
+                      size_t n)
 {
 	char     *arr = NULL;
 	size_t    len = 0;
@@ -118,27 +121,20 @@ load_runs(rn_state *st, Ax__Command **cmds, size_t n)
 	fputc('{', f);
 	for (size_t i = 0; i < n; i++) {
 		char id[24];
-		snprintf(id, sizeof(id), "%lld",
-		         (long long) cmds[i]
-		             ->attempt_created->instance->dag_run_id);
-		if (ax_strmap_get(st->runs, id) != NULL)
+		snprintf(id, sizeof(id), "%lld", (long long) ids[i]);
+		if (ids[i] == 0 || ax_strmap_get(st->runs, id) != NULL)
 			continue;
 		fprintf(f, "%s%s", any ? "," : "", id);
 		any = 1;
 	}
 	fputc('}', f);
 	fclose(f);
-	if (!any) {
+	if (!any || s == NULL) {
 		free(arr);
 		return AX_OK;
 	}
-	if (st->store == NULL &&
-	    (rv = ax_store_open(st->ctx->dsn, &st->store)) != AX_OK) {
-		free(arr);
-		return rv;
-	}
 	const char *p[1] = { arr };
-	rv               = ax_store_query(st->store,
+	rv               = ax_store_query(s,
 	                                  "SELECT id, ax_us(interval_start), "
 	                                                "ax_us(interval_end), conf::text FROM dag_runs "
 	                                                "WHERE id = ANY($1::bigint[])",
@@ -498,181 +494,72 @@ render_one(rn_state *st, const Ax__AttemptCreated *ac, const ax_dag *dag,
 	return 0;
 }
 
-/* The attempt cannot be rendered: it fails with RENDER_ERROR. */
-static void
-send_failure(ax_actor *self, const Ax__Command *cmd, const char *msg)
+int
+ax_renderer_render(ax_renderer *st, const Ax__AttemptCreated *ac,
+                   const ax_dag *dag, const ax_task *t, Ax__AttemptRendered *r,
+                   ax_render_out **out, const char **err)
 {
-	const Ax__AttemptCreated *ac  = cmd->attempt_created;
-	Ax__Command               c   = AX__COMMAND__INIT;
-	Ax__AttemptResult         res = AX__ATTEMPT_RESULT__INIT;
-	ax_flow_event             e;
-	char                      payload[700], esc[600];
+	char    id[24];
+	rn_out *o = calloc(1, sizeof(*o));
 
-	esc[0] = '\0';
-	ax_json_escape(esc, 0, sizeof(esc), msg);
-	snprintf(payload, sizeof(payload), "{\"error\":\"%s\"}", esc);
-	ax_logf(AX_LOG_ERROR, ax_actor_name(self), "RENDER_ERROR",
-	        &(ax_log_ids) { .dag      = ac->instance->dag,
-	                        .run      = ac->instance->dag_run_id,
-	                        .instance = ac->instance->instance_id,
-	                        .run_id   = ac->run_id,
-	                        .attempt  = ac->attempt },
-	        "%s", msg);
-	res.instance    = ac->instance;
-	res.run_id      = ac->run_id;
-	res.attempt     = ac->attempt;
-	res.status      = AX__ATTEMPT_STATUS__ATTEMPT_FAILED;
-	res.ended_at_us = ax_clock_utc_us();
-	res.reason      = "RENDER_ERROR";
-	res.error       = (char *) msg;
-	c.body_case     = AX__COMMAND__BODY_RESULT;
-	c.result        = &res;
-	c.trace_id      = cmd->trace_id;
-	c.issued_at_us  = res.ended_at_us;
-	(void) ax_pipeline_send(self, AX_A_RESULT_HANDLER, &c);
-	ax_flow_event_init(&e, ax_actor_name(self), "attempt.render_failed",
-	                   "RENDER_ERROR", ac->instance, ac->run_id,
-	                   ac->attempt, cmd->trace_id, payload);
-	(void) ax_flow_event_send(self, &e, 0);
-}
-
-static ax_dag_entry *
-entry_of(rn_state *st, const Ax__InstanceRef *ref)
-{
-	ax_dag_registry *reg = st->ctx->registry;
-	ax_dag_entry    *e   = NULL;
-
-	if (reg == NULL)
-		return NULL;
-	if (ref->dag_version_id != 0) {
-		e = ax_dag_registry_version(reg, ref->dag_version_id);
-		if (e == NULL && st->store != NULL &&
-		    ax_dag_registry_load_version(reg, st->store,
-		                                 ref->dag_version_id) == AX_OK)
-			e = ax_dag_registry_version(reg, ref->dag_version_id);
-		return e;
-	}
-	return ax_dag_registry_current(reg, ref->dag);
-}
-
-static void
-render_cmd(ax_actor *self, rn_state *st, const Ax__Command *cmd)
-{
-	const Ax__AttemptCreated *ac = cmd->attempt_created;
-	Ax__AttemptRendered       r  = AX__ATTEMPT_RENDERED__INIT;
-	rn_out                   *o  = calloc(1, sizeof(*o));
-	ax_dag_entry             *e  = entry_of(st, ac->instance);
-	const ax_task            *t =
-            e != NULL ? ax_dag_entry_task(e, ac->instance->task) : NULL;
-	char id[24];
-
+	*out = o;
+	*err = "renderer: out of memory";
 	if (o == NULL) {
-		send_failure(self, cmd, "renderer: out of memory");
-		ax_dag_entry_release(e);
-		return;
+		st->failed++;
+		return -1;
 	}
+	*err = o->err;
 	snprintf(id, sizeof(id), "%lld", (long long) ac->instance->dag_run_id);
-	if (e == NULL || t == NULL) {
+	if (dag == NULL || t == NULL)
 		snprintf(o->err, sizeof(o->err),
 		         "task '%s' of DAG '%s' version %lld is not loaded",
 		         ac->instance->task, ac->instance->dag,
 		         (long long) ac->instance->dag_version_id);
-	} else if (render_one(st, ac, e->dag, t, ax_strmap_get(st->runs, id),
-	                      &r, o) == 0) {
-		Ax__Command c      = AX__COMMAND__INIT;
-		c.body_case        = AX__COMMAND__BODY_ATTEMPT_RENDERED;
-		c.attempt_rendered = &r;
-		c.trace_id         = cmd->trace_id;
-		c.issued_at_us     = ax_clock_utc_us();
-		(void) ax_pipeline_send(self, AX_A_PRE_HOOK, &c);
+	else if (render_one(st, ac, dag, t, ax_strmap_get(st->runs, id), r,
+	                    o) == 0 &&
+	         o->err[0] == '\0') {
 		st->rendered++;
+		return 0;
 	}
-	if (o->err[0] != '\0') {
-		st->failed++;
-		send_failure(self, cmd, o->err);
-	}
+	if (o->err[0] == '\0')
+		snprintf(o->err, sizeof(o->err), "task '%s': render failed",
+		         ac->instance->task);
+	st->failed++;
+	return -1;
+}
+
+void
+ax_render_out_free(ax_render_out *o)
+{
+	if (o == NULL)
+		return;
 	out_free(o);
 	free(o);
-	ax_dag_entry_release(e);
 }
 
-static ax_err
-run_cmds(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
+void
+ax_renderer_counts(const ax_renderer *st, uint64_t *rendered, uint64_t *failed)
 {
-	rn_state *st = arg;
-	size_t    k  = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (cmds[i]->body_case == AX__COMMAND__BODY_ATTEMPT_CREATED &&
-		    cmds[i]->attempt_created->instance != NULL &&
-		    cmds[i]->attempt_created->run_id[0] != '\0') {
-			cmds[k++] = cmds[i];
-			continue;
-		}
-		ax_log_warn(ax_actor_name(self),
-		            "dropped a command of kind %d",
-		            (int) cmds[i]->body_case);
-		ax__command__free_unpacked(cmds[i], NULL);
-	}
-	ax_err rv = st->ctx->dsn != NULL ? load_runs(st, cmds, k) : AX_OK;
-	if (ax_flow_db_transient(rv)) {
-		ax_logf(AX_LOG_WARN, ax_actor_name(self), NULL, NULL,
-		        "%zu attempts kept for a retry: %s", k,
-		        ax_err_detail());
-		for (size_t i = 0; i < k; i++)
-			ax_flow_pending_keep(&st->pending, cmds[i]);
-		ax_actor_set_deadline(self, ax_clock_mono_us() + RN_RETRY_US);
-		return AX_OK;
-	}
-	for (size_t i = 0; i < k; i++) {
-		render_cmd(self, st, cmds[i]);
-		ax__command__free_unpacked(cmds[i], NULL);
-	}
-	return rv;
+	*rendered = st != NULL ? st->rendered : 0;
+	*failed   = st != NULL ? st->failed : 0;
 }
 
-static ax_err
-rn_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+void
+ax_renderer_free(ax_renderer *st)
 {
-	rn_state *st = state;
-	return ax_flow_pending_handle(self, st, &st->pending, items, n,
-	                              run_cmds);
-}
-
-static ax_err
-rn_tick(ax_actor *self, void *state, int64_t now)
-{
-	rn_state *st = state;
-	(void) now;
-	return ax_flow_pending_retry(self, st, &st->pending, run_cmds);
-}
-
-static void
-rn_fini(void *state)
-{
-	rn_state *st = state;
 	if (st == NULL)
 		return;
-	ax_log_info("renderer", "stopped: %llu rendered, %llu failed",
-	            (unsigned long long) st->rendered,
-	            (unsigned long long) st->failed);
-	ax_flow_pending_fini(&st->pending);
 	ax_strmap_free(st->runs, run_free);
 	ax_tz_cache_free(st->tzc);
-	ax_store_close(st->store);
 	free(st);
 }
 
 ax_err
-ax_renderer_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+ax_renderer_new(const ax_pipeline_ctx *ctx, ax_renderer **out)
 {
-	static const ax_actor_ops ops = {
-		.handle = rn_handle,
-		.tick   = rn_tick,
-		.fini   = rn_fini,
-	};
-	char      url[256];
 	rn_state *st = calloc(1, sizeof(*st));
 
+	*out = NULL;
 	if (st == NULL)
 		return ax_err_set(AX_ENOMEM, "renderer: out of memory");
 	st->ctx = ctx;
@@ -686,13 +573,9 @@ ax_renderer_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 		         ctx->home != NULL ? ctx->home : ".");
 	if (ax_tz_cache_new(&st->tzc) != AX_OK ||
 	    ax_strmap_new(&st->runs) != AX_OK) {
-		rn_fini(st);
+		ax_renderer_free(st);
 		return ax_err_set(AX_ENOMEM, "renderer: out of memory");
 	}
-	ax_actor_config cfg = {
-		.name = AX_A_RENDERER,
-		.url  = ax_config_actor_addr(ctx->cfg, AX_A_RENDERER, url,
-		                             sizeof(url)),
-	};
-	return ax_actor_system_add(sys, &cfg, &ops, st, NULL);
+	*out = st;
+	return AX_OK;
 }

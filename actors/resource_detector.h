@@ -8,7 +8,8 @@
  * (WAIT_RESOURCE, BACKPRESSURE_DELAYED, DAG_PAUSED).
  *
  * Inputs: InstanceReady, WorkerCapacity (queue), SlotReleased (result
- * handler), AttemptHeld (pre_hook: DAG paused after admission).
+ * handler), AttemptHeld (the instance generator's pre hooks: DAG
+ * paused after admission).
  *
  * Rules, in order: paused DAG -> BLOCK(DAG_PAUSED); worker-group slots
  * (capacity reported by the queue x resources.overcommit, or

@@ -28,6 +28,7 @@
 #include "dag_registry.h"
 #include "flow_util.h"
 #include "hmap.h"
+#include "hooks.h"
 #include "store.h"
 #include "store_attempts.h"
 
@@ -345,17 +346,28 @@ static void apply_result(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
                          int64_t now);
 
 /*
- * The post hook's report of a result that ended (or lost) an attempt goes
- * into the first event that result caused other than instance.running
- * (e.g. instance.succeeded, or instance.failed before its retry), under
- * "report"; a result that caused no event (a late one) gets an
- * attempt.reported event of its own. One audit row per report, written in
- * this transaction.
+ * The post hooks' report (hooks.h) of a worker's result that ended (or
+ * lost) an attempt goes into the first event that result caused other
+ * than instance.running (e.g. instance.succeeded, or instance.failed
+ * before its retry), under "report"; a result that caused no event (a late
+ * one) gets an attempt.reported event of its own. One audit row per
+ * report, written in this transaction. The hooks run here, as a function
+ * call, on results the queue forwarded (queue_seq set); a result that
+ * already carries a report keeps it; results from inside axd (render
+ * errors, canceled before dispatch) have none.
  */
 static void
 attach_report(rh_run *x, const Ax__AttemptResult *res, int first_ev)
 {
-	if (res->report_json == NULL || res->report_json[0] != '{')
+	char        rep[2048];
+	const char *report_json = res->report_json;
+
+	if ((report_json == NULL || report_json[0] != '{') &&
+	    res->queue_seq > 0) {
+		ax_hooks_post(res, rep, sizeof(rep));
+		report_json = rep;
+	}
+	if (report_json == NULL || report_json[0] != '{')
 		return;
 	for (int k = first_ev; k < x->nev; k++) {
 		rh_ev *v = &x->ev[k];
@@ -366,10 +378,10 @@ attach_report(rh_run *x, const Ax__AttemptResult *res, int first_ev)
 		if (n >= 2 && pl[n - 1] == '}')
 			snprintf(x->report, sizeof(x->report),
 			         "%.*s,\"report\":%s}", (int) n - 1, pl,
-			         res->report_json);
+			         report_json);
 		else
 			snprintf(x->report, sizeof(x->report),
-			         "{\"report\":%s}", res->report_json);
+			         "{\"report\":%s}", report_json);
 		v->e.ev.payload_json = x->report;
 		return;
 	}
@@ -377,7 +389,7 @@ attach_report(rh_run *x, const Ax__AttemptResult *res, int first_ev)
 	                  res->reason[0] != '\0' ? res->reason : NULL);
 	if (v == NULL)
 		return;
-	snprintf(x->report, sizeof(x->report), "%s", res->report_json);
+	snprintf(x->report, sizeof(x->report), "%s", report_json);
 	v->e.ev.payload_json = x->report;
 }
 

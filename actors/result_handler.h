@@ -1,8 +1,10 @@
 /*
  * result_handler.h - the result handler actor ("result_handler").
  *
- * Role (DESIGN.md 2): AttemptResult (post_hook; RENDER_ERROR from the
- * renderer; CANCELED from pre_hook) -> in ONE transaction per batch the
+ * Role (DESIGN.md 2): AttemptResult (the queue, forwarding a worker's
+ * report; RENDER_ERROR and CANCELED-before-dispatch from the instance
+ * generator) -> the post hooks (hooks.h, function calls: the report of
+ * each worker result) and in ONE transaction per batch the
  * attempt rows (worker, dispatched_at, started_at, ended_at, exit status,
  * state, reason, log path), the guarded instance moves and their events
  * (instance.running, instance.succeeded, instance.failed,

@@ -164,7 +164,7 @@ send_cancels(dd *d)
 		ci.reason       = "SUPERSEDED";
 		cmd.body_case   = AX__COMMAND__BODY_CANCEL_INSTANCE;
 		cmd.cancel_instance = &ci;
-		axdd_send_cmd(d, AX_A_PRE_HOOK, &cmd, NULL);
+		axdd_send_cmd(d, AX_A_INSTANCE_GENERATOR, &cmd, NULL);
 	}
 	PQclear(d->live);
 	d->live = NULL;

@@ -7,8 +7,9 @@
  * queue_service.h.
  *
  * Role: stage "exec" of the pipeline (DESIGN.md 2 and 4). AttemptRendered
- * arrives from pre_hook; workers pull over proto/worker.proto; STARTED and
- * terminal results go to post_hook as AttemptResult; per-group capacity
+ * arrives from instance_generator; workers pull over proto/worker.proto;
+ * STARTED and terminal results go to result_handler as AttemptResult
+ * (the post hooks run there); per-group capacity
  * goes to resource_detector.
  *
  * The queue by concept (actors/queue/, state in queue_internal.h):
@@ -183,7 +184,7 @@ axq_emit(ax_queue *q, const char *type, const char *reason, const char *json)
 
 /*
  * Forwards what happened to attempt run_id (a may be NULL: unknown
- * run_id, e.g. a late report after a restart) to post_hook.
+ * run_id, e.g. a late report after a restart) to result_handler.
  */
 void
 axq_forward(ax_queue *q, const qatt *a, const char *run_id, int status,
@@ -231,7 +232,7 @@ axq_forward(ax_queue *q, const qatt *a, const char *run_id, int status,
 	if (reason != NULL)
 		res.reason = (char *) reason;
 	res.queue_seq = ++q->fwd_seq;
-	axq_send_cmd(q, AX_A_POST_HOOK, &cmd);
+	axq_send_cmd(q, AX_A_RESULT_HANDLER, &cmd);
 	if (status == AX__ATTEMPT_STATUS__ATTEMPT_STARTED)
 		STAT(q, st_started, 1);
 	else

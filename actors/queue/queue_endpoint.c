@@ -137,7 +137,7 @@ reply_ack_deferred(ax_queue *q, qctx *c, uint64_t seq, qworker *w)
 	q->ndeferred++;
 }
 
-/* Sends deferred acks once post_hook's outbox is empty. */
+/* Sends deferred acks once result_handler's outbox is empty. */
 void
 axq_deferred_flush(ax_queue *q)
 {

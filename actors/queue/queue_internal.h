@@ -290,7 +290,7 @@ void axq_emit(ax_queue *q, const char *type, const char *reason,
 void axq_send_cmd(ax_queue *q, const char *dest, Ax__Command *cmd);
 
 /* Forwards what happened to attempt run_id (a may be NULL: unknown
- * run_id) to post_hook as AttemptResult with the next queue_seq. */
+ * run_id) to result_handler as AttemptResult with the next queue_seq. */
 void axq_forward(ax_queue *q, const qatt *a, const char *run_id, int status,
                  const char *worker, const Ax__Result *r, int64_t started_at,
                  const char *reason);

@@ -1,7 +1,8 @@
 /*
  * test_dependency_detector.c - the dependency detector against a real
  * PostgreSQL, with the real instance generator (so plan rows exist) and
- * capture actors standing in for the resource detector, pre_hook and the
+ * capture actors standing in for the resource detector, the queue (which
+ * cancels reach through the instance generator) and the
  * event emitter. The test plays the result handler: it moves instance
  * rows through the state machine with SQL and sends InstanceSucceeded /
  * InstanceFinished like the result handler does after its commit.
@@ -171,8 +172,9 @@ start_system(void)
 	static const ax_actor_ops cap_ops = { .handle = cap_handle,
 		                              .fini   = cap_nofree };
 	ax_actor_config           c1      = { .name = AX_A_RESOURCE_DETECTOR };
-	ax_actor_config           c2      = { .name = AX_A_PRE_HOOK };
-	ax_actor_config           c3      = { .name = AX_A_EVENT_EMITTER };
+	/* cancels pass through the instance generator to the queue */
+	ax_actor_config c2 = { .name = AX_A_QUEUE };
+	ax_actor_config c3 = { .name = AX_A_EVENT_EMITTER };
 
 	/* a fresh registry per system, like a new axd process */
 	cr_assert_eq(ax_dag_registry_new(&ctx.registry), AX_OK);

@@ -467,7 +467,8 @@ Test(flow, admission_pools_and_paused_dag)
 	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
 }
 
-/* The pre_hook's AttemptHeld (DAG_PAUSED) of task's attempt 1. */
+/* The pre hooks' AttemptHeld (DAG_PAUSED) of task's attempt 1, as the
+ * instance generator sends it. */
 static void
 send_held(const char *task)
 {
@@ -566,7 +567,7 @@ Test(flow, paused_dag_reason_is_stored_on_the_instance)
 /* instance generator */
 
 static void
-send_admit(const char *task, int shard)
+send_admit_pool(const char *task, int shard, const char *pool)
 {
 	Ax__InstanceRef   ref = ref_of(task, shard);
 	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
@@ -574,21 +575,31 @@ send_admit(const char *task, int shard)
 	Ax__Command       c   = AX__COMMAND__INIT;
 	rd.instance           = &ref;
 	rd.worker_group       = "g1";
-	rd.due_at_us          = logical_us;
-	a.instance            = &ref;
-	a.decision            = AX__ADMISSION_DECISION__ADMIT;
-	a.ready               = &rd;
-	a.decided_at_us       = ax_clock_utc_us();
-	c.body_case           = AX__COMMAND__BODY_ADMISSION;
-	c.admission           = &a;
+	if (pool != NULL)
+		rd.pool = (char *) pool;
+	rd.due_at_us    = logical_us;
+	a.instance      = &ref;
+	a.decision      = AX__ADMISSION_DECISION__ADMIT;
+	a.ready         = &rd;
+	a.decided_at_us = ax_clock_utc_us();
+	c.body_case     = AX__COMMAND__BODY_ADMISSION;
+	c.admission     = &a;
 	send1(AX_A_INSTANCE_GENERATOR, &c);
 }
 
+static void
+send_admit(const char *task, int shard)
+{
+	send_admit_pool(task, shard, NULL);
+}
+
+/* The instance generator renders each attempt and runs the pre hooks on
+ * it in its own batch: what leaves for the queue is an AttemptRendered. */
 Test(flow, generator_plan_and_replayed_admission)
 {
-	const Ax__Command__BodyCase AC = AX__COMMAND__BODY_ATTEMPT_CREATED;
+	const Ax__Command__BodyCase AC = AX__COMMAND__BODY_ATTEMPT_RENDERED;
 	cr_assert_eq(ax_instance_generator_add(sys, &ctx), AX_OK);
-	add_capture(sys, AX_A_RENDERER);
+	add_capture(sys, AX_A_QUEUE);
 	add_capture(sys, AX_A_RESOURCE_DETECTOR);
 	add_capture(sys, AX_A_EVENT_EMITTER);
 	start();
@@ -621,7 +632,7 @@ Test(flow, generator_plan_and_replayed_admission)
 	send1(AX_A_INSTANCE_GENERATOR, &c); /* replayed plan */
 	send_admit("a", 0);
 	send_admit("a", 0); /* replayed admission */
-	cr_assert(wait_count(AX_A_RENDERER, AC, 2));
+	cr_assert(wait_count(AX_A_QUEUE, AC, 2));
 	/* attempts go out before the plan's PENDING rows are written */
 	for (int i = 0;
 	     i < 100 && q64("SELECT count(*) FROM task_instances") < 2; i++)
@@ -645,13 +656,18 @@ Test(flow, generator_plan_and_replayed_admission)
 	                 "'instance.admitted' AND payload->>'to' = 'READY' "
 	                 "AND (payload->>'decided_at_us')::bigint > 0"),
 	             1);
-	Ax__Command *a1 = cap_cmd(AX_A_RENDERER, AC, 0);
-	Ax__Command *a2 = cap_cmd(AX_A_RENDERER, AC, 1);
-	cr_assert_str_eq(a1->attempt_created->run_id,
-	                 a2->attempt_created->run_id,
+	Ax__Command *a1 = cap_cmd(AX_A_QUEUE, AC, 0);
+	Ax__Command *a2 = cap_cmd(AX_A_QUEUE, AC, 1);
+	cr_assert_str_eq(a1->attempt_rendered->run_id,
+	                 a2->attempt_rendered->run_id,
 	                 "the replay must dispatch the stored run_id");
-	cr_assert_eq(a1->attempt_created->attempt, 1);
-	cr_assert_neq(a1->attempt_created->instance->instance_id, 0);
+	cr_assert_eq(a1->attempt_rendered->attempt, 1);
+	cr_assert_neq(a1->attempt_rendered->instance->instance_id, 0);
+	char sql[160];
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM attempts WHERE run_id::text = '%s'",
+	         a1->attempt_rendered->run_id);
+	cr_assert_eq(q64(sql), 1, "the stored run_id goes out");
 	ax__command__free_unpacked(a1, NULL);
 	ax__command__free_unpacked(a2, NULL);
 	/* an admission of an instance already running: skipped, slot back */
@@ -660,7 +676,7 @@ Test(flow, generator_plan_and_replayed_admission)
 	send_admit("a", 0);
 	cr_assert(wait_count(AX_A_RESOURCE_DETECTOR,
 	                     AX__COMMAND__BODY_SLOT_RELEASED, 1));
-	cr_assert_eq(cap_count(AX_A_RENDERER, AC), 2);
+	cr_assert_eq(cap_count(AX_A_QUEUE, AC), 2);
 	cr_assert_eq(q64("SELECT count(*) FROM attempts"), 1);
 }
 
@@ -694,20 +710,21 @@ admit_row(const char *task, int shard, char run_id_out[37], int64_t *iid)
 	*iid = ti.instance_id;
 }
 
+/* The run_id of the current attempt of task's shard 0 ("" if none). */
 static void
-send_created(const char *task, const char *rid, int64_t iid, int attempt)
+run_id_of(const char *task, char rid[37])
 {
-	Ax__InstanceRef    ref = ref_of(task, 0);
-	Ax__AttemptCreated ac  = AX__ATTEMPT_CREATED__INIT;
-	ref.shard_total        = 1;
-	Ax__Command c          = AX__COMMAND__INIT;
-	ref.instance_id        = iid;
-	ac.instance            = &ref;
-	ac.run_id              = (char *) rid;
-	ac.attempt             = attempt;
-	c.body_case            = AX__COMMAND__BODY_ATTEMPT_CREATED;
-	c.attempt_created      = &ac;
-	send1(AX_A_RENDERER, &c);
+	char      sql[256];
+	PGresult *r = NULL;
+	snprintf(sql, sizeof(sql),
+	         "SELECT a.run_id::text, ti.id FROM attempts a JOIN "
+	         "task_instances ti ON ti.id = a.instance_id WHERE ti.task = "
+	         "'%s' AND ti.shard = 0 ORDER BY a.number DESC LIMIT 1",
+	         task);
+	cr_assert_eq(ax_store_query(db, sql, 0, NULL, &r), AX_OK, "%s",
+	             ax_err_detail());
+	snprintf(rid, 37, "%s", PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
+	PQclear(r);
 }
 
 static const char *
@@ -719,28 +736,32 @@ env_of(const Ax__AttemptRendered *r, const char *key)
 	return NULL;
 }
 
+/* Rendering runs inside the instance generator's batch: an admission
+ * comes out as an AttemptRendered for the queue, a render error as a
+ * FAILED result (RENDER_ERROR) for the result handler. */
 Test(flow, renderer_output_and_render_error)
 {
-	char    rid[37];
-	int64_t iid;
+	char rid[37];
 
-	cr_assert_eq(ax_renderer_add(sys, &ctx), AX_OK);
-	add_capture(sys, AX_A_PRE_HOOK);
+	cr_assert_eq(ax_instance_generator_add(sys, &ctx), AX_OK);
+	add_capture(sys, AX_A_QUEUE);
+	add_capture(sys, AX_A_RESOURCE_DETECTOR);
 	add_capture(sys, AX_A_RESULT_HANDLER);
 	add_capture(sys, AX_A_EVENT_EMITTER);
 	start();
-	admit_row("a", 0, rid, &iid);
-	send_created("a", rid, iid, 1);
+	send_admit("a", 0);
 	cr_assert(
-	    wait_count(AX_A_PRE_HOOK, AX__COMMAND__BODY_ATTEMPT_RENDERED, 1));
+	    wait_count(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED, 1));
+	run_id_of("a", rid);
 	Ax__Command *c =
-	    cap_cmd(AX_A_PRE_HOOK, AX__COMMAND__BODY_ATTEMPT_RENDERED, 0);
+	    cap_cmd(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED, 0);
 	const Ax__AttemptRendered *r = c->attempt_rendered;
 	/* 18:30Z is 02:30 the next day in Shanghai; interval end +1 day */
 	cr_assert_str_eq(r->command,
 	                 "echo 2026-03-02 eu 2026-03-03T02:30:00+08:00");
 	cr_assert_str_eq(env_of(r, "OUT"), "/data/20260302");
 	cr_assert_str_eq(env_of(r, "AX_RUN_ID"), rid);
+	cr_assert_str_eq(r->run_id, rid);
 	cr_assert_str_eq(env_of(r, "AX_TASK"), "a");
 	cr_assert_str_eq(env_of(r, "AX_ATTEMPT"), "1");
 	cr_assert_str_eq(env_of(r, "AX_LOGICAL_DATE"),
@@ -758,10 +779,10 @@ Test(flow, renderer_output_and_render_error)
 	 * purpose to reach the run-time path) */
 	ax_task *u     = (ax_task *) ax_dag_entry_task(entry, "u");
 	u->eff.command = "echo {{ dss }}";
-	admit_row("u", 0, rid, &iid);
-	send_created("u", rid, iid, 1);
+	send_admit("u", 0);
 	cr_assert(
 	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 1));
+	run_id_of("u", rid);
 	c = cap_cmd(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 0);
 	cr_assert_eq(c->result->status, AX__ATTEMPT_STATUS__ATTEMPT_FAILED);
 	cr_assert_str_eq(c->result->reason, "RENDER_ERROR");
@@ -771,13 +792,18 @@ Test(flow, renderer_output_and_render_error)
 	cr_assert(strstr(c->result->error, "dss") != NULL);
 	cr_assert_str_eq(c->result->run_id, rid);
 	ax__command__free_unpacked(c, NULL);
-	cr_assert_eq(
-	    cap_count(AX_A_PRE_HOOK, AX__COMMAND__BODY_ATTEMPT_RENDERED), 1,
-	    "a failed render must not be dispatched");
-	/* an unknown DAG version is a render error too, never a command */
-	send_created("zz", rid, iid, 1);
-	cr_assert(
-	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 2));
+	cr_assert(wait_events("attempt.render_failed", "RENDER_ERROR", 1));
+	cr_assert_eq(cap_count(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED),
+	             1, "a failed render must not be dispatched");
+	/* an unknown DAG is never rendered into a command: no attempt, the
+	 * slot goes back */
+	send_admit("zz", 0);
+	cr_assert(wait_count(AX_A_RESOURCE_DETECTOR,
+	                     AX__COMMAND__BODY_SLOT_RELEASED, 1));
+	cr_assert_eq(cap_count(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED),
+	             1);
+	cr_assert_eq(cap_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT),
+	             1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1121,38 +1147,39 @@ Test(flow, emitter_writes_and_survives_outage)
 /* ---------------------------------------------------------------------- */
 /* hooks */
 
-static void
-send_rendered(const char *task, int64_t iid)
+/* The id of task's shard-0 instance (0 if none). */
+static int64_t
+instance_id_of(const char *task)
 {
-	Ax__InstanceRef     ref = ref_of(task, 0);
-	Ax__AttemptRendered r   = AX__ATTEMPT_RENDERED__INIT;
-	Ax__Command         c   = AX__COMMAND__INIT;
-	ref.instance_id         = iid;
-	r.instance              = &ref;
-	r.run_id                = "4b0d6c1e-0000-4000-8000-000000000001";
-	r.attempt               = 1;
-	r.command               = "true";
-	r.worker_group          = "g1";
-	r.pool                  = "p1";
-	c.body_case             = AX__COMMAND__BODY_ATTEMPT_RENDERED;
-	c.attempt_rendered      = &r;
-	send1(AX_A_PRE_HOOK, &c);
+	char sql[160];
+	snprintf(
+	    sql, sizeof(sql),
+	    "SELECT coalesce(max(id), 0) FROM task_instances WHERE task = "
+	    "'%s' AND shard = 0",
+	    task);
+	return q64(sql);
 }
 
+/* The pre hooks run inside the instance generator's batch: pass -> the
+ * queue; DAG paused -> held, back to the resource detector; canceled ->
+ * never dispatched, CANCELED to the result handler. The post hooks run
+ * inside the result handler's: the report of a worker's result is stored
+ * with the move it causes. */
 Test(flow, hooks_pass_hold_drop_and_post)
 {
-	cr_assert_eq(ax_hooks_add(sys, &ctx), AX_OK);
+	cr_assert_eq(ax_instance_generator_add(sys, &ctx), AX_OK);
 	add_capture(sys, AX_A_QUEUE);
 	add_capture(sys, AX_A_RESOURCE_DETECTOR);
 	add_capture(sys, AX_A_RESULT_HANDLER);
 	add_capture(sys, AX_A_EVENT_EMITTER);
 	start();
-	send_rendered("a", 7);
+	send_admit_pool("a", 0, "p1");
 	cr_assert(
 	    wait_count(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED, 1));
-	/* paused after admission: held, back to the resource detector */
+	/* paused after admission: held, back to the resource detector (a
+	 * replayed admission renders the same attempt again) */
 	ax_dag_registry_set_paused(reg, "flow.test", 1);
-	send_rendered("a", 7);
+	send_admit_pool("a", 0, "p1");
 	cr_assert(wait_count(AX_A_RESOURCE_DETECTOR,
 	                     AX__COMMAND__BODY_ATTEMPT_HELD, 1));
 	Ax__Command *c =
@@ -1166,43 +1193,55 @@ Test(flow, hooks_pass_hold_drop_and_post)
 	Ax__InstanceRef    ref = ref_of("a", 0);
 	Ax__CancelInstance ci  = AX__CANCEL_INSTANCE__INIT;
 	Ax__Command        k   = AX__COMMAND__INIT;
-	ref.instance_id        = 7;
-	ci.instance            = &ref;
-	ci.reason              = "MANUAL_CLEAR";
-	k.body_case            = AX__COMMAND__BODY_CANCEL_INSTANCE;
-	k.cancel_instance      = &ci;
-	send1(AX_A_PRE_HOOK, &k);
-	send_rendered("a", 7);
+	ref.instance_id        = instance_id_of("a");
+	cr_assert_neq(ref.instance_id, 0);
+	ci.instance       = &ref;
+	ci.reason         = "MANUAL_CLEAR";
+	k.body_case       = AX__COMMAND__BODY_CANCEL_INSTANCE;
+	k.cancel_instance = &ci;
+	send1(AX_A_INSTANCE_GENERATOR, &k);
+	send_admit_pool("a", 0, "p1");
 	cr_assert(
 	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 1));
 	c = cap_cmd(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 0);
 	cr_assert_eq(c->result->status, AX__ATTEMPT_STATUS__ATTEMPT_CANCELED);
 	ax__command__free_unpacked(c, NULL);
+	cr_assert(wait_events("attempt.dropped", "CANCELED", 1));
 	cr_assert_eq(cap_count(AX_A_QUEUE, AX__COMMAND__BODY_ATTEMPT_RENDERED),
 	             1);
+	cr_assert(
+	    wait_count(AX_A_QUEUE, AX__COMMAND__BODY_CANCEL_INSTANCE, 1));
 	cr_assert_eq(cap_count(AX_A_QUEUE, AX__COMMAND__BODY_CANCEL_INSTANCE),
 	             1);
-	/* post: forwarded with its report (status, worker, log location)
-	 * for the result handler to store; no event row of its own */
+}
+
+/* The post hooks' report of a worker's result (status, worker, log
+ * location) is built by the result handler and stored with the move the
+ * result causes; no event row of its own. */
+Test(flow, post_hooks_report_in_the_result_handler)
+{
+	char              rid[37];
+	int64_t           iid;
 	Ax__Command       rc;
 	Ax__AttemptResult rr;
-	result(&rc, &rr, &ref, "4b0d6c1e-0000-4000-8000-000000000001",
-	       AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
-	rr.log_path = "/logs/a/1.log";
-	send1(AX_A_POST_HOOK, &rc);
-	cr_assert(
-	    wait_count(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 2));
-	Ax__Command *fw =
-	    cap_cmd(AX_A_RESULT_HANDLER, AX__COMMAND__BODY_RESULT, 1);
-	json_error_t je;
-	json_t      *rep = json_loads(fw->result->report_json, 0, &je);
-	cr_assert_not_null(rep, "report is not JSON: %s",
-	                   fw->result->report_json);
-	cr_assert_str_eq(json_string_value(json_object_get(rep, "log_path")),
-	                 "/logs/a/1.log");
-	cr_assert_str_eq(json_string_value(json_object_get(rep, "status")),
-	                 "SUCCESS");
-	json_decref(rep);
-	ax__command__free_unpacked(fw, NULL);
+	Ax__InstanceRef   ref = ref_of("a", 0);
+
+	rh_compose();
+	admit_row("a", 0, rid, &iid);
+	result(&rc, &rr, &ref, rid, AX__ATTEMPT_STATUS__ATTEMPT_SUCCESS);
+	rr.report_json = ""; /* as the queue forwards it */
+	rr.queue_seq   = 1;
+	rr.log_path    = "/logs/a/1.log";
+	send1(AX_A_RESULT_HANDLER, &rc);
+	cr_assert(wait_state(iid, "SUCCESS"));
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'instance.succeeded' AND payload->'report'->>"
+	                 "'log_path' = '/logs/a/1.log' AND "
+	                 "payload->'report'->>'status' = 'SUCCESS' AND "
+	                 "payload->'report'->>'worker' = 'w1'"),
+	             1);
 	cr_assert_eq(cap_events("attempt.reported", NULL), 0);
+	cr_assert_eq(q64("SELECT count(*) FROM event_log WHERE type = "
+	                 "'attempt.reported'"),
+	             0);
 }

@@ -3,7 +3,8 @@
  * ax-worker processes (path in $AX_WORKER, fork+exec'd).
  *
  * The queue actor runs in this process with two capture actors named
- * post_hook and resource_detector; a client named pre_hook sends
+ * result_handler and resource_detector; a client named instance_generator
+ * sends
  * AttemptRendered and CancelInstance. Workers talk to the queue over an
  * ipc:// socket in a temp directory. The reconciliation tests give the
  * queue a throwaway PostgreSQL holding what a previous axd left (attempts
@@ -67,7 +68,7 @@ static char             dir[256], addr[300];
 static pid_t            wpid[MAXWORK];
 static char             wname[MAXWORK][32];
 
-/* The stand-in post_hook confirms what it received as committed, as the
+/* The stand-in result_handler confirms what it received as committed, as the
  * result handler does in axd (0: it holds confirmations back). */
 static _Atomic int confirm_on = 1;
 /* Lease of the queue and heartbeat of the workers (tests that need the
@@ -148,7 +149,7 @@ start_queue(const char *aging, const char *hand_back)
 	pctx.cfg = cfg;
 	pctx.dsn = q_dsn;
 	cr_assert_eq(ax_actor_system_new(&sys), AX_OK);
-	a.name          = AX_A_POST_HOOK;
+	a.name          = AX_A_RESULT_HANDLER;
 	a.send_nonblock = 1; /* confirmations go upstream, to the queue */
 	cr_assert_eq(ax_actor_system_add(sys, &a, &cap_ops, NULL, NULL),
 	             AX_OK);
@@ -159,7 +160,8 @@ start_queue(const char *aging, const char *hand_back)
 	cr_assert_eq(ax_queue_add(sys, &pctx, &Q), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_eq(ax_actor_system_start(sys), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_actor_client_new(sys, AX_A_PRE_HOOK, &pre), AX_OK);
+	cr_assert_eq(ax_actor_client_new(sys, AX_A_INSTANCE_GENERATOR, &pre),
+	             AX_OK);
 }
 
 static void

@@ -64,11 +64,12 @@ Test(control, trigger_goes_to_the_time_detector)
 	ax_control_msg_fini(&m);
 }
 
-Test(control, kill_cancels_through_the_pre_hook)
+Test(control, kill_cancels_through_the_instance_generator)
 {
 	ax_control_msg m;
 	Ax__Command   *c = decode("{\"op\":\"kill\",\"instance_id\":42}", &m);
-	cr_assert_str_eq(m.dest[0], "pre_hook", "which forwards to queue");
+	cr_assert_str_eq(m.dest[0], "instance_generator",
+	                 "which forwards to queue");
 	cr_assert_null(m.dest[1]);
 	cr_assert_eq(c->body_case, AX__COMMAND__BODY_CANCEL_INSTANCE);
 	cr_assert_eq(c->cancel_instance->instance->instance_id, 42);
