@@ -4,19 +4,20 @@
  * (engine/store_commands.h) and forward bare payloads (the JSON of
  * engine/control.h), each as a Command to the actor owning it.
  *
- * Role (DESIGN.md 2 and 6, pipeline.md "Control from outside"): ax-api
+ * Role (DESIGN.md 2 and 6, docs/pipeline.md "Control from outside"): ax-api
  * records every state-changing request as a control_command row in the
  * request's transaction and NOTIFYs to wake this thread; axctl and tests
  * may still NOTIFY a bare payload. Each becomes a command:
  *   dag_changed, submit, paused, unpaused, resync -> dag_loader
  *   trigger                               -> time_detector (ControlOp)
- *   kill      -> instance_generator (CancelInstance, reason MANUAL_KILL): the
- *                pre-hook remembers it (an attempt not yet queued is
- *                dropped there) and forwards it to the queue, which
- *                cancels a queued attempt or kills a running one
+ *   kill      -> instance_generator (CancelInstance, reason
+ *                MANUAL_KILL): it remembers it for its pre hooks (an
+ *                attempt not yet queued is dropped there) and forwards it
+ *                to the queue, which cancels a queued attempt or kills a
+ *                running one
  *   clear, mark, backfill                 -> dependency_detector
  *                                            (ControlOp)
- * The paused flag reaches the resource detector and the pre-hook through
+ * The paused flag reaches the resource detector and the pre hooks through
  * the DAG registry, which the loader updates.
  *
  * Durable commands: the thread forwards every pending row, in id order,
@@ -28,7 +29,7 @@
  * applied or rejected in the transaction of the effect, only while it is
  * pending, so a command forwarded twice is applied once and a command
  * recorded while no axd ran is applied at the next start. A kill has no
- * transaction of its own (the pre-hook and the queue act in memory, and
+ * transaction of its own (the pre hooks and the queue act in memory, and
  * a restart forgets them): this thread sends it again every second
  * while the instance runs or waits, naming the current attempt's run_id,
  * and marks it applied once the instance is CANCELED (rejected when it
