@@ -2,21 +2,31 @@
  * time_detector.c - schedules and one-shot timers on a timing wheel (see
  * time_detector.h).
  *
- * State: one wheel on the monotonic clock; armed schedules by DAG name
- * in a node-less map (engine/hmap.h: 8 bytes a slot, no node per entry),
- * each embedding its wheel timer and its name and sharing an interned
- * spec (a second node-less map); a schedule is armed from ScheduleArmed
- * alone, no DAG decoded: about 160 bytes a schedule, plus about 80 for a
- * spec no other schedule shares. A spec
- * keeps its compiled ax_schedule (about 300 bytes) while it is among the
- * scheduler.compiled_schedules most recently used; the others are compiled
- * again from their key when they fire (microseconds, once per fire), so a
- * million distinct schedules do not hold a million compiled ones);
- * one-shot timers by "kind/key" (each embeds its timer and owns
- * the TimerSet it replays). The wheel's callback only collects what
- * fired; the tick then builds one batch of runs, writes it in one
- * transaction and sends the Due commands, so a tick with 200 fires costs
- * one commit.
+ * State: one wheel on the monotonic clock; armed schedules in compact
+ * records (actors/sched_table.h: 40 bytes a record, the DAG name once in
+ * an arena, a node-less map by name: about 77 bytes a schedule with a
+ * 20-byte name), armed from ScheduleArmed alone, no DAG decoded. A
+ * record's spec is a 64-bit code for most crons (a simple cron in one of
+ * the first 65,536 zones, no window: nothing allocated) or a pointer to
+ * an interned spec shared by every schedule with the same expression,
+ * zone, catchup and window (a node-less map). A compiled ax_schedule
+ * (about 300 bytes) is kept for the scheduler.compiled_schedules most
+ * recently used specs; the others are compiled again from their key when
+ * they fire (microseconds, once per fire), so a million distinct
+ * schedules do not hold a million compiled ones.
+ *
+ * The wheel holds only the schedules due within HORIZON_US (an id-mode
+ * timer of 40 bytes each, in the wheel's pool); the others are parked in
+ * their records, and a refill timer every HORIZON_US / 2 walks the
+ * records and puts those now due within the horizon on the wheel, so a
+ * million monthly schedules keep a few hundred timers. A record's timer
+ * is never cancelled: re-arming or deleting bumps the record's gen, and
+ * a timer whose cookie carries an older gen is ignored when it fires.
+ *
+ * One-shot timers by "kind/key" (each embeds its timer and owns the
+ * TimerSet it replays). The wheel's callback only collects what fired;
+ * the tick then builds one batch of runs, writes it in one transaction
+ * and sends the Due commands, so a tick with 200 fires costs one commit.
  */
 #include "time_detector.h"
 
@@ -34,22 +44,35 @@
 #include "flow_util.h"
 #include "hmap.h"
 #include "list.h"
+#include "sched_table.h"
 #include "store.h"
 #include "store_attempts.h"
 #include "store_commands.h"
 #include "store_sched.h"
 #include "timing_wheel.h"
 
-#define COMP         AX_A_TIME_DETECTOR
-#define JUMP_US      (2 * AX_USEC_PER_SEC)
-#define COOKIE_SCHED 1
-#define COOKIE_TIMER 2
-#define RETRY_DB_US  (500 * AX_USEC_PER_MSEC)
+#define COMP          AX_A_TIME_DETECTOR
+#define JUMP_US       (2 * AX_USEC_PER_SEC)
+#define COOKIE_TIMER  2
+#define COOKIE_REFILL 3
+#define COOKIE_SCHED  (UINT64_C(1) << 63) /* | gen << 32 | record index */
+#define GEN_MASK      0x7fffffffu
+#define RETRY_DB_US   (500 * AX_USEC_PER_MSEC)
+#define HORIZON_US    (10 * 60 * AX_USEC_PER_SEC) /* on the wheel */
+
+/* The owner's bits of a record (ax_schedtab_rec.user). */
+#define U_MARK   0x01u /* parity of the loader pass that armed it */
+#define U_WHEEL  0x02u /* a timer with its gen is on the wheel */
+#define U_FIRED  0x0cu /* 1 << 2: collected in this tick; 2 << 2: retry */
+#define FIRED(r) (((r)->user & U_FIRED) >> 2)
+#define SET_FIRED(r, v)                                                       \
+	((r)->user = (uint8_t) (((r)->user & ~U_FIRED) | ((v) << 2)))
 
 /*
  * An interned schedule spec: every armed schedule with the same
- * expression, zone, catchup and window shares one compiled ax_schedule
- * (a million schedules over 60 crons hold 60). Allocated with its key.
+ * expression, zone, catchup and window that has no spec code shares one
+ * (refs counts them); a spec code's compiled schedule is cached in one
+ * with refs 0, freed when the LRU drops it. Allocated with its key.
  */
 typedef struct sspec {
 	ax_schedule *sch;   /* owned; NULL: not compiled now */
@@ -65,20 +88,6 @@ typedef struct spec_view {
 	size_t      klen;
 } spec_view;
 
-typedef struct sched {
-	ax_wheel_timer t;    /* first member: the callback casts back */
-	char          *dag;  /* the DAG name, allocated after the struct */
-	struct sspec  *spec; /* interned spec (holds a reference) */
-	int64_t        schedule_id;
-	int64_t        dag_id;
-	int64_t        version_id;
-	int64_t        next_utc; /* next fire instant, UTC us */
-	int64_t        prev_utc; /* next_utc before this tick's collect */
-	uint8_t        catchup;
-	uint8_t        mark;  /* parity of the loader pass that armed it */
-	int            fired; /* collected in this tick */
-} sched;
-
 typedef struct otimer {
 	ax_wheel_timer t;
 	char          *key; /* "kind/key" */
@@ -88,10 +97,11 @@ typedef struct otimer {
 
 /* One run to create in this tick, and what to send after the commit. */
 typedef struct fire {
-	sched        *s;    /* NULL for a manual run */
-	ax_dag_entry *ref;  /* manual: keeps dag alive until the flush */
-	char         *conf; /* manual: params (owned; the command is gone
-	                       by the flush) */
+	uint32_t      s;        /* schedule record; AX_SCHEDTAB_NONE: manual */
+	int64_t       prev_utc; /* its next fire before this tick */
+	ax_dag_entry *ref;      /* manual: keeps dag alive until the flush */
+	char         *conf;     /* manual: params (owned; the command is gone
+	                           by the flush) */
 	char   *dag;
 	int64_t version_id;
 	int64_t command_id; /* manual: control_command.id (0: none) */
@@ -104,11 +114,13 @@ typedef struct tdet {
 	ax_store               *store;
 	ax_tz_cache            *tzc;
 	ax_wheel               *wheel;
-	ax_hmap                 scheds; /* sched by DAG name (node-less) */
-	ax_hmap                 specs;  /* interned sspec by key (node-less) */
+	ax_schedtab             tab;   /* armed schedules */
+	ax_hmap                 specs; /* interned sspec by key (node-less) */
+	int64_t                 horizon; /* mono: due by then => on wheel */
 	ax_list                 lru; /* compiled specs, newest at the head */
 	size_t                  ncompiled, compiled_max;
-	uint8_t                 mark;   /* parity of the current loader pass */
+	uint8_t                 mark;   /* U_MARK of the current loader pass */
+	int                     refill; /* the refill timer fired */
 	ax_strmap              *timers; /* kind/key -> otimer */
 	int64_t                 offset; /* utc - mono at the last tick */
 	int64_t                 lead;   /* scheduler.prepare_ahead, us */
@@ -116,7 +128,7 @@ typedef struct tdet {
 	ax_time_detector_stats *stats;
 	ax_time_detector_stats  own_stats;
 	/* per-tick collection */
-	sched           **due;
+	uint32_t         *due;
 	size_t            ndue, capdue;
 	otimer          **tfired;
 	size_t            ntf, captf;
@@ -167,45 +179,64 @@ static const ax_hmap_ops spec_ops = {
 };
 
 /*
- * The identity of sa's schedule in at most cap bytes: one flag byte
+ * The identity of a schedule in at most cap bytes: one flag byte
  * (catchup, start set, end set), expression NUL, zone NUL, then the start
- * and end instants only when set: short keys, so a million distinct
- * specs cost little beyond their compiled schedules. 0 when too long.
+ * and end instants only when set (0: open). 0 when too long.
  */
 static size_t
-spec_key(const Ax__ScheduleArmed *sa, char *key, size_t cap)
+spec_key(const char *expr, const char *zone, int catchup, int64_t start_us,
+         int64_t end_us, char *key, size_t cap)
 {
-	const char *expr = sa->cron ? sa->cron : "";
-	const char *zone =
-	    sa->timezone && sa->timezone[0] ? sa->timezone : "UTC";
-	size_t el = strlen(expr), zl = strlen(zone), n = 0;
+	size_t el, zl, n = 0;
 
+	expr = expr ? expr : "";
+	zone = zone && zone[0] ? zone : "UTC";
+	el   = strlen(expr);
+	zl   = strlen(zone);
 	if (1 + el + 1 + zl + 1 + 2 * sizeof(int64_t) > cap)
 		return 0;
-	key[n++] = (char) ((sa->catchup ? 1 : 0) | (sa->start_us ? 2 : 0) |
-	                   (sa->end_us ? 4 : 0));
+	key[n++] =
+	    (char) ((catchup ? 1 : 0) | (start_us ? 2 : 0) | (end_us ? 4 : 0));
 	memcpy(key + n, expr, el + 1);
 	n += el + 1;
 	memcpy(key + n, zone, zl + 1);
 	n += zl + 1;
-	if (sa->start_us) {
-		memcpy(key + n, &sa->start_us, sizeof(int64_t));
+	if (start_us) {
+		memcpy(key + n, &start_us, sizeof(int64_t));
 		n += sizeof(int64_t);
 	}
-	if (sa->end_us) {
-		memcpy(key + n, &sa->end_us, sizeof(int64_t));
+	if (end_us) {
+		memcpy(key + n, &end_us, sizeof(int64_t));
 		n += sizeof(int64_t);
 	}
 	return n;
 }
 
-/* Lists the freshly compiled p; drops the oldest compiled one if over. */
+static void
+spec_unlink(tdet *d, sspec *p)
+{
+	ax_hmap_remove(&d->specs, p);
+	if (p->sch != NULL) {
+		ax_list_remove(&d->lru, &p->lru);
+		d->ncompiled--;
+	}
+	ax_schedule_free(p->sch);
+	free(p);
+}
+
+/* Lists the freshly compiled p; drops the oldest compiled one if over
+ * (and the spec itself when no schedule references it: the cache entry
+ * of a spec code). */
 static void
 lru_add(tdet *d, sspec *p)
 {
 	ax_list_prepend(&d->lru, &p->lru);
 	if (++d->ncompiled > d->compiled_max) {
 		sspec *old = AX_LIST_ENTRY(d->lru.tail, sspec, lru);
+		if (old->refs == 0) {
+			spec_unlink(d, old);
+			return;
+		}
 		ax_list_remove(&d->lru, &old->lru);
 		ax_schedule_free(old->sch);
 		old->sch = NULL;
@@ -253,24 +284,22 @@ spec_sched(tdet *d, sspec *p)
 }
 
 /*
- * The interned spec of sa with a new reference, compiled on first use;
- * NULL (detail set) when it does not compile or memory is short.
+ * The spec of key (klen bytes), compiled, found or created with refs
+ * refs more; NULL (detail set) when it does not compile or memory is
+ * short. A spec created with refs 0 is a cache entry: it goes when the
+ * LRU drops its compiled schedule.
  */
 static sspec *
-spec_get(tdet *d, const Ax__ScheduleArmed *sa)
+spec_intern(tdet *d, const char *key, size_t klen, uint32_t refs)
 {
-	char         key[1024];
-	size_t       klen = spec_key(sa, key, sizeof(key));
-	spec_view    v    = { key, klen };
+	spec_view    v = { key, klen };
 	sspec       *p;
 	ax_schedule *sch;
 
-	if (klen == 0) {
-		ax_err_set(AX_EINVAL, "schedule expression too long");
-		return NULL;
-	}
 	if ((p = ax_hmap_get(&d->specs, &v)) != NULL) {
-		p->refs++;
+		if (spec_sched(d, p) == NULL)
+			return NULL;
+		p->refs += refs;
 		return p;
 	}
 	if (spec_compile(d, key, &sch) != AX_OK)
@@ -281,7 +310,7 @@ spec_get(tdet *d, const Ax__ScheduleArmed *sa)
 		return NULL;
 	}
 	p->sch  = sch;
-	p->refs = 1;
+	p->refs = refs;
 	p->klen = (uint16_t) klen;
 	memcpy(p->key, key, klen);
 	v.key = p->key;
@@ -300,47 +329,100 @@ spec_release(tdet *d, sspec *p)
 {
 	if (p == NULL || --p->refs > 0)
 		return;
-	ax_hmap_remove(&d->specs, p);
-	if (p->sch != NULL) {
-		ax_list_remove(&d->lru, &p->lru);
-		d->ncompiled--;
-	}
-	ax_schedule_free(p->sch);
-	free(p);
+	spec_unlink(d, p);
 }
 
-/* --- armed schedules by DAG name ------------------------------------------
- *
- * A node-less map (engine/hmap.h: 8 bytes a slot, at most 3/4 full): the
- * key is the name stored in the sched itself, so a name is held once per
- * schedule and there is no node per entry.
- */
-
-static uint64_t
-sched_hash_entry(const void *entry)
+/* The compiled schedule of a spec code (through its cache entry). */
+static ax_schedule *
+code_sched(tdet *d, uint64_t code)
 {
-	return ax_hash_str(((const sched *) entry)->dag);
+	char        expr[32], key[128];
+	const char *zone;
+	int         catchup;
+	size_t      klen;
+	sspec      *p;
+
+	ax_schedtab_cron_text(&d->tab, code, expr, sizeof(expr), &zone,
+	                      &catchup);
+	klen = spec_key(expr, zone, catchup, 0, 0, key, sizeof(key));
+	if (klen == 0) {
+		ax_err_set(AX_EINVAL, "schedule zone name too long");
+		return NULL;
+	}
+	p = spec_intern(d, key, klen, 0);
+	return p ? p->sch : NULL;
+}
+
+/*
+ * The spec handle of sa: a spec code when it has one, else an interned
+ * spec with a new reference; validated (it compiles). 0 (detail set)
+ * when it does not compile or memory is short.
+ */
+static uint64_t
+spec_get(tdet *d, const Ax__ScheduleArmed *sa)
+{
+	char     key[1024];
+	size_t   klen;
+	uint64_t code;
+	sspec   *p;
+
+	if (sa->start_us == 0 && sa->end_us == 0 &&
+	    ax_schedtab_cron_code(&d->tab, sa->cron, sa->timezone, sa->catchup,
+	                          &code))
+		return code_sched(d, code) != NULL ? code : 0;
+	klen = spec_key(sa->cron, sa->timezone, sa->catchup, sa->start_us,
+	                sa->end_us, key, sizeof(key));
+	if (klen == 0) {
+		ax_err_set(AX_EINVAL, "schedule expression too long");
+		return 0;
+	}
+	p = spec_intern(d, key, klen, 1);
+	return p ? (uint64_t) (uintptr_t) p : 0;
+}
+
+static void
+handle_release(tdet *d, uint64_t h)
+{
+	if (h != 0 && !ax_schedtab_is_code(h))
+		spec_release(d, (sspec *) (uintptr_t) h);
+}
+
+/* The compiled schedule of handle h (NULL, detail set, on failure). */
+static ax_schedule *
+handle_sched(tdet *d, uint64_t h)
+{
+	if (ax_schedtab_is_code(h))
+		return code_sched(d, h);
+	return spec_sched(d, (sspec *) (uintptr_t) h);
 }
 
 static int
-sched_match(const void *entry, const void *key)
+cmp_u64(const void *a, const void *b)
 {
-	return strcmp(((const sched *) entry)->dag, key) == 0;
+	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+	return x < y ? -1 : x > y;
 }
 
-static const ax_hmap_ops sched_ops = {
-	.hash_key   = ax_hmap_hash_str,
-	.hash_entry = sched_hash_entry,
-	.match      = sched_match,
-};
-
-static void
-sched_free(tdet *d, sched *s)
+/* Distinct specs among the armed schedules (a sort of their handles:
+ * 8 bytes a schedule, for a moment, at the end of a loader pass). */
+static size_t
+count_specs(tdet *d)
 {
-	if (s == NULL)
-		return;
-	spec_release(d, s->spec);
-	free(s); /* the name lives in the same allocation */
+	size_t    n = 0, distinct = 0;
+	uint64_t *v = malloc(ax_schedtab_count(&d->tab) * sizeof(*v) + 1);
+
+	if (v == NULL)
+		return ax_hmap_count(&d->specs);
+	for (uint32_t i = 0; i < ax_schedtab_end(&d->tab); i++) {
+		ax_schedtab_rec *r = ax_schedtab_at(&d->tab, i);
+		if (r != NULL)
+			v[n++] = r->spec;
+	}
+	qsort(v, n, sizeof(*v), cmp_u64);
+	for (size_t i = 0; i < n; i++)
+		distinct += i == 0 || v[i] != v[i - 1];
+	free(v);
+	return distinct;
 }
 
 static void
@@ -367,8 +449,8 @@ set_deadline(tdet *d)
 
 /* Appends one run to the tick's batch; -1 when out of memory. */
 static int
-add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
-        int64_t version_id, const ax_period *p, int64_t due_us,
+add_run(tdet *d, uint32_t s, ax_dag_entry *ref, const char *dag,
+        int64_t dag_id, int64_t version_id, const ax_period *p, int64_t due_us,
         const char *conf, int manual, int catchup)
 {
 	if (AX_GROW(d->rows, d->caprows, d->nrows + 1) != AX_OK ||
@@ -387,13 +469,18 @@ add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
 	r->due_us            = due_us;
 	f->conf              = conf ? strdup(conf) : NULL;
 	r->conf_json         = f->conf;
-	r->schedule_id       = s ? s->schedule_id : 0;
 	f->s                 = s;
-	f->ref               = ref;
-	f->dag               = (char *) dag;
-	f->version_id        = version_id;
-	f->manual            = manual;
-	f->catchup           = catchup;
+	if (s != AX_SCHEDTAB_NONE) {
+		int64_t ids[3];
+		ax_schedtab_ids(&d->tab, s, ids);
+		r->schedule_id = ids[0];
+		f->prev_utc    = ax_schedtab_at(&d->tab, s)->next_utc;
+	}
+	f->ref        = ref;
+	f->dag        = (char *) dag;
+	f->version_id = version_id;
+	f->manual     = manual;
+	f->catchup    = catchup;
 	d->nrows++;
 	return 0;
 }
@@ -406,28 +493,30 @@ add_run(tdet *d, sched *s, ax_dag_entry *ref, const char *dag, int64_t dag_id,
  * A run collected ahead keeps its due instant: the queue holds its
  * attempts until then (see time_detector.h, "prepare ahead").
  */
+static void arm_at(tdet *d, uint32_t idx, int64_t deadline);
+
 static void
-collect_sched(tdet *d, sched *s, int64_t utc_now)
+collect_sched(tdet *d, uint32_t idx, int64_t utc_now)
 {
-	ax_period    per[64];
-	size_t       n = 0, total = 0;
-	int          more = 0, oom = 0;
-	int64_t      from = s->next_utc - 1, last_end = 0;
-	int64_t      horizon = utc_now + d->lead;
-	ax_schedule *sch     = spec_sched(d, s->spec);
+	ax_schedtab_rec *s   = ax_schedtab_at(&d->tab, idx);
+	const char      *dag = ax_schedtab_name(&d->tab, idx);
+	ax_period        per[64];
+	size_t           n = 0, total = 0;
+	int              more = 0, oom = 0;
+	int64_t          from = s->next_utc - 1, last_end = 0, ids[3];
+	int64_t          horizon = utc_now + d->lead, prev = s->next_utc;
+	ax_schedule     *sch = handle_sched(d, s->spec);
 
 	if (sch == NULL) {
 		/* compiled before, so memory is short: try again shortly */
-		ax_logf(AX_LOG_ERROR, COMP, NULL,
-		        &(ax_log_ids) { .dag = s->dag },
+		ax_logf(AX_LOG_ERROR, COMP, NULL, &(ax_log_ids) { .dag = dag },
 		        "schedule not evaluated, retrying in 0.5 s: %s",
 		        ax_err_detail());
-		s->fired = 2;
-		ax_wheel_reschedule(d->wheel, &s->t,
-		                    ax_clock_mono_us() + RETRY_DB_US,
-		                    COOKIE_SCHED);
+		SET_FIRED(s, 2u);
+		arm_at(d, idx, ax_clock_mono_us() + RETRY_DB_US);
 		return;
 	}
+	ax_schedtab_ids(&d->tab, idx, ids);
 
 	/* the wheel fired s for next_utc - lead; a few ms of rounding
 	 * between the clocks must not make that a no-op tick */
@@ -438,7 +527,6 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 	 * now; the next one is prepared ahead at the following tick */
 	if (s->next_utc <= utc_now)
 		horizon = utc_now;
-	s->prev_utc = s->next_utc;
 
 	do {
 		if (ax_schedule_due(sch, from, horizon, per, 64, &n, &more) !=
@@ -447,13 +535,13 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 		for (size_t i = 0; i < n; i++) {
 			/* a catch-up is a period due well before now */
 			int late = utc_now - per[i].end_us > AX_USEC_PER_SEC;
-			if (add_run(d, s, NULL, s->dag, s->dag_id,
-			            s->version_id, &per[i], per[i].end_us,
-			            NULL, 0, late) != 0) {
+			if (add_run(d, idx, NULL, dag, ids[1], ids[2], &per[i],
+			            per[i].end_us, NULL, 0, late) != 0) {
 				oom = 1;
 				break;
 			}
-			last_end = per[i].end_us;
+			d->fires[d->nrows - 1].prev_utc = prev;
+			last_end                        = per[i].end_us;
 			total++;
 		}
 		if (n > 0)
@@ -464,7 +552,7 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 		/* the rest at the next tick: next fire stays in the past */
 		ax_logf(
 		    AX_LOG_WARN, COMP, "CATCHUP_CAPPED",
-		    &(ax_log_ids) { .dag = s->dag },
+		    &(ax_log_ids) { .dag = dag },
 		    "%zu missed periods created this tick; the rest follow",
 		    total);
 		ax_schedule_next_fire(sch, last_end, &s->next_utc);
@@ -475,24 +563,79 @@ collect_sched(tdet *d, sched *s, int64_t utc_now)
 	}
 	if (total > 0)
 		d->rows[d->nrows - 1].next_fire_us = s->next_utc;
-	else if (s->schedule_id > 0) {
+	else if (ids[0] > 0) {
 		/* nothing due (paused window, past end): persist anyway */
-		ax_store_sched_set_next(d->store, &s->schedule_id,
-		                        &s->next_utc, 1);
+		ax_store_sched_set_next(d->store, &ids[0], &s->next_utc, 1);
 	}
 }
 
-/* (Re)arms s's wheel timer at its next UTC instant. */
+/* Puts record idx's timer on the wheel at deadline (mono). */
 static void
-arm_sched(tdet *d, sched *s, int64_t utc_now, int64_t mono_now)
+arm_at(tdet *d, uint32_t idx, int64_t deadline)
 {
-	if (s->next_utc == 0) {
-		ax_wheel_cancel(d->wheel, &s->t);
-		return;
+	ax_schedtab_rec *r = ax_schedtab_at(&d->tab, idx);
+	uint64_t         id;
+
+	r->gen++;
+	r->user |= U_WHEEL;
+	if (ax_wheel_add_id(d->wheel, deadline,
+	                    COOKIE_SCHED |
+	                        ((uint64_t) (r->gen & GEN_MASK) << 32) | idx,
+	                    &id) != AX_OK) {
+		/* parked: the next refill retries */
+		r->user &= (uint8_t) ~U_WHEEL;
+		ax_logf(
+		    AX_LOG_ERROR, COMP, NULL,
+		    &(ax_log_ids) { .dag = ax_schedtab_name(&d->tab, idx) },
+		    "schedule parked until the next refill: %s",
+		    ax_err_detail());
 	}
-	ax_wheel_reschedule(d->wheel, &s->t,
-	                    mono_of(s->next_utc - d->lead, utc_now, mono_now),
-	                    COOKIE_SCHED);
+}
+
+/*
+ * (Re)arms record idx at its next UTC instant: on the wheel when due by
+ * the horizon, else parked for a refill. Any timer it had goes stale.
+ */
+static void
+arm_sched(tdet *d, uint32_t idx, int64_t utc_now, int64_t mono_now)
+{
+	ax_schedtab_rec *r = ax_schedtab_at(&d->tab, idx);
+	int64_t          dl;
+
+	r->gen++; /* the timer it had, if any, is stale */
+	r->user &= (uint8_t) ~U_WHEEL;
+	if (r->next_utc == 0)
+		return;
+	dl = mono_of(r->next_utc - d->lead, utc_now, mono_now);
+	if (dl <= d->horizon)
+		arm_at(d, idx, dl);
+}
+
+/*
+ * Moves the horizon to mono_now + HORIZON_US and puts every parked
+ * schedule due by then on the wheel; the next refill fires at half the
+ * horizon, so no parked schedule comes due unseen. O(records).
+ */
+static void
+refill(tdet *d, int64_t utc_now, int64_t mono_now)
+{
+	uint64_t id;
+
+	d->horizon = mono_now + HORIZON_US;
+	for (uint32_t i = 0; i < ax_schedtab_end(&d->tab); i++) {
+		ax_schedtab_rec *r = ax_schedtab_at(&d->tab, i);
+		if (r != NULL && r->next_utc != 0 && !(r->user & U_WHEEL) &&
+		    FIRED(r) == 0)
+			arm_sched(d, i, utc_now, mono_now);
+	}
+	if (ax_wheel_add_id(d->wheel, mono_now + HORIZON_US / 2, COOKIE_REFILL,
+	                    &id) != AX_OK) {
+		/* memory is short: the horizon stays where it is */
+		d->horizon = mono_now;
+		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
+		        "no refill timer, parked schedules wait: %s",
+		        ax_err_detail());
+	}
 }
 
 /*
@@ -513,22 +656,37 @@ static void
 on_fire(void *arg, ax_wheel_timer *t)
 {
 	tdet *d = arg;
+
+	if (t->cookie & COOKIE_SCHED) {
+		uint32_t         idx = (uint32_t) t->cookie;
+		uint32_t         gen = (uint32_t) (t->cookie >> 32) & GEN_MASK;
+		ax_schedtab_rec *r   = ax_schedtab_at(&d->tab, idx);
+		if (r == NULL || (r->gen & GEN_MASK) != gen)
+			return; /* stale: re-armed or disarmed since */
+		if (d->ndue + d->ntf >= d->fires_max) {
+			(void) ax_wheel_add(d->wheel, t->deadline_us,
+			                    t->cookie, t);
+			return;
+		}
+		r->user &= (uint8_t) ~U_WHEEL;
+		if (FIRED(r) == 0 &&
+		    AX_GROW(d->due, d->capdue, d->ndue + 1) == AX_OK) {
+			SET_FIRED(r, 1u);
+			d->due[d->ndue++] = idx;
+		}
+		return;
+	}
+	if (t->cookie == COOKIE_REFILL) {
+		d->refill = 1;
+		return;
+	}
 	if (d->ndue + d->ntf >= d->fires_max) {
 		(void) ax_wheel_add(d->wheel, t->deadline_us, t->cookie, t);
 		return;
 	}
-	if (t->cookie == COOKIE_SCHED) {
-		sched *s = (sched *) t;
-		if (!s->fired &&
-		    AX_GROW(d->due, d->capdue, d->ndue + 1) == AX_OK) {
-			s->fired          = 1;
-			d->due[d->ndue++] = s;
-		}
-	} else {
-		otimer *o = (otimer *) t;
-		if (AX_GROW(d->tfired, d->captf, d->ntf + 1) == AX_OK)
-			d->tfired[d->ntf++] = o;
-	}
+	otimer *o = (otimer *) t;
+	if (AX_GROW(d->tfired, d->captf, d->ntf + 1) == AX_OK)
+		d->tfired[d->ntf++] = o;
 }
 
 /* --- the batch: one transaction, then Due ------------------------------
@@ -671,14 +829,15 @@ flush_batch(tdet *d)
 		        "%zu run(s) not created, retrying in 0.5 s: %s",
 		        d->nrows, ax_err_detail());
 		for (size_t i = 0; i < d->nrows; i++) {
-			sched *s = d->fires[i].s;
-			if (s == NULL || s->fired == 2)
+			ax_schedtab_rec *s =
+			    ax_schedtab_at(&d->tab, d->fires[i].s);
+			if (d->fires[i].s == AX_SCHEDTAB_NONE || s == NULL ||
+			    FIRED(s) == 2)
 				continue;
-			s->fired    = 2;
-			s->next_utc = s->prev_utc;
-			ax_wheel_reschedule(d->wheel, &s->t,
-			                    ax_clock_mono_us() + RETRY_DB_US,
-			                    COOKIE_SCHED);
+			SET_FIRED(s, 2u);
+			s->next_utc = d->fires[i].prev_utc;
+			arm_at(d, d->fires[i].s,
+			       ax_clock_mono_us() + RETRY_DB_US);
 		}
 		goto out;
 	}
@@ -803,15 +962,16 @@ timer_cancel(tdet *d, const Ax__TimerCancel *tc)
  */
 
 static void
-unarm(tdet *d, sched *s, const char *reason)
+unarm(tdet *d, uint32_t idx, const char *reason)
 {
-	ax_wheel_cancel(d->wheel, &s->t);
-	ax_hmap_remove(&d->scheds, s);
-	ax_logf(AX_LOG_INFO, COMP, reason, &(ax_log_ids) { .dag = s->dag },
+	ax_schedtab_rec *r = ax_schedtab_at(&d->tab, idx);
+
+	ax_logf(AX_LOG_INFO, COMP, reason,
+	        &(ax_log_ids) { .dag = ax_schedtab_name(&d->tab, idx) },
 	        "schedule disarmed");
-	sched_free(d, s);
-	d->stats->armed    = ax_hmap_count(&d->scheds);
-	d->stats->specs    = ax_hmap_count(&d->specs);
+	handle_release(d, r->spec);
+	ax_schedtab_del(&d->tab, idx); /* its timer, if any, goes stale */
+	d->stats->armed    = ax_schedtab_count(&d->tab);
 	d->stats->compiled = d->ncompiled;
 }
 
@@ -822,37 +982,40 @@ unarm(tdet *d, sched *s, const char *reason)
 static void
 sweep(tdet *d)
 {
-	ax_hmap_iter it;
-	sched       *s;
-	size_t       n = 0;
+	size_t n = 0;
 
-	ax_hmap_iter_init(&it, &d->scheds);
-	while ((s = ax_hmap_iter_next(&it)) != NULL) {
-		if (s->mark == d->mark)
+	for (uint32_t i = 0; i < ax_schedtab_end(&d->tab); i++) {
+		ax_schedtab_rec *r = ax_schedtab_at(&d->tab, i);
+		if (r == NULL || (r->user & U_MARK) == d->mark)
 			continue;
-		ax_hmap_iter_remove(&it); /* unarm's removal finds none */
-		unarm(d, s, "DELETED");
+		unarm(d, i, "DELETED");
 		n++;
 	}
-	d->mark ^= 1;
+	d->mark ^= U_MARK;
 	d->stats->swept += n;
+	d->stats->specs = count_specs(d);
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
-	        "loader pass complete: %zu schedule(s) armed over %zu "
-	        "distinct spec(s), %zu swept",
-	        ax_hmap_count(&d->scheds), ax_hmap_count(&d->specs), n);
+	        "loader pass complete: %zu schedule(s) armed over %llu "
+	        "distinct spec(s), %zu swept; %zu timer(s) on the wheel, "
+	        "%.1f MB of schedule records",
+	        ax_schedtab_count(&d->tab),
+	        (unsigned long long) d->stats->specs, n,
+	        ax_wheel_count(d->wheel),
+	        (double) ax_schedtab_bytes(&d->tab) / (1024.0 * 1024.0));
 }
 
 static void
 disarm(tdet *d, const Ax__ScheduleDisarmed *sd)
 {
-	sched *s;
+	uint32_t idx;
 
 	if (sd->sweep) {
 		sweep(d);
 		return;
 	}
-	if (sd->dag != NULL && (s = ax_hmap_get(&d->scheds, sd->dag)) != NULL)
-		unarm(d, s, sd->reason);
+	if (sd->dag != NULL &&
+	    (idx = ax_schedtab_find(&d->tab, sd->dag)) != AX_SCHEDTAB_NONE)
+		unarm(d, idx, sd->reason);
 }
 
 /* The dags.id of a ScheduleArmed from a sender that left it out. */
@@ -875,18 +1038,20 @@ dag_id_of(tdet *d, const Ax__ScheduleArmed *sa)
 
 /*
  * Arms (or re-arms: the newest message wins) the schedule of sa->dag from
- * the message alone: the spec is interned, the DAG is not looked up.
+ * the message alone: the spec is encoded or interned, the DAG is not
+ * looked up.
  */
 static void
 arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 {
-	int64_t      dag_id = sa->dag_id ? sa->dag_id : dag_id_of(d, sa);
-	sspec       *sp;
-	ax_schedule *sch;
-	sched       *s;
+	int64_t          dag_id = sa->dag_id ? sa->dag_id : dag_id_of(d, sa);
+	uint64_t         sp     = 0;
+	ax_schedule     *sch;
+	ax_schedtab_rec *s;
+	uint32_t         idx;
 
 	if (sa->dag == NULL || sa->dag[0] == '\0' || dag_id <= 0 ||
-	    (sp = spec_get(d, sa)) == NULL) {
+	    (sp = spec_get(d, sa)) == 0) {
 		ax_logf(AX_LOG_ERROR, COMP, "BAD_SCHEDULE",
 		        &(ax_log_ids) { .dag = sa->dag },
 		        "cannot arm version %lld: %s",
@@ -894,47 +1059,41 @@ arm(tdet *d, const Ax__ScheduleArmed *sa, int64_t utc_now, int64_t mono_now)
 		        dag_id <= 0 ? "unknown DAG" : ax_err_detail());
 		return;
 	}
-	if ((s = ax_hmap_get(&d->scheds, sa->dag)) == NULL) {
-		size_t len = strlen(sa->dag);
-		if ((s = calloc(1, sizeof(*s) + len + 1)) == NULL) {
-			spec_release(d, sp);
+	if ((idx = ax_schedtab_find(&d->tab, sa->dag)) == AX_SCHEDTAB_NONE) {
+		if (ax_schedtab_add(&d->tab, sa->dag, &idx) != AX_OK) {
+			handle_release(d, sp);
 			ax_logf(AX_LOG_ERROR, COMP, NULL,
 			        &(ax_log_ids) { .dag = sa->dag },
-			        "schedule not armed: out of memory");
-			return;
-		}
-		s->dag = (char *) (s + 1);
-		memcpy(s->dag, sa->dag, len + 1);
-		if (ax_hmap_put(&d->scheds, s->dag, s, NULL) != AX_OK) {
-			free(s);
-			spec_release(d, sp);
-			ax_logf(AX_LOG_ERROR, COMP, NULL,
-			        &(ax_log_ids) { .dag = sa->dag },
-			        "schedule not armed: out of memory");
+			        "schedule not armed: %s", ax_err_detail());
 			return;
 		}
 	} else {
-		spec_release(d, s->spec);
+		handle_release(d, ax_schedtab_at(&d->tab, idx)->spec);
 	}
-	s->spec        = sp;
-	s->mark        = d->mark;
-	s->schedule_id = sa->schedule_id;
-	s->dag_id      = dag_id;
-	s->version_id  = sa->dag_version_id;
-	s->catchup     = sa->catchup;
-	s->next_utc    = sa->next_fire_us;
-	if (s->next_utc == 0 && (sch = spec_sched(d, sp)) != NULL &&
+	s = ax_schedtab_at(&d->tab, idx);
+	if (ax_schedtab_set_ids(&d->tab, idx, sa->schedule_id, dag_id,
+	                        sa->dag_version_id) != AX_OK) {
+		ax_schedtab_del(&d->tab, idx);
+		handle_release(d, sp);
+		ax_logf(AX_LOG_ERROR, COMP, NULL,
+		        &(ax_log_ids) { .dag = sa->dag },
+		        "schedule not armed: %s", ax_err_detail());
+		return;
+	}
+	s->spec     = sp;
+	s->user     = (uint8_t) ((s->user & ~U_MARK) | d->mark);
+	s->next_utc = sa->next_fire_us;
+	if (s->next_utc == 0 && (sch = handle_sched(d, sp)) != NULL &&
 	    ax_schedule_next_fire(sch, utc_now, &s->next_utc) != AX_OK)
 		s->next_utc = 0;
 	/* a next fire in the past fires at the next tick: collect_sched
 	 * creates the missed periods (catchup) or the latest */
-	arm_sched(d, s, utc_now, mono_now);
-	d->stats->armed    = ax_hmap_count(&d->scheds);
-	d->stats->specs    = ax_hmap_count(&d->specs);
+	arm_sched(d, idx, utc_now, mono_now);
+	d->stats->armed    = ax_schedtab_count(&d->tab);
 	d->stats->compiled = d->ncompiled;
-	ax_logf(AX_LOG_DEBUG, COMP, NULL, &(ax_log_ids) { .dag = s->dag },
+	ax_logf(AX_LOG_DEBUG, COMP, NULL, &(ax_log_ids) { .dag = sa->dag },
 	        "armed version %lld, next fire %lld",
-	        (long long) s->version_id, (long long) s->next_utc);
+	        (long long) sa->dag_version_id, (long long) s->next_utc);
 }
 
 /*
@@ -1037,8 +1196,8 @@ trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
 	p.end_us     = p.logical_us;
 	/* the entry's reference goes with the batch: the DAG name must
 	 * outlive the flush */
-	if (add_run(d, NULL, e, e->dag->name, e->dag_id, e->version_id, &p,
-	            utc_now,
+	if (add_run(d, AX_SCHEDTAB_NONE, e, e->dag->name, e->dag_id,
+	            e->version_id, &p, utc_now,
 	            op->params_json && op->params_json[0] ? op->params_json
 	                                                  : NULL,
 	            1, 0) != 0) {
@@ -1053,20 +1212,13 @@ trigger(tdet *d, const Ax__ControlOp *op, int64_t utc_now)
 /* --- actor --------------------------------------------------------------
  */
 
-typedef struct rearm_ctx {
-	tdet   *d;
-	int64_t utc, mono;
-} rearm_ctx;
-
+/* Re-arms every schedule from its UTC instant (after a clock jump). */
 static void
-rearm_all(rearm_ctx *c)
+rearm_all(tdet *d, int64_t utc_now, int64_t mono_now)
 {
-	ax_hmap_iter it;
-	sched       *s;
-
-	ax_hmap_iter_init(&it, &c->d->scheds);
-	while ((s = ax_hmap_iter_next(&it)) != NULL)
-		arm_sched(c->d, s, c->utc, c->mono);
+	for (uint32_t i = 0; i < ax_schedtab_end(&d->tab); i++)
+		if (ax_schedtab_at(&d->tab, i) != NULL)
+			arm_sched(d, i, utc_now, mono_now);
 }
 
 static ax_err
@@ -1079,15 +1231,14 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 	{
 		int64_t off = utc_now - now_mono_us, jump = off - d->offset;
 		if (jump > JUMP_US || jump < -JUMP_US) {
-			rearm_ctx c = { d, utc_now, now_mono_us };
-			d->offset   = off;
+			d->offset = off;
 			d->stats->clock_jumps++;
 			ax_logf(AX_LOG_WARN, COMP, "CLOCK_JUMP", NULL,
 			        "wall clock jumped by %+.3f s; re-arming %zu "
 			        "schedule(s) from UTC",
 			        (double) jump / AX_USEC_PER_SEC,
-			        ax_hmap_count(&d->scheds));
-			rearm_all(&c);
+			        ax_schedtab_count(&d->tab));
+			rearm_all(d, utc_now, now_mono_us);
 		}
 	}
 	d->ndue = d->ntf = 0;
@@ -1098,28 +1249,31 @@ td_tick(ax_actor *self, void *state, int64_t now_mono_us)
 	}
 	ax_wheel_advance(d->wheel, now_mono_us, on_fire, d, NULL);
 	for (size_t i = 0; i < d->ndue; i++) {
-		sched *s = d->due[i];
+		ax_schedtab_rec *s = ax_schedtab_at(&d->tab, d->due[i]);
 		if (d->nrows >= d->fires_max) {
 			/* enough runs for one pass (catch-ups make up to
 			 * AX_TIME_DETECTOR_CATCHUP_MAX each): this schedule
 			 * fires again at the next pass */
-			s->fired = 0;
-			(void) ax_wheel_add(d->wheel, s->t.deadline_us,
-			                    COOKIE_SCHED, &s->t);
+			SET_FIRED(s, 0u);
+			arm_sched(d, d->due[i], utc_now, now_mono_us);
 			continue;
 		}
-		collect_sched(d, s, utc_now);
+		collect_sched(d, d->due[i], utc_now);
 	}
 	d->stats->compiled = d->ncompiled;
 	flush_batch(d);
 	for (size_t i = 0; i < d->ndue; i++) {
-		sched *s = d->due[i];
-		if (s->fired == 1)
-			arm_sched(d, s, utc_now, now_mono_us);
-		s->fired = 0;
+		ax_schedtab_rec *s = ax_schedtab_at(&d->tab, d->due[i]);
+		if (FIRED(s) == 1)
+			arm_sched(d, d->due[i], utc_now, now_mono_us);
+		SET_FIRED(s, 0u);
 	}
 	for (size_t i = 0; i < d->ntf; i++)
 		fire_timer(d, d->tfired[i], utc_now);
+	if (d->refill) {
+		d->refill = 0;
+		refill(d, utc_now, now_mono_us);
+	}
 	set_deadline(d);
 	return AX_OK;
 }
@@ -1188,11 +1342,11 @@ td_fini(void *state)
 {
 	tdet        *d = state;
 	ax_hmap_iter it;
-	sched       *s;
 	sspec       *p;
 
 	if (d == NULL)
 		return;
+	d->stats->specs = count_specs(d);
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 	        "stopped: %llu scheduled and %llu manual runs, %llu timers "
 	        "fired, %llu clock jumps, worst Due lateness %.3f ms",
@@ -1201,13 +1355,14 @@ td_fini(void *state)
 	        (unsigned long long) d->stats->timers_fired,
 	        (unsigned long long) d->stats->clock_jumps,
 	        (double) d->stats->max_late_us / 1000.0);
-	ax_hmap_iter_init(&it, &d->scheds);
-	while ((s = ax_hmap_iter_next(&it)) != NULL) {
-		ax_hmap_iter_remove(&it); /* before its spec goes */
-		sched_free(d, s);
+	for (uint32_t i = 0; i < ax_schedtab_end(&d->tab); i++) {
+		ax_schedtab_rec *r = ax_schedtab_at(&d->tab, i);
+		if (r != NULL)
+			handle_release(d, r->spec);
 	}
-	ax_hmap_fini(&d->scheds);
-	ax_hmap_iter_init(&it, &d->specs); /* empty by now */
+	ax_schedtab_fini(&d->tab);
+	/* what is left: cache entries of spec codes */
+	ax_hmap_iter_init(&it, &d->specs);
 	while ((p = ax_hmap_iter_next(&it)) != NULL) {
 		ax_schedule_free(p->sch);
 		free(p);
@@ -1231,7 +1386,7 @@ td_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	ax_err                  rv;
 
 	d->ctx = ctx;
-	ax_hmap_init(&d->scheds, &sched_ops);
+	ax_schedtab_init(&d->tab);
 	ax_hmap_init(&d->specs, &spec_ops);
 	d->stats = stats ? stats : &d->own_stats;
 	memset(d->stats, 0, sizeof(*d->stats));
@@ -1254,6 +1409,7 @@ td_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	    (rv = ax_wheel_new(ax_clock_mono_us(), &d->wheel)) != AX_OK ||
 	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK)
 		return rv;
+	refill(d, ax_clock_utc_us(), ax_clock_mono_us());
 	return AX_OK;
 }
 

@@ -32,7 +32,8 @@
  * allocates nodes from an internal pool of 256 KiB chunks (POOL_CHUNK_BYTES
  * in timing_wheel.c), 6,552 nodes of 40 bytes each, one chunk at a time
  * and never returned before ax_wheel_free. 1,000,000 timers take about
- * 40 MB.
+ * 40 MB, which is why the time detector puts only the schedules due soon
+ * on the wheel.
  *
  * Threads: a wheel is owned by one thread (the time detector actor); no
  * function here locks.
