@@ -403,8 +403,8 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Distinct specs among the armed schedules (a sort of their handles:
- * 8 bytes a schedule, for a moment, at the end of a loader pass). */
+/* Distinct specs among the armed schedules: a sort of their handles (8
+ * bytes a schedule for a moment), so only when the actor stops. */
 static size_t
 count_specs(tdet *d)
 {
@@ -993,14 +993,12 @@ sweep(tdet *d)
 	}
 	d->mark ^= U_MARK;
 	d->stats->swept += n;
-	d->stats->specs = count_specs(d);
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
-	        "loader pass complete: %zu schedule(s) armed over %llu "
-	        "distinct spec(s), %zu swept; %zu timer(s) on the wheel, "
-	        "%.1f MB of schedule records",
-	        ax_schedtab_count(&d->tab),
-	        (unsigned long long) d->stats->specs, n,
-	        ax_wheel_count(d->wheel),
+	        "loader pass complete: %zu schedule(s) armed (%zu interned "
+	        "spec(s), %zu compiled), %zu swept; %zu timer(s) on the "
+	        "wheel, %.1f MB of schedule records",
+	        ax_schedtab_count(&d->tab), ax_hmap_count(&d->specs),
+	        d->ncompiled, n, ax_wheel_count(d->wheel),
 	        (double) ax_schedtab_bytes(&d->tab) / (1024.0 * 1024.0));
 }
 

@@ -56,7 +56,7 @@ typedef struct ax_time_detector_stats {
 	uint64_t clock_jumps;  /* wall-clock jumps detected */
 	int64_t  max_late_us;  /* worst Due send time - fire instant */
 	uint64_t armed;        /* schedules armed now */
-	uint64_t specs;        /* distinct schedule specs now */
+	uint64_t specs;        /* distinct schedule specs (at stop) */
 	uint64_t compiled;     /* specs compiled in memory now (a bound) */
 	uint64_t swept;        /* schedules of vanished DAGs disarmed */
 } ax_time_detector_stats;
