@@ -7,10 +7,10 @@
  * bench_util.h.
  *
  * Role: one file per scenario (bench_latency.c, bench_throughput.c,
- * bench_timers.c, bench_chain.c, bench_layered.c, ...) implements
- * `int ax_bench_run_NAME(ax_bench *b)` with these helpers; cmd_bench.c
- * dispatches to it by ax_bench_scenario. A new scenario is a new file, a
- * declaration below and one line of cmd_bench.c's dispatch table.
+ * bench_timers.c, bench_chain.c, bench_layered.c, bench_scale.c, ...)
+ * implements `int ax_bench_run_NAME(ax_bench *b)` with these helpers;
+ * cmd_bench.c dispatches to it by ax_bench_scenario. A new scenario is a new
+ * file, a declaration below and one line of cmd_bench.c's dispatch table.
  *
  * Rule of every scenario: numbers come from what the pipeline persisted
  * (attempts, task_instances, dag_runs), never from the pipeline's own
@@ -125,5 +125,6 @@ int ax_bench_run_throughput(ax_bench *b);
 int ax_bench_run_timers(ax_bench *b);
 int ax_bench_run_chain(ax_bench *b);
 int ax_bench_run_layered(ax_bench *b);
+int ax_bench_run_scale(ax_bench *b);
 
 #endif /* AX_BENCH_RUN_H */

@@ -20,6 +20,7 @@ static const struct {
 	[AX_BENCH_CHAIN]      = { "chain", 1 },
 	[AX_BENCH_LAYERED]    = { "layered", 1 },
 	[AX_BENCH_TIMERS]     = { "timers", 0 },
+	[AX_BENCH_SCALE]      = { "scale", 0 },
 };
 
 const char *
@@ -43,7 +44,8 @@ ax_bench_usage(FILE *f)
 	    "usage: axctl bench [--home DIR] [--scenario S] [--schedules N]\n"
 	    "                   [--instances N] [--runs N] [--length N]\n"
 	    "                   [--layers N] [--width N] [--timers N]\n"
-	    "                   [--timer-specs N] [--duration S]\n"
+	    "                   [--timer-specs N] [--dags N] [--history N]\n"
+	    "                   [--duration S]\n"
 	    "                   [--executor noop|process] [--workers N]\n"
 	    "                   [--slots N] [--json]\n"
 	    "\n"
@@ -53,7 +55,7 @@ ax_bench_usage(FILE *f)
 	    "\n"
 	    "  --scenario S     all (default: latency, throughput, chain,\n"
 	    "                   layered) | latency | throughput | chain |\n"
-	    "                   layered | timers\n"
+	    "                   layered | timers | scale\n"
 	    "      latency:     N seconds-level schedules (`S * * * * ?`, "
 	    "spread\n"
 	    "                   over the minute) run for --duration; "
@@ -78,6 +80,13 @@ ax_bench_usage(FILE *f)
 	    "                   and the ratio to Dask's 707/s\n"
 	    "      timers:      N monthly schedules armed, each at its own\n"
 	    "                   instant; time to arm them and RSS of axd\n"
+	    "      scale:       --dags DAGs and --history instances of\n"
+	    "                   history built in SQL; axd exec -> first\n"
+	    "                   on-time fire (first start and restart), its\n"
+	    "                   RSS, ax-api list pages and /metrics (P50,\n"
+	    "                   P99 of 40 requests each)\n");
+	fprintf(
+	    f,
 	    "  --schedules N    latency schedules (default 10000)\n"
 	    "  --instances N    throughput instances (default 20000)\n"
 	    "  --runs N         chain runs (default 1)\n"
@@ -90,6 +99,10 @@ ax_bench_usage(FILE *f)
 	    "  --timer-specs N  distinct schedules among the timers (timer g\n"
 	    "                   uses schedule g mod N); 0: every timer its\n"
 	    "                   own (default)\n"
+	    "  --dags N         scale: DAGs (default 100000)\n"
+	    "  --history N      scale: task instances of history, each with\n"
+	    "                   an attempt and an event (default 10000000;\n"
+	    "                   rounded down to a multiple of 10; 0: none)\n"
 	    "  --duration S     seconds of the latency run (default 120)\n"
 	    "  --executor E     noop (in the worker, default) or process\n"
 	    "                   (/bin/true through bash); every scenario\n"
@@ -174,6 +187,11 @@ set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
 	} else if (strcmp(name, "--timer-specs") == 0) {
 		return int_val(name, v, 0, 10000000, &o->timer_specs, err) ? 2
 		                                                           : 0;
+	} else if (strcmp(name, "--dags") == 0) {
+		return int_val(name, v, 1, 10000000, &o->dags, err) ? 2 : 0;
+	} else if (strcmp(name, "--history") == 0) {
+		return int_val(name, v, 0, 200000000, &o->history, err) ? 2
+		                                                        : 0;
 	} else if (strcmp(name, "--duration") == 0) {
 		return int_val(name, v, 1, 86400, &o->duration, err) ? 2 : 0;
 	} else if (strcmp(name, "--runs") == 0) {
@@ -207,7 +225,7 @@ known(const char *name)
 		"--home",      "--scenario", "--executor",    "--schedules",
 		"--instances", "--timers",   "--timer-specs", "--duration",
 		"--workers",   "--slots",    "--runs",        "--length",
-		"--layers",    "--width"
+		"--layers",    "--width",    "--dags",        "--history"
 	};
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		if (strcmp(name, names[k]) == 0)
@@ -223,6 +241,8 @@ ax_bench_parse(int argc, char **argv, ax_bench_opts *o, FILE *out, FILE *err)
 	o->schedules = 10000;
 	o->instances = 20000;
 	o->timers    = 1000000;
+	o->dags      = 100000;
+	o->history   = 10000000;
 	o->duration  = 120;
 	o->runs      = 1;
 	o->length    = 100;

@@ -23,14 +23,15 @@ typedef enum ax_bench_scenario {
 	AX_BENCH_CHAIN,      /* one DAG of tasks in a line */
 	AX_BENCH_LAYERED,    /* layers x width, each layer on the previous */
 	AX_BENCH_TIMERS,     /* N monthly schedules armed: axd RSS */
+	AX_BENCH_SCALE,      /* many DAGs and history: start-up, API */
 	AX_BENCH_N_SCENARIOS
 } ax_bench_scenario;
 
 /* "all", "latency", ...; NULL for an unknown value. */
 const char *ax_bench_scenario_name(ax_bench_scenario s);
 
-/* 1 when `--scenario all` runs s (not timers: minutes and a lot of
- * memory of their own). */
+/* 1 when `--scenario all` runs s (not timers nor scale: minutes and a
+ * lot of memory of their own). */
 int ax_bench_in_all(ax_bench_scenario s);
 
 typedef struct ax_bench_opts {
@@ -41,6 +42,8 @@ typedef struct ax_bench_opts {
 	int               timers;    /* timers: armed schedules */
 	int timer_specs; /* timers: distinct schedules among them; 0: every
 	                    timer its own */
+	int dags;        /* scale: DAGs */
+	int history;     /* scale: task instances of history */
 	int duration;    /* latency: seconds measured */
 	int runs;        /* chain: runs triggered one after the other */
 	int length;      /* chain: tasks in the line */

@@ -9,7 +9,8 @@
  * from the tables and stops them. Numbers come from what the pipeline
  * persisted (attempts, task_instances, dag_runs), never from the
  * pipeline's own claims. One file per scenario (bench_latency.c,
- * bench_throughput.c, bench_chain.c, bench_layered.c, bench_timers.c)
+ * bench_throughput.c, bench_chain.c, bench_layered.c, bench_timers.c,
+ * bench_scale.c)
  * with the shared helpers of bench_run.h; `dispatch` below maps each
  * scenario to its function.
  *
@@ -45,6 +46,7 @@ static int (*const dispatch[AX_BENCH_N_SCENARIOS])(ax_bench *b) = {
 	[AX_BENCH_CHAIN]      = ax_bench_run_chain,
 	[AX_BENCH_LAYERED]    = ax_bench_run_layered,
 	[AX_BENCH_TIMERS]     = ax_bench_run_timers,
+	[AX_BENCH_SCALE]      = ax_bench_run_scale,
 };
 
 static int

@@ -153,6 +153,33 @@ Test(bench_util, timer_specs)
 	cr_assert_eq(o.timer_specs, 60);
 }
 
+Test(bench_util, scale_options)
+{
+	ax_bench_opts o;
+	char          err[256] = "";
+	char         *argv[]   = { "bench" };
+	char         *argv2[]  = { "bench",  "--scenario", "scale",
+		                   "--dags", "500",        "--history=0" };
+	char         *argv3[]  = { "bench", "--history", "-1" };
+	char         *argv4[]  = { "bench", "--dags", "0" };
+
+	cr_assert_eq(parse(&o, err, sizeof(err), 1, argv), 0);
+	cr_assert_eq(o.dags, 100000);
+	cr_assert_eq(o.history, 10000000);
+	cr_assert_eq(parse(&o, err, sizeof(err), 6, argv2), 0, "%s", err);
+	cr_assert_eq(o.scenario, AX_BENCH_SCALE);
+	cr_assert_eq(o.dags, 500);
+	cr_assert_eq(o.history, 0);
+	cr_assert_not(ax_bench_in_all(AX_BENCH_SCALE), "scale: on demand");
+	cr_assert_eq(parse(&o, err, sizeof(err), 3, argv3), 2);
+	cr_assert(strstr(err, "--history must be an integer from 0 to") !=
+	              NULL,
+	          "%s", err);
+	cr_assert_eq(parse(&o, err, sizeof(err), 3, argv4), 2);
+	cr_assert(strstr(err, "--dags must be an integer from 1 to") != NULL,
+	          "%s", err);
+}
+
 struct bad_case {
 	char arg[32];
 	char val[32]; /* "" : no value */
@@ -176,7 +203,9 @@ ParameterizedTestParameters(bench_util, bad_options)
 		{ "--instances", "", "--instances needs a value" },
 		{ "--scenario", "storm",
 		  "--scenario must be latency, throughput, chain, layered, "
-		  "timers or all, not 'storm'" },
+		  "timers, scale or all, not 'storm'" },
+		{ "--history", "x", "--history must be an integer from 0" },
+		{ "--dags", "0", "--dags must be an integer from 1" },
 		{ "--runs", "0", "--runs must be an integer from 1 to 10000" },
 		{ "--length", "1",
 		  "--length must be an integer from 2 to 5000" },
