@@ -332,25 +332,59 @@ spec_release(tdet *d, sspec *p)
 	spec_unlink(d, p);
 }
 
+/* The spec_key() of a spec code into key (cap bytes); 0 when too long. */
+static size_t
+code_key(tdet *d, uint64_t code, char *key, size_t cap)
+{
+	char        expr[32];
+	const char *zone;
+	int         catchup;
+
+	ax_schedtab_cron_text(&d->tab, code, expr, sizeof(expr), &zone,
+	                      &catchup);
+	return spec_key(expr, zone, catchup, 0, 0, key, cap);
+}
+
 /* The compiled schedule of a spec code (through its cache entry). */
 static ax_schedule *
 code_sched(tdet *d, uint64_t code)
 {
-	char        expr[32], key[128];
-	const char *zone;
-	int         catchup;
-	size_t      klen;
-	sspec      *p;
+	char   key[128];
+	size_t klen = code_key(d, code, key, sizeof(key));
+	sspec *p;
 
-	ax_schedtab_cron_text(&d->tab, code, expr, sizeof(expr), &zone,
-	                      &catchup);
-	klen = spec_key(expr, zone, catchup, 0, 0, key, sizeof(key));
 	if (klen == 0) {
 		ax_err_set(AX_EINVAL, "schedule zone name too long");
 		return NULL;
 	}
 	p = spec_intern(d, key, klen, 0);
 	return p ? p->sch : NULL;
+}
+
+/*
+ * Whether a spec code compiles: found in the cache, or compiled and
+ * freed at once, so that arming a million schedules does not fill the
+ * cache with specs that fire next month (they are compiled when they
+ * fire). 0, detail set, when it does not compile.
+ */
+static int
+code_valid(tdet *d, uint64_t code)
+{
+	char         key[128];
+	size_t       klen = code_key(d, code, key, sizeof(key));
+	spec_view    v    = { key, klen };
+	ax_schedule *sch;
+
+	if (klen == 0) {
+		ax_err_set(AX_EINVAL, "schedule zone name too long");
+		return 0;
+	}
+	if (ax_hmap_get(&d->specs, &v) != NULL)
+		return 1;
+	if (spec_compile(d, key, &sch) != AX_OK)
+		return 0;
+	ax_schedule_free(sch);
+	return 1;
 }
 
 /*
@@ -369,7 +403,7 @@ spec_get(tdet *d, const Ax__ScheduleArmed *sa)
 	if (sa->start_us == 0 && sa->end_us == 0 &&
 	    ax_schedtab_cron_code(&d->tab, sa->cron, sa->timezone, sa->catchup,
 	                          &code))
-		return code_sched(d, code) != NULL ? code : 0;
+		return code_valid(d, code) ? code : 0;
 	klen = spec_key(sa->cron, sa->timezone, sa->catchup, sa->start_us,
 	                sa->end_us, key, sizeof(key));
 	if (klen == 0) {
