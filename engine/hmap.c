@@ -334,3 +334,141 @@ ax_strmap_each(const ax_strmap *m,
 			fn(arg, x->key, x->val);
 	}
 }
+
+/* ---- ax_imap: slots of index + 1 ------------------------------------- */
+
+void
+ax_imap_init(ax_imap *m, const ax_imap_ops *ops, const void *ctx)
+{
+	memset(m, 0, sizeof(*m));
+	m->ops = ops;
+	m->ctx = ctx;
+}
+
+void
+ax_imap_fini(ax_imap *m)
+{
+	free(m->slot);
+	m->slot = NULL;
+	m->cap = m->n = 0;
+}
+
+static size_t
+ihome(const ax_imap *m, uint32_t idx)
+{
+	return (size_t) m->ops->hash_index(m->ctx, idx) & (m->cap - 1);
+}
+
+/* The slot holding key, or the empty slot ending its probe run. */
+static size_t
+iprobe(const ax_imap *m, const void *key, uint64_t h)
+{
+	size_t mask = m->cap - 1, i = (size_t) h & mask;
+	while (m->slot[i] != 0 && !m->ops->match(m->ctx, m->slot[i] - 1, key))
+		i = (i + 1) & mask;
+	return i;
+}
+
+uint32_t
+ax_imap_get(const ax_imap *m, const void *key)
+{
+	if (m->cap == 0)
+		return AX_IMAP_NONE;
+	return m->slot[iprobe(m, key, m->ops->hash_key(key))] - 1;
+}
+
+static ax_err
+igrow(ax_imap *m)
+{
+	size_t    cap = m->cap ? m->cap * 2 : MIN_CAP, mask = cap - 1;
+	uint32_t *ns;
+
+	if (cap < m->cap || cap > SIZE_MAX / sizeof(*ns) ||
+	    (ns = calloc(cap, sizeof(*ns))) == NULL)
+		return ax_err_set(AX_ENOMEM,
+		                  "index map: out of memory growing to %zu "
+		                  "slots",
+		                  cap);
+	for (size_t j = 0; j < m->cap; j++) {
+		if (m->slot[j] == 0)
+			continue;
+		size_t i =
+		    (size_t) m->ops->hash_index(m->ctx, m->slot[j] - 1) & mask;
+		while (ns[i] != 0)
+			i = (i + 1) & mask;
+		ns[i] = m->slot[j];
+	}
+	free(m->slot);
+	m->slot = ns;
+	m->cap  = cap;
+	return AX_OK;
+}
+
+ax_err
+ax_imap_reserve(ax_imap *m, size_t n)
+{
+	ax_err rv;
+
+	while (n * 4 > m->cap * 3)
+		if ((rv = igrow(m)) != AX_OK)
+			return rv;
+	return AX_OK;
+}
+
+ax_err
+ax_imap_put(ax_imap *m, const void *key, uint32_t idx, uint32_t *old)
+{
+	uint64_t h = m->ops->hash_key(key);
+	size_t   i;
+	ax_err   rv;
+
+	if (old != NULL)
+		*old = AX_IMAP_NONE;
+	if (idx == AX_IMAP_NONE)
+		return ax_err_set(AX_EINVAL, "index map: index %u is reserved",
+		                  idx);
+	if (m->cap > 0) {
+		i = iprobe(m, key, h);
+		if (m->slot[i] != 0) {
+			if (old != NULL)
+				*old = m->slot[i] - 1;
+			m->slot[i] = idx + 1;
+			return AX_OK;
+		}
+	}
+	if ((m->n + 1) * 4 > m->cap * 3 && (rv = igrow(m)) != AX_OK &&
+	    m->n + 2 > m->cap)
+		return rv;
+	i          = iprobe(m, key, h);
+	m->slot[i] = idx + 1;
+	m->n++;
+	return AX_OK;
+}
+
+int
+ax_imap_remove(ax_imap *m, uint32_t idx)
+{
+	size_t mask, i;
+
+	if (m->cap == 0 || idx == AX_IMAP_NONE)
+		return 0;
+	mask = m->cap - 1;
+	for (i = ihome(m, idx); m->slot[i] != 0; i = (i + 1) & mask) {
+		if (m->slot[i] != idx + 1)
+			continue;
+		/* backward shift, as del_at */
+		m->slot[i] = 0;
+		m->n--;
+		for (size_t j = (i + 1) & mask; m->slot[j] != 0;
+		     j        = (j + 1) & mask) {
+			size_t h = ihome(m, m->slot[j] - 1);
+			if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
+				m->slot[i] = m->slot[j];
+				m->slot[j] = 0;
+				i          = j;
+			}
+		}
+		return 1;
+	}
+	return 0;
+}

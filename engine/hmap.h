@@ -15,6 +15,9 @@
  *    values; one allocation per entry (key and value together). For the
  *    actors' small indexes where an entry type of its own is not worth it.
  *
+ * 3. ax_imap, index mode: slots of 32-bit indexes into the owner's array,
+ *    callbacks with the owner's context (see below).
+ *
  * Hash: ax_hash_bytes / ax_hash_str (hash.h), deterministic and not
  * adversary-proof (see hash.h for why that is acceptable for the keys
  * axd hashes).
@@ -146,5 +149,61 @@ size_t ax_strmap_count(const ax_strmap *m);
 void ax_strmap_each(const ax_strmap *m,
                     void (*fn)(void *arg, const char *key, void *val),
                     void *arg);
+
+/* ---------------------------------------------------------------------- */
+/*
+ * ax_imap, index mode: the node-less map again, but its slots hold 32-bit
+ * indexes into the owner's own array (4 bytes a slot, 5.3 to 10.7 bytes
+ * an entry) and its callbacks get the owner's context, so an entry needs
+ * neither a pointer nor a copy of its key: for a million records that
+ * already sit in a dense array (the time detector's schedules). Same
+ * probing, deletion and invariants as ax_hmap; indexes 0 to
+ * UINT32_MAX - 1.
+ */
+
+#define AX_IMAP_NONE UINT32_MAX
+
+typedef struct ax_imap_ops {
+	uint64_t (*hash_key)(const void *key);
+	uint64_t (*hash_index)(const void *ctx, uint32_t idx); /* its key's */
+	int (*match)(const void *ctx, uint32_t idx, const void *key);
+} ax_imap_ops;
+
+typedef struct ax_imap {
+	uint32_t          *slot; /* index + 1; 0: empty */
+	size_t             cap;  /* 0 or a power of two */
+	size_t             n;
+	const ax_imap_ops *ops;
+	const void        *ctx; /* handed to hash_index and match */
+} ax_imap;
+
+/* An empty map; ops and ctx must outlive it. Allocates nothing. */
+void ax_imap_init(ax_imap *m, const ax_imap_ops *ops, const void *ctx);
+
+/* Frees the table; safe on zeroed memory. */
+void ax_imap_fini(ax_imap *m);
+
+/* The index stored under key, or AX_IMAP_NONE. */
+uint32_t ax_imap_get(const ax_imap *m, const void *key);
+
+/*
+ * Stores idx under key (key must be idx's key as hash_index and match
+ * see it), replacing the index an equal key had (returned in *old, else
+ * AX_IMAP_NONE; old may be NULL). AX_EINVAL for idx AX_IMAP_NONE,
+ * AX_ENOMEM (m unchanged).
+ */
+ax_err ax_imap_put(ax_imap *m, const void *key, uint32_t idx, uint32_t *old);
+
+/* Room for n entries in all: puts up to that count cannot fail. */
+ax_err ax_imap_reserve(ax_imap *m, size_t n);
+
+/* Removes idx itself (found through hash_index). 1 when it was there. */
+int ax_imap_remove(ax_imap *m, uint32_t idx);
+
+static inline size_t
+ax_imap_count(const ax_imap *m)
+{
+	return m->n;
+}
 
 #endif /* AX_HMAP_H */

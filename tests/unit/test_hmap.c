@@ -355,3 +355,101 @@ Test(strmap, empty_key_and_long_key)
 	cr_assert_null(ax_strmap_get(m, big));
 	ax_strmap_free(m, NULL);
 }
+
+/* --- ax_imap: indexes into the owner's array ---------------------------- */
+
+typedef struct iowner {
+	char names[3000][16];
+	int  hash_calls;
+} iowner;
+
+static uint64_t
+iown_hash(const void *ctx, uint32_t idx)
+{
+	iowner *o = (iowner *) ctx;
+	o->hash_calls++;
+	return ax_hash_str(o->names[idx]);
+}
+
+static int
+iown_match(const void *ctx, uint32_t idx, const void *key)
+{
+	return strcmp(((const iowner *) ctx)->names[idx], key) == 0;
+}
+
+static const ax_imap_ops iown_ops = {
+	.hash_key   = ax_hmap_hash_str,
+	.hash_index = iown_hash,
+	.match      = iown_match,
+};
+
+static iowner iown;
+
+Test(imap, put_get_replace_remove)
+{
+	ax_imap  m;
+	uint32_t old;
+
+	ax_imap_init(&m, &iown_ops, &iown);
+	cr_assert_eq(ax_imap_get(&m, "a"), AX_IMAP_NONE, "empty map");
+	cr_assert_eq(ax_imap_remove(&m, 0), 0);
+	strcpy(iown.names[0], "a");
+	strcpy(iown.names[1], "b");
+	strcpy(iown.names[2], "a"); /* a second record with key "a" */
+	cr_assert_eq(ax_imap_put(&m, "a", 0, &old), AX_OK);
+	cr_assert_eq(old, AX_IMAP_NONE);
+	cr_assert_eq(ax_imap_put(&m, "b", 1, NULL), AX_OK);
+	cr_assert_eq(ax_imap_get(&m, "a"), 0);
+	cr_assert_eq(ax_imap_get(&m, "b"), 1);
+	cr_assert_eq(ax_imap_put(&m, "a", 2, &old), AX_OK);
+	cr_assert_eq(old, 0, "an equal key is replaced");
+	cr_assert_eq(ax_imap_count(&m), 2);
+	cr_assert_eq(ax_imap_get(&m, "a"), 2);
+	cr_assert_eq(ax_imap_remove(&m, 0), 0, "0 was replaced: not there");
+	cr_assert_eq(ax_imap_remove(&m, 2), 1);
+	cr_assert_eq(ax_imap_get(&m, "a"), AX_IMAP_NONE);
+	cr_assert_eq(ax_imap_put(&m, "x", AX_IMAP_NONE, NULL), AX_EINVAL);
+	cr_assert_eq(ax_imap_count(&m), 1);
+	ax_imap_fini(&m);
+	ax_imap_fini(&m); /* twice is fine */
+}
+
+/* 3000 keys, every other one removed (backward shifts through long probe
+ * runs), the rest still found, the removed ones not; 4 bytes a slot. */
+Test(imap, many_keys_with_removals)
+{
+	ax_imap m;
+
+	ax_imap_init(&m, &iown_ops, &iown);
+	for (uint32_t i = 0; i < 3000; i++) {
+		snprintf(iown.names[i], sizeof(iown.names[i]), "k%u", i);
+		cr_assert_eq(ax_imap_put(&m, iown.names[i], i, NULL), AX_OK);
+	}
+	cr_assert_eq(ax_imap_count(&m), 3000);
+	cr_assert_eq(m.cap, 4096);
+	for (uint32_t i = 0; i < 3000; i += 2)
+		cr_assert_eq(ax_imap_remove(&m, i), 1, "k%u", i);
+	for (uint32_t i = 0; i < 3000; i++)
+		cr_assert_eq(ax_imap_get(&m, iown.names[i]),
+		             i % 2 ? i : AX_IMAP_NONE, "k%u", i);
+	cr_assert_eq(ax_imap_count(&m), 1500);
+	ax_imap_fini(&m);
+}
+
+Test(imap, reserve_then_puts_do_not_grow)
+{
+	ax_imap m;
+
+	ax_imap_init(&m, &iown_ops, &iown);
+	cr_assert_eq(ax_imap_reserve(&m, 100), AX_OK);
+	size_t cap = m.cap;
+	cr_assert_geq(cap * 3, 100 * 4);
+	iown.hash_calls = 0;
+	for (uint32_t i = 0; i < 100; i++) {
+		snprintf(iown.names[i], sizeof(iown.names[i]), "r%u", i);
+		cr_assert_eq(ax_imap_put(&m, iown.names[i], i, NULL), AX_OK);
+	}
+	cr_assert_eq(m.cap, cap, "grew after reserve");
+	cr_assert_eq(iown.hash_calls, 0, "no rehash of an entry");
+	ax_imap_fini(&m);
+}
