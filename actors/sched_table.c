@@ -4,11 +4,12 @@
  *
  * Records: chunks of REC_CHUNK records, index = chunk * REC_CHUNK + slot;
  * unused records form a free list through next_utc. Names: arena chunks
- * of ARENA_CHUNK bytes holding [u32 record index][name NUL], handle =
- * chunk << ARENA_BITS | offset; a chunk whose names all died is freed,
- * and when dead bytes pass both the live ones and ARENA_CHUNK the live
- * names are copied into fresh chunks (the map is rebuilt). Zones: each
- * interned once as [u32 index][name NUL].
+ * of ARENA_CHUNK bytes holding NUL-terminated names, handle = chunk <<
+ * ARENA_BITS | offset; a chunk whose names all died is freed, and when
+ * dead bytes pass both the live ones and ARENA_CHUNK the live names are
+ * copied into fresh chunks. The name map is an ax_imap of record indexes
+ * (it hashes a record's name through the table), so moving names never
+ * touches it. Zones: each interned once as [u32 index][name NUL].
  */
 #include "sched_table.h"
 
@@ -25,7 +26,7 @@
 
 _Static_assert(sizeof(ax_schedtab_rec) == 40, "a record is 40 bytes");
 
-/* --- the maps: entries point at a name preceded by its u32 index ------ */
+/* --- the zone map: entries point at a name preceded by its u32 index -- */
 
 static uint64_t
 name_hash_entry(const void *entry)
@@ -39,10 +40,32 @@ name_match(const void *entry, const void *key)
 	return strcmp(entry, key) == 0;
 }
 
-static const ax_hmap_ops name_ops = {
+static const ax_hmap_ops zone_ops = {
 	.hash_key   = ax_hmap_hash_str,
 	.hash_entry = name_hash_entry,
 	.match      = name_match,
+};
+
+static const char *rec_name(const ax_schedtab *t, uint32_t idx);
+
+/* --- the name map: record indexes, hashed through their names -------- */
+
+static uint64_t
+idx_hash(const void *ctx, uint32_t idx)
+{
+	return ax_hash_str(rec_name(ctx, idx));
+}
+
+static int
+idx_match(const void *ctx, uint32_t idx, const void *key)
+{
+	return strcmp(rec_name(ctx, idx), key) == 0;
+}
+
+static const ax_imap_ops idx_ops = {
+	.hash_key   = ax_hmap_hash_str,
+	.hash_index = idx_hash,
+	.match      = idx_match,
 };
 
 static uint32_t
@@ -62,8 +85,8 @@ ax_schedtab_init(ax_schedtab *t)
 	memset(t, 0, sizeof(*t));
 	t->free_head = AX_SCHEDTAB_NONE;
 	t->wide_free = AX_SCHEDTAB_NONE;
-	ax_hmap_init(&t->names, &name_ops);
-	ax_hmap_init(&t->zmap, &name_ops);
+	ax_imap_init(&t->names, &idx_ops, t);
+	ax_hmap_init(&t->zmap, &zone_ops);
 }
 
 void
@@ -81,7 +104,7 @@ ax_schedtab_fini(ax_schedtab *t)
 	free(t->fill);
 	free(t->wide);
 	free(t->zones);
-	ax_hmap_fini(&t->names);
+	ax_imap_fini(&t->names);
 	ax_hmap_fini(&t->zmap);
 	memset(t, 0, sizeof(*t));
 	t->free_head = AX_SCHEDTAB_NONE;
@@ -157,13 +180,12 @@ name_ptr(const ax_schedtab *t, uint32_t h)
 	return t->achunks[h >> ARENA_BITS] + (h & (ARENA_CHUNK - 1));
 }
 
-/* Copies name (len bytes) with its index into the arena; *h gets the
- * handle of the name. AX_ENOMEM / AX_ELIMIT. */
+/* Copies name (len bytes) into the arena; *h gets its handle.
+ * AX_ENOMEM / AX_ELIMIT. */
 static ax_err
-arena_put(ax_schedtab *t, const char *name, size_t len, uint32_t idx,
-          uint32_t *h)
+arena_put(ax_schedtab *t, const char *name, size_t len, uint32_t *h)
 {
-	size_t need = sizeof(uint32_t) + len + 1;
+	size_t need = len + 1;
 
 	if (t->nachunks == 0 || t->achunks[t->acur] == NULL ||
 	    t->aoff + need > ARENA_CHUNK) {
@@ -208,9 +230,8 @@ arena_put(ax_schedtab *t, const char *name, size_t len, uint32_t idx,
 		t->acur     = c;
 		t->aoff     = 0;
 	}
-	memcpy(t->achunks[t->acur] + t->aoff, &idx, sizeof(idx));
-	memcpy(t->achunks[t->acur] + t->aoff + sizeof(idx), name, len + 1);
-	*h = (t->acur << ARENA_BITS) | (t->aoff + (uint32_t) sizeof(idx));
+	memcpy(t->achunks[t->acur] + t->aoff, name, len + 1);
+	*h = (t->acur << ARENA_BITS) | t->aoff;
 	t->aoff += (uint32_t) need;
 	t->alive[t->acur] += (uint32_t) need;
 	t->fill[t->acur] = t->aoff;
@@ -223,7 +244,7 @@ static void
 arena_drop(ax_schedtab *t, uint32_t h)
 {
 	uint32_t c    = h >> ARENA_BITS;
-	size_t   need = sizeof(uint32_t) + strlen(name_ptr(t, h)) + 1;
+	size_t   need = strlen(name_ptr(t, h)) + 1;
 
 	t->alive[c] -= (uint32_t) need;
 	t->name_live -= need;
@@ -237,22 +258,17 @@ arena_drop(ax_schedtab *t, uint32_t h)
 }
 
 /*
- * Copies every live name into fresh chunks and rebuilds the map; on
- * failure (memory) nothing changes.
+ * Copies every live name into fresh chunks (the name map holds indexes:
+ * it does not change); on failure (memory) nothing changes.
  */
 static void
 arena_compact(ax_schedtab *t)
 {
 	ax_schedtab old = *t;
-	ax_hmap     names;
-	uint32_t   *nh = malloc((size_t) t->end * sizeof(*nh) + 1);
+	uint32_t   *nh  = malloc((size_t) t->end * sizeof(*nh) + 1);
 
-	ax_hmap_init(&names, &name_ops);
-	if (nh == NULL || ax_hmap_reserve(&names, t->n) != AX_OK) {
-		free(nh);
-		ax_hmap_fini(&names);
+	if (nh == NULL)
 		return;
-	}
 	t->achunks   = NULL;
 	t->alive     = NULL;
 	t->fill      = NULL;
@@ -266,10 +282,8 @@ arena_compact(ax_schedtab *t)
 		if (!(r->flags & AX_SCHEDTAB_USED))
 			continue;
 		const char *nm = name_ptr(&old, r->name);
-		if (arena_put(t, nm, strlen(nm), i, &nh[i]) != AX_OK)
+		if (arena_put(t, nm, strlen(nm), &nh[i]) != AX_OK)
 			goto undo;
-		(void) ax_hmap_put(&names, name_ptr(t, nh[i]),
-		                   name_ptr(t, nh[i]), NULL);
 	}
 	for (uint32_t i = 0; i < t->end; i++) {
 		ax_schedtab_rec *r = rec_at(t, i);
@@ -282,8 +296,6 @@ arena_compact(ax_schedtab *t)
 	free(old.achunks);
 	free(old.alive);
 	free(old.fill);
-	ax_hmap_fini(&t->names);
-	t->names = names;
 	return;
 undo:
 	free(nh);
@@ -292,7 +304,6 @@ undo:
 	free(t->achunks);
 	free(t->alive);
 	free(t->fill);
-	ax_hmap_fini(&names);
 	t->achunks   = old.achunks;
 	t->alive     = old.alive;
 	t->fill      = old.fill;
@@ -301,6 +312,12 @@ undo:
 	t->aoff      = old.aoff;
 	t->name_live = old.name_live;
 	t->name_used = old.name_used;
+}
+
+static const char *
+rec_name(const ax_schedtab *t, uint32_t idx)
+{
+	return name_ptr(t, rec_at(t, idx)->name);
 }
 
 /* --- public records ------------------------------------------------------
@@ -318,12 +335,12 @@ ax_schedtab_add(ax_schedtab *t, const char *name, uint32_t *idx)
 		return ax_err_set(
 		    AX_EINVAL, "schedule name empty or longer than %u bytes",
 		    AX_SCHEDTAB_NAME_MAX);
-	if (ax_hmap_get(&t->names, name) != NULL)
+	if (ax_imap_get(&t->names, name) != AX_IMAP_NONE)
 		return ax_err_set(AX_EEXIST, "schedule of '%s' exists", name);
-	if (ax_hmap_reserve(&t->names, t->n + 1) != AX_OK ||
+	if (ax_imap_reserve(&t->names, t->n + 1) != AX_OK ||
 	    (i = rec_take(t)) == AX_SCHEDTAB_NONE)
 		return ax_err_set(AX_ENOMEM, "schedules: out of memory");
-	if ((rv = arena_put(t, name, len, i, &h)) != AX_OK) {
+	if ((rv = arena_put(t, name, len, &h)) != AX_OK) {
 		rec_give(t, i);
 		return rv;
 	}
@@ -331,7 +348,7 @@ ax_schedtab_add(ax_schedtab *t, const char *name, uint32_t *idx)
 	r->flags    = AX_SCHEDTAB_USED;
 	r->name     = h;
 	r->next_utc = 0;
-	(void) ax_hmap_put(&t->names, name_ptr(t, h), name_ptr(t, h), NULL);
+	(void) ax_imap_put(&t->names, name, i, NULL); /* room reserved */
 	t->n++;
 	*idx = i;
 	return AX_OK;
@@ -340,8 +357,7 @@ ax_schedtab_add(ax_schedtab *t, const char *name, uint32_t *idx)
 uint32_t
 ax_schedtab_find(const ax_schedtab *t, const char *name)
 {
-	const char *nm = name ? ax_hmap_get(&t->names, name) : NULL;
-	return nm ? index_before(nm) : AX_SCHEDTAB_NONE;
+	return name ? ax_imap_get(&t->names, name) : AX_SCHEDTAB_NONE;
 }
 
 const char *
@@ -365,7 +381,7 @@ ax_schedtab_del(ax_schedtab *t, uint32_t idx)
 
 	if (r == NULL)
 		return;
-	ax_hmap_remove(&t->names, name_ptr(t, r->name));
+	ax_imap_remove(&t->names, idx);
 	arena_drop(t, r->name);
 	if (r->flags & AX_SCHEDTAB_WIDE)
 		wide_give(t, r->id[0]);
@@ -447,7 +463,7 @@ ax_schedtab_bytes(const ax_schedtab *t)
 	for (uint32_t i = 0; i < t->nachunks; i++)
 		if (t->achunks[i] != NULL)
 			b += ARENA_CHUNK;
-	b += t->names.cap * sizeof(void *) + t->zmap.cap * sizeof(void *);
+	b += t->names.cap * sizeof(uint32_t) + t->zmap.cap * sizeof(void *);
 	b += (size_t) t->capwide * sizeof(*t->wide);
 	return b;
 }

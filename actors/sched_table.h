@@ -7,8 +7,9 @@
  *
  * Role: the time detector (actors/time_detector.c) arms a million
  * schedules from ScheduleArmed alone; this table is what each costs in
- * memory: 40 bytes of record, the name plus 5 bytes in the arena, and
- * 10.7 to 21.3 bytes of map slot, about 77 bytes for a 20-byte name. A
+ * memory: 40 bytes of record, the name and its NUL in the arena, and 5.3
+ * to 10.7 bytes of map slot (an ax_imap of record indexes), about 69
+ * bytes for a 20-byte name. A
  * record holds no pointer: the wheel timer that fires it lives in the
  * wheel's id-mode pool only while it is due soon (see time_detector.c).
  *
@@ -29,10 +30,9 @@
  *  1. A used record has AX_SCHEDTAB_USED in flags; an unused one is on
  *     the free list (linked through next_utc) and its gen survives, so a
  *     stale reference (index, gen) never matches a reused record.
- *  2. The map holds, for every used record, a pointer to its name in the
- *     arena; the 4 bytes before a name hold the record's index. Arena
- *     chunks never move; compaction rewrites every live name into fresh
- *     chunks and rebuilds the map.
+ *  2. The map holds the index of every used record, hashed by its name
+ *     in the arena. Arena chunks never move; compaction rewrites every
+ *     live name into fresh chunks and updates the records' handles.
  *  3. Names are unique among used records.
  *
  * Threads: one owner (the time detector's thread); nothing locks.
@@ -77,7 +77,7 @@ typedef struct ax_schedtab {
 	uint32_t          acur;      /* chunk being filled */
 	uint32_t          aoff;      /* next free byte in it */
 	size_t            name_live, name_used; /* arena bytes */
-	ax_hmap           names;                /* name -> record */
+	ax_imap           names;                /* name -> record index */
 	int64_t (*wide)[3];                     /* side table of ids */
 	uint32_t nwide, capwide, wide_free;     /* wide_free: list head */
 	char   **zones;                         /* interned zone names */

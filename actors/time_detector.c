@@ -4,7 +4,7 @@
  *
  * State: one wheel on the monotonic clock; armed schedules in compact
  * records (actors/sched_table.h: 40 bytes a record, the DAG name once in
- * an arena, a node-less map by name: about 77 bytes a schedule with a
+ * an arena, an index map by name: about 69 bytes a schedule with a
  * 20-byte name), armed from ScheduleArmed alone, no DAG decoded. A
  * record's spec is a 64-bit code for most crons (a simple cron in one of
  * the first 65,536 zones, no window: nothing allocated) or a pointer to
@@ -648,7 +648,9 @@ arm_sched(tdet *d, uint32_t idx, int64_t utc_now, int64_t mono_now)
 /*
  * Moves the horizon to mono_now + HORIZON_US and puts every parked
  * schedule due by then on the wheel; the next refill fires at half the
- * horizon, so no parked schedule comes due unseen. O(records).
+ * horizon, so no parked schedule comes due unseen. O(records). Without
+ * a refill timer (memory short) the horizon becomes unbounded: every
+ * schedule goes on the wheel, none waits for a refill that never comes.
  */
 static void
 refill(tdet *d, int64_t utc_now, int64_t mono_now)
@@ -656,19 +658,19 @@ refill(tdet *d, int64_t utc_now, int64_t mono_now)
 	uint64_t id;
 
 	d->horizon = mono_now + HORIZON_US;
+	if (ax_wheel_add_id(d->wheel, mono_now + HORIZON_US / 2, COOKIE_REFILL,
+	                    &id) != AX_OK) {
+		d->horizon = INT64_MAX;
+		ax_logf(
+		    AX_LOG_ERROR, COMP, NULL, NULL,
+		    "no refill timer: every schedule goes on the wheel: %s",
+		    ax_err_detail());
+	}
 	for (uint32_t i = 0; i < ax_schedtab_end(&d->tab); i++) {
 		ax_schedtab_rec *r = ax_schedtab_at(&d->tab, i);
 		if (r != NULL && r->next_utc != 0 && !(r->user & U_WHEEL) &&
 		    FIRED(r) == 0)
 			arm_sched(d, i, utc_now, mono_now);
-	}
-	if (ax_wheel_add_id(d->wheel, mono_now + HORIZON_US / 2, COOKIE_REFILL,
-	                    &id) != AX_OK) {
-		/* memory is short: the horizon stays where it is */
-		d->horizon = mono_now;
-		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
-		        "no refill timer, parked schedules wait: %s",
-		        ax_err_detail());
 	}
 }
 

@@ -87,7 +87,7 @@ Test(sched_table, many_names_survive_deletes_and_compaction)
 		    AX_OK);
 	}
 	size_t full = ax_schedtab_bytes(&t);
-	cr_assert_lt(full, (size_t) N * 90, "%zu bytes for %d schedules", full,
+	cr_assert_lt(full, (size_t) N * 75, "%zu bytes for %d schedules", full,
 	             N);
 	for (int i = 0; i < N; i++) {
 		if (i % 3 == 0)
