@@ -43,9 +43,12 @@ q64(const char *sql)
 	return v;
 }
 
+static void fill_names(void);
+
 static void
 setup(void)
 {
+	fill_names();
 	ax_log_init(AX_LOG_ERROR, 2);
 	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
 	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), NULL), AX_OK, "%s",
@@ -75,12 +78,23 @@ teardown(void)
 
 TestSuite(store, .init = setup, .fini = teardown, .timeout = 120);
 
+/* Task names "t<i>", written once before a test starts: fill_row only
+ * reads them, so writer threads never write memory another one reads
+ * (glibc's snprintf empties its buffer first: a concurrent reader once
+ * took "" for a name). */
+static char tasks[512][16];
+
+static void
+fill_names(void)
+{
+	for (int i = 0; i < 512; i++)
+		snprintf(tasks[i], sizeof(tasks[i]), "t%d", i);
+}
+
 /* Fills row i of a batch: task "t<i>", shard 0, PENDING, attempt 1. */
 static void
 fill_row(ax_store_ti_row *r, int i, const char *run_uuid)
 {
-	static char tasks[512][16];
-	snprintf(tasks[i], sizeof(tasks[i]), "t%d", i);
 	memset(r, 0, sizeof(*r));
 	r->dag_run_id      = run_id;
 	r->dag_id          = dag_id;
@@ -465,11 +479,9 @@ writer_thread(void *arg)
 Test(store, unique_keys_hold_under_concurrent_writers)
 {
 	enum { W = 6 };
-	static struct writer   w[W];
-	pthread_t              th[W];
-	static ax_store_ti_row warm;
+	static struct writer w[W];
+	pthread_t            th[W];
 
-	fill_row(&warm, 0, NULL); /* fills the static task names */
 	for (int i = 0; i < W; i++) {
 		w[i].index = i;
 		pthread_create(&th[i], NULL, writer_thread, &w[i]);
