@@ -35,6 +35,8 @@
 #include "hmap.h"
 #include "store.h"
 
+#define COMP AX_A_RESOURCE_DETECTOR
+
 /* Stop admitting while this many items wait in our outbox to the
  * instance generator: it is not keeping up, and admitting more only moves
  * the queue into its inbox where nothing can reorder it. */
@@ -166,8 +168,7 @@ static ax_err
 lane_push(rd_lane *l, rd_item *it)
 {
 	if (ax_heap_push(&l->heap, &it->hn) != AX_OK)
-		return ax_err_set(AX_ENOMEM,
-		                  "resource_detector: out of memory");
+		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	it->lane  = l;
 	it->state = RD_WAITING;
 	return AX_OK;
@@ -183,8 +184,7 @@ static ax_err
 ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it)
 {
 	if (ax_grow((void **) v, cap, *n + 1, sizeof(**v)) != AX_OK)
-		return ax_err_set(AX_ENOMEM,
-		                  "resource_detector: out of memory");
+		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	(*v)[(*n)++] = it;
 	return AX_OK;
 }
@@ -804,48 +804,47 @@ settle(ax_actor *self, rd_state *st)
 /* ---------------------------------------------------------------------- */
 /* actor */
 
+/* The handlers of the resource detector's commands. A batch's decisions
+ * are taken once its items are in (rd_batch_end). */
 static ax_err
-rd_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+on_ready_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	Ax__Command *cmd = m->cmd;
+	ax_err rv = on_ready(self, state, cmd->instance_ready, cmd->trace_id);
+	cmd->instance_ready = NULL; /* owned by the item now */
+	cmd->body_case      = AX__COMMAND__BODY__NOT_SET;
+	return rv;
+}
+
+static ax_err
+on_released_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	on_released(self, state, m->cmd->slot_released);
+	return AX_OK;
+}
+
+static ax_err
+on_capacity_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	on_capacity(state, m->cmd->worker_capacity);
+	return AX_OK;
+}
+
+static ax_err
+on_held_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	return on_held(self, state, m->cmd->attempt_held);
+}
+
+/* After every batch: blocked items whose DAG resumed go back to their
+ * lane, then the batch's decisions. */
+static ax_err
+rd_batch_end(ax_actor *self, void *state)
 {
 	rd_state *st = state;
-	ax_err    rv = AX_OK, r;
-
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].type != AX_ITEM_COMMAND)
-			continue;
-		Ax__Command *cmd = ax_pipeline_unpack(self, &items[i]);
-		if (cmd == NULL)
-			continue;
-		r = AX_OK;
-		switch (cmd->body_case) {
-		case AX__COMMAND__BODY_INSTANCE_READY:
-			r = on_ready(self, st, cmd->instance_ready,
-			             cmd->trace_id);
-			cmd->instance_ready = NULL; /* owned by the item now */
-			cmd->body_case      = AX__COMMAND__BODY__NOT_SET;
-			break;
-		case AX__COMMAND__BODY_SLOT_RELEASED:
-			on_released(self, st, cmd->slot_released);
-			break;
-		case AX__COMMAND__BODY_WORKER_CAPACITY:
-			on_capacity(st, cmd->worker_capacity);
-			break;
-		case AX__COMMAND__BODY_ATTEMPT_HELD:
-			r = on_held(self, st, cmd->attempt_held);
-			break;
-		default:
-			ax_log_warn(ax_actor_name(self),
-			            "dropped a command of kind %d from %s",
-			            (int) cmd->body_case, items[i].from);
-		}
-		ax__command__free_unpacked(cmd, NULL);
-		if (r != AX_OK && rv == AX_OK)
-			rv = r;
-	}
-	r = recheck_blocked(st);
-	if (rv == AX_OK)
-		rv = r;
-	r = settle(self, st);
+	ax_err    rv = recheck_blocked(st);
+	ax_err    r  = settle(self, st);
 	return rv != AX_OK ? rv : r;
 }
 
@@ -868,13 +867,13 @@ lane_free(rd_lane *l)
 	free(l);
 }
 
+/* Frees what the state holds (the pipeline frees the state); safe on a
+ * state init left half-filled. */
 static void
 rd_fini(void *state)
 {
 	rd_state *st = state;
-	if (st == NULL)
-		return;
-	ax_log_info("resource_detector",
+	ax_log_info(COMP,
 	            "stopped: %llu admitted, %llu delayed, %llu blocked, "
 	            "%llu duplicates ignored, %zu instances held",
 	            (unsigned long long) st->admitted,
@@ -895,7 +894,6 @@ rd_fini(void *state)
 	free(st->fresh);
 	free(st->rewrite);
 	ax_store_close(st->store);
-	free(st);
 }
 
 /* Reads the pools table once; a failure leaves the defaults. */
@@ -911,7 +909,7 @@ load_pools(rd_state *st)
 	    ax_store_query(s, "SELECT name, slots FROM pools", 0, NULL, &r) !=
 	        AX_OK) {
 		ax_logf(
-		    AX_LOG_WARN, "resource_detector", NULL, NULL,
+		    AX_LOG_WARN, COMP, NULL, NULL,
 		    "cannot read the pools table (%s); every pool gets %lld "
 		    "slots",
 		    ax_err_detail(), (long long) st->default_pool);
@@ -923,25 +921,17 @@ load_pools(rd_state *st)
 		if (p != NULL)
 			p->slots = strtoll(PQgetvalue(r, i, 1), NULL, 10);
 	}
-	ax_log_info("resource_detector", "%d pools loaded", PQntuples(r));
+	ax_log_info(COMP, "%d pools loaded", PQntuples(r));
 	PQclear(r);
 	ax_store_close(s);
 }
 
-ax_err
-ax_resource_detector_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+static ax_err
+rd_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
-	static const ax_actor_ops ops = {
-		.handle = rd_handle,
-		.tick   = rd_tick,
-		.fini   = rd_fini,
-	};
-	char      url[256];
-	rd_state *st = calloc(1, sizeof(*st));
+	rd_state *st = state;
 
-	if (st == NULL)
-		return ax_err_set(AX_ENOMEM,
-		                  "resource_detector: out of memory");
+	(void) arg;
 	st->ctx        = ctx;
 	st->overcommit = ax_config_int(ctx->cfg, "resources.overcommit");
 	st->default_group =
@@ -954,16 +944,31 @@ ax_resource_detector_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 	    ax_strmap_new(&st->groups) != AX_OK ||
 	    ax_strmap_new(&st->pools) != AX_OK ||
 	    ax_strmap_new(&st->lanes) != AX_OK ||
-	    ax_strmap_new(&st->workers) != AX_OK) {
-		rd_fini(st);
-		return ax_err_set(AX_ENOMEM,
-		                  "resource_detector: out of memory");
-	}
+	    ax_strmap_new(&st->workers) != AX_OK)
+		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	load_pools(st);
-	ax_actor_config cfg = {
-		.name = AX_A_RESOURCE_DETECTOR,
-		.url  = ax_config_actor_addr(ctx->cfg, AX_A_RESOURCE_DETECTOR,
-		                             url, sizeof(url)),
-	};
-	return ax_actor_system_add(sys, &cfg, &ops, st, NULL);
+	return AX_OK;
+}
+
+/* The tick is the recheck of blocked items and the retry after
+ * backpressure: the same as after a batch (settle sets the deadline). */
+static const ax_pipeline_def rd_def = {
+	.name       = AX_A_RESOURCE_DETECTOR,
+	.state_size = sizeof(rd_state),
+	.init       = rd_init,
+	.fini       = rd_fini,
+	.tick       = rd_tick,
+	.batch_end  = rd_batch_end,
+	.on = {
+		[AX__COMMAND__BODY_INSTANCE_READY]   = on_ready_cmd,
+		[AX__COMMAND__BODY_SLOT_RELEASED]    = on_released_cmd,
+		[AX__COMMAND__BODY_WORKER_CAPACITY]  = on_capacity_cmd,
+		[AX__COMMAND__BODY_ATTEMPT_HELD]     = on_held_cmd,
+	},
+};
+
+ax_err
+ax_resource_detector_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
+{
+	return ax_pipeline_add(sys, ctx, &rd_def, NULL, NULL);
 }
