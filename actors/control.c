@@ -107,6 +107,10 @@ decode_op(json_t *o, const char *op, Ax__ControlOp *c, ax_control_msg *m,
 		m->dest[0] = AX_A_DAG_LOADER;
 		return AX_OK;
 	}
+	if (!strcmp(op, "rules")) { /* the table is the truth: "look" */
+		m->dest[0] = AX_A_RESOURCE_DETECTOR;
+		return AX_OK;
+	}
 	if (!strcmp(op, "submit")) {
 		size_t  i;
 		json_t *e;
@@ -230,7 +234,7 @@ decode_op(json_t *o, const char *op, Ax__ControlOp *c, ax_control_msg *m,
 	return ax_err_set(AX_EPARSE,
 	                  "unknown op '%s' (expected dag_changed, submit, "
 	                  "paused, unpaused, trigger, kill, clear, mark, "
-	                  "backfill or resync)",
+	                  "backfill, rules or resync)",
 	                  op);
 }
 
@@ -239,8 +243,9 @@ static const char *
 op_name(const char *op)
 {
 	static const char *const ops[] = {
-		"dag_changed", "paused", "unpaused", "resync",   "trigger",
-		"kill",        "clear",  "mark",     "backfill", "submit"
+		"dag_changed", "paused", "unpaused", "resync",
+		"trigger",     "kill",   "clear",    "mark",
+		"backfill",    "submit", "rules"
 	};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		if (!strcmp(ops[i], op))
@@ -755,7 +760,8 @@ reconnect(ax_control *c)
 	        AX_A_DAG_LOADER);
 	atomic_fetch_add(&c->received, 1);
 	forward(c, "{\"op\":\"resync\"}");
-	c->nsent = 0; /* everything pending goes again */
+	forward(c, "{\"op\":\"rules\"}"); /* a rule change missed meanwhile */
+	c->nsent = 0;                     /* everything pending goes again */
 	scan_pending(c);
 	return 0;
 }

@@ -17,6 +17,9 @@
  *                running one
  *   clear, mark, backfill                 -> dependency_detector
  *                                            (ControlOp)
+ *   rules     -> resource_detector (ControlOp): the rules table changed
+ *                (ax-api NOTIFYs it in the transaction of the change);
+ *                the detector reads the table again
  * The paused flag reaches the resource detector and the pre hooks through
  * the DAG registry, which the loader updates.
  *
@@ -43,8 +46,9 @@
  *  - The LISTEN connection is opened by ax_control_new(), before the
  *    actors start, so nothing committed after that is missed. When the
  *    connection is lost the thread reconnects with backoff (100 ms
- *    doubling to 5 s), sends "resync" to the dag_loader (DAG changes
- *    missed meanwhile are not lost) and forwards every pending command
+ *    doubling to 5 s), sends "resync" to the dag_loader and "rules" to
+ *    the resource detector (DAG and rule changes missed meanwhile are
+ *    not lost) and forwards every pending command
  *    again.
  *  - The thread blocks in poll() on the connection's socket and a wake-up
  *    pipe; it costs nothing while idle (no timer runs while nothing it

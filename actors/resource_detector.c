@@ -10,11 +10,21 @@
  *   items; they only change on admit, SlotReleased and AttemptHeld.
  * - Waiting items sit in exactly one lane heap; blocked ones in `blocked`.
  * - A blocked item's task_instances row shows its block reason (e.g.
- *   DAG_PAUSED), so `axctl instance list` and the API say why it waits;
- *   when it is released the row gets back the reason it had (WAIT_RESOURCE
- *   while PENDING, none once admitted). `rewrite` lists the items whose
- *   row still needs that write; after a handler call it holds only
- *   blocked items whose row did not exist yet (retried every recheck).
+ *   DAG_PAUSED, or "RULE_BLOCKED rule=12" for an item an Allow/Block rule
+ *   holds, engine/rule.h), so `axctl instance list` and the API say why it
+ * waits; when it is released the row gets back the reason it had
+ * (WAIT_RESOURCE while PENDING, none once admitted). `rewrite` lists the items
+ * whose row still needs that write; after a handler call it holds only blocked
+ * items whose row did not exist yet (retried every recheck).
+ *
+ * - Rules: the rules table is read when a ControlOp "rules" arrives (the
+ *   control thread forwards ax-api's NOTIFY) and before the first batch.
+ *   An arriving item is checked against them; the items already waiting
+ *   or blocked are checked again only when the verdicts may have changed:
+ *   after a reload, or when a rule's window opens or closes or it expires
+ *   (a signature of the rules in force, computed at every handler call
+ *   and every second while a rule is timed). Admitted items are not
+ *   recalled: a rule holds what has not been admitted yet.
  *
  * Workload: thousands of decisions per second; each is O(log n) in its
  * lane plus O(lanes) to pick the best lane head (a handful of lanes).
@@ -33,7 +43,9 @@
 #include "flow_util.h"
 #include "heap.h"
 #include "hmap.h"
+#include "rule.h"
 #include "store.h"
+#include "store_rules.h"
 
 #define COMP AX_A_RESOURCE_DETECTOR
 
@@ -74,7 +86,8 @@ typedef struct rd_item {
 	uint8_t            reason_on;    /* block_reason is on its row */
 	uint8_t            in_rewrite;   /* listed in rd_state.rewrite */
 	uint8_t            reason_tries; /* writes that found no row */
-	char               block_reason[32];
+	int64_t            rule_id;      /* the rule holding it; 0: none */
+	char               block_reason[48];
 	char               key[]; /* instance key */
 } rd_item;
 
@@ -125,6 +138,14 @@ typedef struct rd_state {
 	int64_t                reason_down_until; /* mono: after a failure */
 	uint64_t               seq;
 	int                    backpressured;
+	ax_rule               *rules; /* the rules table, parsed */
+	size_t                 nrules;
+	int                    rules_dag;    /* a rule names tier/owner/tag */
+	int                    rules_timed;  /* a rule has a window/expiry */
+	int                    rules_reload; /* read the table before use */
+	int                    rules_dirty;  /* verdicts may have changed */
+	uint64_t               rules_gen;    /* loads so far */
+	uint64_t               rules_sig;    /* rules_signature() last seen */
 	uint64_t admitted, delayed, blocked_count, ignored; /* counters */
 } rd_state;
 
@@ -417,6 +438,30 @@ want_reason(rd_state *st, rd_item *it, int what)
 	return rv;
 }
 
+/*
+ * Announces why blocked item it waits (reason: its row's text, e.g.
+ * "RULE_BLOCKED rule=12"; the event gets the code before the space and
+ * the rule id in its payload) and asks for the row write.
+ */
+static ax_err
+mark_blocked(ax_actor *self, rd_state *st, rd_item *it, const char *reason)
+{
+	char code[48], payload[64];
+
+	snprintf(code, sizeof(code), "%.*s", (int) strcspn(reason, " "),
+	         reason);
+	snprintf(payload, sizeof(payload), "{\"rule_id\":%lld}",
+	         (long long) it->rule_id);
+	emit(self, it, "instance.blocked", code,
+	     it->rule_id != 0 ? payload : NULL);
+	it->announced = 1;
+	if (it->reason_on && strcmp(it->block_reason, reason) == 0)
+		return want_reason(st, it, RD_R_NONE); /* already shown */
+	snprintf(it->block_reason, sizeof(it->block_reason), "%s", reason);
+	it->reason_tries = 0;
+	return want_reason(st, it, RD_R_BLOCK);
+}
+
 static ax_err
 block_item(ax_actor *self, rd_state *st, rd_item *it, const char *reason)
 {
@@ -425,13 +470,166 @@ block_item(ax_actor *self, rd_state *st, rd_item *it, const char *reason)
 		return rv;
 	it->state = RD_BLOCKED;
 	st->blocked_count++;
-	emit(self, it, "instance.blocked", reason, NULL);
-	it->announced = 1;
-	if (it->reason_on && strcmp(it->block_reason, reason) == 0)
-		return want_reason(st, it, RD_R_NONE); /* already shown */
-	snprintf(it->block_reason, sizeof(it->block_reason), "%s", reason);
-	it->reason_tries = 0;
-	return want_reason(st, it, RD_R_BLOCK);
+	return mark_blocked(self, st, it, reason);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Allow/Block rules (engine/rule.h) */
+
+/*
+ * Reads the rules table into st, replacing the rules in force. A failure
+ * keeps them and asks for another read at the next recheck (a second):
+ * a rule change is never lost, only late while the database is away.
+ */
+static void
+rules_load(rd_state *st)
+{
+	ax_rule *v;
+	size_t   n;
+
+	st->rules_reload = 1;
+	if (st->ctx->dsn == NULL) {
+		st->rules_reload = 0;
+		return;
+	}
+	if (st->store == NULL &&
+	    ax_store_open(st->ctx->dsn, &st->store) == AX_OK)
+		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
+	if (st->store == NULL ||
+	    ax_store_rules_load(st->store, 0, &v, &n, NULL) != AX_OK) {
+		ax_logf(AX_LOG_WARN, "resource_detector", "DB_ERROR", NULL,
+		        "rules not read (the rules in force stay; next try in "
+		        "%lld ms): %s",
+		        (long long) (RD_PAUSE_RECHECK / AX_USEC_PER_MSEC),
+		        ax_err_detail());
+		return;
+	}
+	ax_rules_free(st->rules, st->nrules);
+	st->rules        = v;
+	st->nrules       = n;
+	st->rules_reload = 0;
+	st->rules_gen++;
+	st->rules_dag = st->rules_timed = 0;
+	for (size_t i = 0; i < n; i++) {
+		st->rules_dag |= ax_rule_needs_dag(&v[i]);
+		st->rules_timed |= ax_rule_timed(&v[i]);
+	}
+	ax_logf(AX_LOG_INFO, "resource_detector", NULL, NULL,
+	        "%zu rules loaded (load %llu)", n,
+	        (unsigned long long) st->rules_gen);
+}
+
+/* Which rules are in force at now, with the load they came from: when
+ * it changes, verdicts may have changed. */
+static uint64_t
+rules_signature(const rd_state *st, int64_t now)
+{
+	uint64_t h =
+	    1469598103934665603ULL ^ (st->rules_gen * 0x9e3779b97f4a7c15ULL);
+
+	for (size_t i = 0; i < st->nrules; i++)
+		if (ax_rule_applies(&st->rules[i], now))
+			h = (h ^ (uint64_t) st->rules[i].id) *
+			    1099511628211ULL;
+	return h;
+}
+
+/* The rule holding it at now, or NULL; *reason (may be NULL) gets its
+ * code. The DAG's impact, owner and tags come from the registry only
+ * when a rule names them. */
+static const ax_rule *
+rule_hold(rd_state *st, const rd_item *it, int64_t now, const char **reason)
+{
+	const Ax__InstanceReady *r = it->ready;
+	ax_dag_entry            *e = NULL;
+	const ax_rule           *rule;
+	ax_rule_target           t = {
+		          .channel      = r->channel,
+		          .impact       = -1,
+		          .priority     = r->priority,
+		          .dag          = r->instance->dag,
+		          .worker_group = r->worker_group,
+	};
+
+	if (st->nrules == 0)
+		return NULL;
+	if (st->rules_dag && st->ctx->registry != NULL &&
+	    (e = ax_dag_registry_current(st->ctx->registry, t.dag)) != NULL) {
+		t.impact = (int) e->dag->impact;
+		t.owner  = e->dag->owner;
+		t.tags   = (const char *const *) e->dag->tags;
+		t.n_tags = e->dag->n_tags;
+	}
+	rule = ax_rules_decide(st->rules, st->nrules, &t, now, reason);
+	ax_dag_entry_release(e);
+	return rule;
+}
+
+/* Why it must not be admitted at now ("DAG_PAUSED", or "RULE_BLOCKED
+ * rule=12" written into buf), or NULL; sets it->rule_id. */
+static const char *
+hold_reason(rd_state *st, rd_item *it, int64_t now, char *buf, size_t len)
+{
+	const char    *code = "RULE_BLOCKED";
+	const ax_rule *r;
+
+	it->rule_id = 0;
+	if (dag_paused(st, it->ready->instance->dag))
+		return "DAG_PAUSED";
+	if ((r = rule_hold(st, it, now, &code)) == NULL)
+		return NULL;
+	it->rule_id = r->id;
+	snprintf(buf, len, "%s rule=%lld", code, (long long) r->id);
+	return buf;
+}
+
+/* Blocks the waiting items the rules in force hold (after a change). */
+static ax_err
+rules_sweep(ax_actor *self, rd_state *st, int64_t now)
+{
+	rd_item **hit = NULL;
+	size_t    n = 0, cap = 0;
+	ax_err    rv = AX_OK;
+	char      buf[48];
+
+	for (rd_lane *l = st->lane_list; l != NULL && rv == AX_OK; l = l->next)
+		for (size_t i = 0; rv == AX_OK && i < ax_heap_count(&l->heap);
+		     i++) {
+			rd_item *it = AX_HEAP_ENTRY(ax_heap_at(&l->heap, i),
+			                            rd_item, hn);
+			if (rule_hold(st, it, now, NULL) != NULL)
+				rv = ptr_push(&hit, &n, &cap, it);
+		}
+	for (size_t i = 0; rv == AX_OK && i < n; i++) {
+		const char *why =
+		    hold_reason(st, hit[i], now, buf, sizeof(buf));
+		ax_heap_remove(&hit[i]->lane->heap, &hit[i]->hn);
+		if ((rv = block_item(self, st, hit[i], why)) != AX_OK)
+			(void) lane_push(hit[i]->lane, hit[i]);
+	}
+	free(hit);
+	return rv;
+}
+
+/*
+ * Reads the rules when asked, and notices a change of the rules in force
+ * (a reload, a window opening or closing, an expiry): then the waiting
+ * items are checked again here, the blocked ones by the next
+ * recheck_blocked. One signature per call: a few compares per rule.
+ */
+static ax_err
+rules_refresh(ax_actor *self, rd_state *st)
+{
+	int64_t  now = ax_clock_utc_us();
+	uint64_t sig;
+
+	if (st->rules_reload)
+		rules_load(st);
+	if ((sig = rules_signature(st, now)) == st->rules_sig)
+		return AX_OK;
+	st->rules_sig   = sig;
+	st->rules_dirty = 1;
+	return rules_sweep(self, st, now);
 }
 
 static void unuse(rd_item *it);
@@ -513,8 +711,11 @@ on_ready(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 		        "admitted or waiting");
 		return AX_OK;
 	}
-	if (dag_paused(st, ready->instance->dag))
-		return block_item(self, st, it, "DAG_PAUSED");
+	char        buf[48];
+	const char *why =
+	    hold_reason(st, it, ax_clock_utc_us(), buf, sizeof(buf));
+	if (why != NULL)
+		return block_item(self, st, it, why);
 	if ((rv = lane_push(it->lane, it)) != AX_OK)
 		return rv;
 	return ptr_push(&st->fresh, &st->nfresh, &st->capfresh, it);
@@ -618,23 +819,49 @@ on_held(ax_actor *self, rd_state *st, Ax__AttemptHeld *held)
 		return AX_OK; /* already waiting or blocked */
 	}
 	it->announced = 0;
+	it->rule_id   = 0;
 	return block_item(self, st, it,
 	                  held->reason[0] ? held->reason : "DAG_PAUSED");
 }
 
-/* Moves blocked items whose DAG is no longer paused back to their lane. */
+/*
+ * Moves blocked items back to their lane once nothing holds them: their
+ * DAG is no longer paused and no rule holds them. Items a rule holds are
+ * checked again only after the rules in force changed (rules_dirty); one
+ * that another rule now holds keeps waiting under that rule's reason.
+ */
 static ax_err
-recheck_blocked(rd_state *st)
+recheck_blocked(ax_actor *self, rd_state *st)
 {
-	size_t k = 0;
+	size_t  k     = 0;
+	int     dirty = st->rules_dirty;
+	int64_t now   = ax_clock_utc_us();
+	char    buf[48];
+
+	st->rules_dirty = 0;
 	for (size_t i = 0; i < st->nblocked; i++) {
-		rd_item *it = st->blocked[i];
-		if (dag_paused(st, it->ready->instance->dag)) {
+		rd_item    *it = st->blocked[i];
+		const char *why;
+		ax_err      rv = AX_OK;
+		if (dag_paused(st, it->ready->instance->dag) ||
+		    (it->rule_id != 0 && !dirty)) {
 			st->blocked[k++] = it;
 			continue;
 		}
+		if ((why = hold_reason(st, it, now, buf, sizeof(buf))) !=
+		    NULL) {
+			st->blocked[k++] = it;
+			if (strcmp(why, it->block_reason) != 0)
+				rv = mark_blocked(self, st, it, why);
+			if (rv == AX_OK)
+				continue;
+			for (size_t j = i + 1; j < st->nblocked; j++)
+				st->blocked[k++] = st->blocked[j];
+			st->nblocked = k;
+			return rv;
+		}
 		it->announced = 0;
-		ax_err rv     = lane_push(it->lane, it);
+		rv            = lane_push(it->lane, it);
 		if (rv == AX_OK)
 			rv = ptr_push(&st->fresh, &st->nfresh, &st->capfresh,
 			              it);
@@ -795,7 +1022,7 @@ settle(ax_actor *self, rd_state *st)
 	int64_t next = 0, now = ax_clock_mono_us();
 	if (st->backpressured)
 		next = now + RD_BACKPRESSURE_RETRY;
-	else if (st->nblocked > 0)
+	else if (st->nblocked > 0 || st->rules_timed || st->rules_reload)
 		next = now + RD_PAUSE_RECHECK;
 	ax_actor_set_deadline(self, next);
 	return rv;
@@ -837,14 +1064,41 @@ on_held_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
 	return on_held(self, state, m->cmd->attempt_held);
 }
 
-/* After every batch: blocked items whose DAG resumed go back to their
- * lane, then the batch's decisions. */
+/* "rules": the rules table changed; read before the next batch. */
+static ax_err
+on_control_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	rd_state *st = state;
+	(void) self;
+	if (strcmp(m->cmd->control->op, "rules") == 0)
+		st->rules_reload = 1;
+	return AX_OK;
+}
+
+/* Before a batch: the rules, read when asked (at the first batch, after
+ * a change), so the batch's items meet the rules in force. */
+static void
+rd_batch_begin(ax_actor *self, void *state, size_t n)
+{
+	rd_state *st = state;
+	(void) self;
+	(void) n;
+	if (st->rules_reload)
+		rules_load(st);
+}
+
+/* After every batch: a change of the rules in force checks the waiting
+ * items again; blocked items nothing holds any more go back to their
+ * lane; then the batch's decisions. */
 static ax_err
 rd_batch_end(ax_actor *self, void *state)
 {
 	rd_state *st = state;
-	ax_err    rv = recheck_blocked(st);
-	ax_err    r  = settle(self, st);
+	ax_err    rv = rules_refresh(self, st);
+	ax_err    r  = recheck_blocked(self, st);
+	if (rv == AX_OK)
+		rv = r;
+	r = settle(self, st);
 	return rv != AX_OK ? rv : r;
 }
 
@@ -852,9 +1106,12 @@ static ax_err
 rd_tick(ax_actor *self, void *state, int64_t now)
 {
 	rd_state *st = state;
-	ax_err    rv = recheck_blocked(st);
+	ax_err    rv = rules_refresh(self, st);
+	ax_err    r  = recheck_blocked(self, st);
 	(void) now;
-	ax_err r = settle(self, st);
+	if (rv == AX_OK)
+		rv = r;
+	r = settle(self, st);
 	return rv != AX_OK ? rv : r;
 }
 
@@ -893,6 +1150,7 @@ rd_fini(void *state)
 	free(st->blocked);
 	free(st->fresh);
 	free(st->rewrite);
+	ax_rules_free(st->rules, st->nrules);
 	ax_store_close(st->store);
 }
 
@@ -932,8 +1190,9 @@ rd_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	rd_state *st = state;
 
 	(void) arg;
-	st->ctx        = ctx;
-	st->overcommit = ax_config_int(ctx->cfg, "resources.overcommit");
+	st->ctx          = ctx;
+	st->rules_reload = 1; /* read before the first batch */
+	st->overcommit   = ax_config_int(ctx->cfg, "resources.overcommit");
 	st->default_group =
 	    ax_config_int(ctx->cfg, "resources.default_group_slots");
 	st->default_pool =
@@ -958,12 +1217,14 @@ static const ax_pipeline_def rd_def = {
 	.init       = rd_init,
 	.fini       = rd_fini,
 	.tick       = rd_tick,
+	.batch_begin = rd_batch_begin,
 	.batch_end  = rd_batch_end,
 	.on = {
 		[AX__COMMAND__BODY_INSTANCE_READY]   = on_ready_cmd,
 		[AX__COMMAND__BODY_SLOT_RELEASED]    = on_released_cmd,
 		[AX__COMMAND__BODY_WORKER_CAPACITY]  = on_capacity_cmd,
 		[AX__COMMAND__BODY_ATTEMPT_HELD]     = on_held_cmd,
+		[AX__COMMAND__BODY_CONTROL]          = on_control_cmd,
 	},
 };
 

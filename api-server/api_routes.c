@@ -12,6 +12,7 @@
 #include "api_commands.h"
 #include "api_dags.h"
 #include "api_misc.h"
+#include "api_rules.h"
 #include "api_runs.h"
 #include "api_tokens.h"
 
@@ -68,6 +69,16 @@ const ax_api_route ax_api_routes[] = {
 	  "list tokens: names, roles, times, state" },
 	{ "DELETE", "/api/v1/tokens/{id}", ax_api_tokens_revoke, A,
 	  "revoke a token (refused from the next request on)" },
+	{ "GET", "/api/v1/rules", ax_api_rules_list, V,
+	  "list Allow/Block rules, each with in_force now" },
+	{ "POST", "/api/v1/rules", ax_api_rules_create, O,
+	  "create an Allow/Block rule (in force within a second)" },
+	{ "DELETE", "/api/v1/rules/{id}", ax_api_rules_delete, O,
+	  "delete a rule (what it held is released within a second)" },
+	{ "GET", "/api/v1/rules/{id}/test", ax_api_rules_test, V,
+	  "the pending and ready instances a rule holds now" },
+	{ "POST", "/api/v1/rules/test", ax_api_rules_test_new, V,
+	  "the instances a rule would hold now, before it is created" },
 };
 
 const size_t ax_api_routes_count =
