@@ -10,6 +10,18 @@
  * their schedule in another, then tells the time detector what to arm or
  * disarm and flushes, so the time detector's inbox paces the pass and at
  * most one slice is in memory.
+ *
+ * The first pass at start (nothing armed yet) runs in two phases so that
+ * the schedules due soon fire while the rest is still being written: the
+ * first phase arms every DAG whose schedules row is current and writes
+ * and arms those whose first fire is due within DEFER_US; the rows of
+ * the others (the bulk of a first start, where no row exists) are left
+ * out, and the second phase reads the slices again and writes and arms
+ * only them. Each schedule is armed once, after its row is written, so
+ * the time detector never fires a schedule without its row. First fires
+ * count from the instant the pass began (pass_utc), so a schedule
+ * deferred to the second phase, or due while the pass runs, keeps the
+ * first fire it had when the pass began: none is skipped, none moves.
  */
 #include "dag_loader.h"
 
@@ -29,14 +41,26 @@
  * pass; later ones on their first fire (prepared ahead, so off the
  * critical path) */
 #define WARM_HORIZON_US (10 * 60 * AX_USEC_PER_SEC)
+/* first pass: rows to write whose first fire is due later than this after
+ * the pass began go to the second phase (the time detector's wheel
+ * horizon: a later schedule only waits parked anyway) */
+#define DEFER_US (10 * 60 * AX_USEC_PER_SEC)
+
+/* How a pass treats the rows it must write (see the header comment). */
+typedef enum pass_mode {
+	PASS_ALL,  /* write every row that must be written, arm every DAG */
+	PASS_SOON, /* first phase: defer the rows due later than DEFER_US */
+	PASS_LATE, /* second phase: write what is left, arm only those */
+} pass_mode;
 
 typedef struct loader {
 	const ax_pipeline_ctx *ctx;
 	ax_actor              *self;
 	ax_store              *store;
 	ax_tz_cache           *tzc;
-	int                    started; /* initial load done */
-	int                    passes;  /* full passes begun */
+	int                    started;  /* initial load done */
+	int                    passes;   /* full passes begun */
+	int64_t                pass_utc; /* when the running pass began */
 } loader;
 
 /* What a pass read and decided for one DAG (strings point into the
@@ -53,12 +77,13 @@ typedef struct pass_dag {
 	int64_t     schedule_id;      /* schedules.id; 0: no row yet */
 	int64_t     next_us;          /* schedules.next_fire_at; 0: none */
 	int         usable;           /* 0: bad schedule, left alone */
+	int         deferred;         /* row left to the second phase */
 	long        row;              /* index into the upsert rows; -1 */
 } pass_dag;
 
 /* Counters of one pass. */
 typedef struct pass_stats {
-	size_t dags, armed, written, bad;
+	size_t dags, armed, written, bad, deferred;
 } pass_stats;
 
 static void
@@ -127,7 +152,8 @@ same(const char *a, const char *b)
  * The first fire of p's schedule, used only when its schedules row has
  * none: with catchup and a start, the end of the first period (the time
  * detector then creates the missed periods, capped); otherwise the next
- * fire after now. -1 when the schedule does not compile (logged).
+ * fire after the instant the pass began (one due since fires at once).
+ * -1 when the schedule does not compile (logged).
  */
 static int64_t
 first_fire(loader *l, const pass_dag *p)
@@ -149,7 +175,7 @@ first_fire(loader *l, const pass_dag *p)
 	if (p->catchup && p->start_us != 0 &&
 	    ax_schedule_next_period(sch, INT64_MIN + 1, &first) == AX_OK)
 		nf = first.end_us;
-	else if (ax_schedule_next_fire(sch, ax_clock_utc_us(), &nf) != AX_OK)
+	else if (ax_schedule_next_fire(sch, l->pass_utc, &nf) != AX_OK)
 		nf = 0;
 	ax_schedule_free(sch);
 	return nf;
@@ -157,11 +183,14 @@ first_fire(loader *l, const pass_dag *p)
 
 /*
  * Reads row r of a slice into p. Returns 1 when the schedules row must be
- * written (missing, or it no longer matches the version's schedule; *row
- * filled), else 0.
+ * written now (missing, or it no longer matches the version's schedule;
+ * *row filled), else 0; under PASS_SOON a row whose first fire is due
+ * later than DEFER_US after the pass began is not written now
+ * (p->deferred).
  */
 static int
-read_row(loader *l, PGresult *res, int r, pass_dag *p, ax_store_sched_row *row)
+read_row(loader *l, PGresult *res, int r, pass_dag *p, ax_store_sched_row *row,
+         pass_mode mode)
 {
 	const char *start = ax_store_cell(res, r, AX_SCHED_C_START);
 	const char *end   = ax_store_cell(res, r, AX_SCHED_C_END);
@@ -207,7 +236,11 @@ read_row(loader *l, PGresult *res, int r, pass_dag *p, ax_store_sched_row *row)
 	}
 	if ((nf = first_fire(l, p)) < 0)
 		return 0;
-	p->usable          = 1;
+	p->usable = 1;
+	if (mode == PASS_SOON && nf > l->pass_utc + DEFER_US) {
+		p->deferred = 1;
+		return 0;
+	}
 	row->dag_id        = p->dag_id;
 	row->expression    = p->expr;
 	row->tz            = p->tz;
@@ -222,26 +255,30 @@ read_row(loader *l, PGresult *res, int r, pass_dag *p, ax_store_sched_row *row)
  * Handles one slice (n rows of res): paused flags, schedules rows, then
  * the commands to the time detector. disarm: send ScheduleDisarmed for
  * DAGs that must not be armed (not needed on the first pass). one: a
- * single-DAG pass (events). AX_OK or a store error.
+ * single-DAG pass (events). mode: PASS_SOON arms none of the deferred
+ * rows, PASS_LATE arms only the rows it wrote (the others were armed by
+ * the first phase) and counts neither DAGs nor bad schedules again.
+ * AX_OK or a store error.
  */
 static ax_err
 do_slice(loader *l, PGresult *res, int n, pass_dag *p,
          ax_store_sched_row *rows, int64_t *nosched, int disarm, int one,
-         pass_stats *st)
+         pass_mode mode, pass_stats *st)
 {
 	size_t nrows = 0, nnos = 0;
 	ax_err rv;
 
 	for (int i = 0; i < n; i++) {
 		pass_dag *d = &p[i];
-		if (read_row(l, res, i, d, &rows[nrows]))
+		if (read_row(l, res, i, d, &rows[nrows], mode))
 			d->row = (long) nrows++;
 		ax_dag_registry_set_paused(l->ctx->registry, d->name,
 		                           d->paused);
 		if (d->expr == NULL && d->schedule_id != 0)
 			nosched[nnos++] = d->dag_id;
-		if (d->expr != NULL && !d->usable)
+		if (d->expr != NULL && !d->usable && mode != PASS_LATE)
 			st->bad++;
+		st->deferred += (size_t) d->deferred;
 	}
 	if ((rv = ax_store_sched_upsert(l->store, rows, nrows)) != AX_OK ||
 	    (rv = ax_store_sched_delete(l->store, nosched, nnos)) != AX_OK)
@@ -253,7 +290,9 @@ do_slice(loader *l, PGresult *res, int n, pass_dag *p,
 			d->schedule_id = rows[d->row].schedule_id;
 			d->next_us     = rows[d->row].next_fire_us;
 		}
-		if (d->expr == NULL) {
+		if (d->deferred || (mode == PASS_LATE && d->row < 0)) {
+			/* armed by the other phase */
+		} else if (d->expr == NULL) {
 			if (disarm)
 				send_disarmed(l, d->name, "UNSCHEDULED");
 		} else if (!d->usable) {
@@ -270,7 +309,8 @@ do_slice(loader *l, PGresult *res, int n, pass_dag *p,
 			dag_event(l, "dag.loaded", d->paused ? "PAUSED" : NULL,
 			          d->name, d->version_id);
 	}
-	st->dags += (size_t) n;
+	if (mode != PASS_LATE)
+		st->dags += (size_t) n;
 	/* out now: the time detector's inbox paces the pass, and the outbox
 	 * never holds more than a slice */
 	ax_actor_flush(l->self, 0);
@@ -288,34 +328,17 @@ forget(loader *l, const char *name)
 	send_disarmed(l, name, "DELETED");
 }
 
-/*
- * One pass over all DAGs (name NULL) or one DAG. Returns a store error
- * when PostgreSQL could not be read or written (the caller retries),
- * else AX_OK.
- */
+/* The slices of one pass (or phase) over all DAGs, or the one DAG name,
+ * handled in mode. AX_OK or a store error. */
 static ax_err
-load_dags(loader *l, const char *name)
+pass_slices(loader *l, const char *name, int first, pass_mode mode,
+            pass_dag *p, ax_store_sched_row *rows, int64_t *nosched,
+            pass_stats *st)
 {
-	pass_dag           *p       = calloc(LOAD_SLICE, sizeof(*p));
-	ax_store_sched_row *rows    = calloc(LOAD_SLICE, sizeof(*rows));
-	int64_t            *nosched = calloc(LOAD_SLICE, sizeof(*nosched));
-	pass_stats          st      = { 0 };
-	int64_t             t0 = ax_clock_mono_us(), after = 0;
-	int                 first = 0, n;
-	ax_err              rv    = AX_OK;
+	int64_t after = 0;
+	int     n;
+	ax_err  rv;
 
-	if (p == NULL || rows == NULL || nosched == NULL) {
-		free(p);
-		free(rows);
-		free(nosched);
-		return ax_err_set(AX_ENOMEM, "dag_loader: out of memory");
-	}
-	if (name == NULL) {
-		first = l->passes++ == 0;
-		/* a resync: any DAG may have changed unnoticed */
-		if (!first)
-			ax_dag_registry_invalidate(l->ctx->registry, NULL);
-	}
 	do {
 		PGresult *res = NULL;
 		if ((rv = ax_store_sched_dags(l->store, name, after,
@@ -326,10 +349,55 @@ load_dags(loader *l, const char *name)
 			after =
 			    ax_store_cell_i64(res, n - 1, AX_SCHED_C_DAG_ID);
 		rv = do_slice(l, res, n, p, rows, nosched, !first,
-		              name != NULL, &st);
+		              name != NULL, mode, st);
 		PQclear(res);
 		memset(rows, 0, sizeof(*rows) * LOAD_SLICE);
 	} while (rv == AX_OK && n == LOAD_SLICE);
+	return rv;
+}
+
+/*
+ * One pass over all DAGs (name NULL) or one DAG; the first full pass in
+ * two phases (see the header comment). Returns a store error when
+ * PostgreSQL could not be read or written (the caller retries), else
+ * AX_OK.
+ */
+static ax_err
+load_dags(loader *l, const char *name)
+{
+	pass_dag           *p       = calloc(LOAD_SLICE, sizeof(*p));
+	ax_store_sched_row *rows    = calloc(LOAD_SLICE, sizeof(*rows));
+	int64_t            *nosched = calloc(LOAD_SLICE, sizeof(*nosched));
+	pass_stats          st      = { 0 };
+	int64_t             t0      = ax_clock_mono_us();
+	int                 first   = 0;
+	ax_err              rv      = AX_OK;
+
+	if (p == NULL || rows == NULL || nosched == NULL) {
+		free(p);
+		free(rows);
+		free(nosched);
+		return ax_err_set(AX_ENOMEM, "dag_loader: out of memory");
+	}
+	l->pass_utc = ax_clock_utc_us();
+	if (name == NULL) {
+		first = l->passes++ == 0;
+		/* a resync: any DAG may have changed unnoticed */
+		if (!first)
+			ax_dag_registry_invalidate(l->ctx->registry, NULL);
+	}
+	rv = pass_slices(l, name, first, first ? PASS_SOON : PASS_ALL, p, rows,
+	                 nosched, &st);
+	if (rv == AX_OK && st.deferred > 0) {
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "%zu schedule(s) armed in %.3f s; writing the "
+		        "schedules rows of %zu due later",
+		        st.armed,
+		        (double) (ax_clock_mono_us() - t0) / AX_USEC_PER_SEC,
+		        st.deferred);
+		rv = pass_slices(l, NULL, first, PASS_LATE, p, rows, nosched,
+		                 &st);
+	}
 	free(p);
 	free(rows);
 	free(nosched);

@@ -15,7 +15,12 @@
  * restart resumes where it stopped; an unchanged restart writes nothing),
  * and sends ScheduleArmed to the time detector for every scheduled,
  * unpaused DAG (ScheduleDisarmed for the others, except on the very first
- * pass, when nothing is armed yet). A full pass ends with a sweep marker
+ * pass, when nothing is armed yet). The very first pass runs in two
+ * phases: the schedules due within ten minutes are written and armed
+ * first, the rows of the later ones (all of them on a first start) after,
+ * so the time detector fires the due ones while the rest is written; a
+ * schedule is always armed after its row is written, and first fires
+ * count from the instant the pass began. A full pass ends with a sweep marker
  * (ScheduleDisarmed.sweep) that disarms the schedules of DAGs that are
  * gone. Then it warms the registry with the DAGs due in the next ten
  * minutes, soonest first, up to registry.cache_dags. Later it reacts to

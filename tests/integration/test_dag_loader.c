@@ -5,7 +5,9 @@
  * their 60 distinct crons compiled once each, paused ones left out but
  * flagged; an unchanged restart writes no schedules row; a resync sweeps
  * the schedule of a deleted DAG and makes a changed DAG's new version
- * current while a reference to the old one stays valid.
+ * current while a reference to the old one stays valid. On the first
+ * start a schedule due while the bulk of the schedules rows is still
+ * being written fires on time, exactly once a period.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -122,18 +124,22 @@ control(const char *op, const char *dag)
 
 #define N_DAGS 30000
 
-Test(dag_loader, arms_30k_sql_inserted_dags_without_decoding_any)
+/* One DAG stored normally, cloned n - 1 times by SQL (as a bulk import
+ * would): clone g fires every 1 January at second g % 60 (60 distinct
+ * crons). */
+static void
+import_dags(int n)
 {
-	ax_dag_registry_stats rs;
-	int64_t               t0;
+	char sql[256];
 
-	/* one DAG stored normally, cloned N-1 times by SQL: clone g fires
-	 * every 1 January at second g % 60 (60 distinct crons) */
 	store_dag("kind: DAG\nname: imp.0000000\n"
 	          "schedule: {cron: \"0 0 0 1 1 ?\"}\n"
 	          "tasks:\n  - {name: t, command: /bin/true}\n");
-	exec("INSERT INTO dags (name) SELECT 'imp.' || lpad(g::text, 7, '0')"
-	     " FROM generate_series(1, 29999) g");
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO dags (name) SELECT 'imp.' || "
+	         "lpad(g::text, 7, '0') FROM generate_series(1, %d) g",
+	         n - 1);
+	exec(sql);
 	exec("INSERT INTO dag_versions (dag_id, version, content_hash, yaml,"
 	     " definition, source) SELECT d.id, 1,"
 	     " encode(sha256(convert_to(d.name, 'UTF8')), 'hex'), v.yaml,"
@@ -145,6 +151,14 @@ Test(dag_loader, arms_30k_sql_inserted_dags_without_decoding_any)
 	     " WHERE d.active_version_id IS NULL");
 	exec("UPDATE dags d SET active_version_id = v.id FROM dag_versions v"
 	     " WHERE v.dag_id = d.id AND d.active_version_id IS NULL");
+}
+
+Test(dag_loader, arms_30k_sql_inserted_dags_without_decoding_any)
+{
+	ax_dag_registry_stats rs;
+	int64_t               t0;
+
+	import_dags(N_DAGS);
 	/* 30 of them paused: flagged, not armed */
 	exec("UPDATE dags SET paused = true"
 	     " WHERE substr(name, 5)::int % 1000 = 7");
@@ -264,4 +278,90 @@ Test(dag_loader, dag_changed_makes_the_new_version_current)
 	cr_assert_eq(e->version_id, v2);
 	cr_assert_str_eq(e->dag->tasks[0].eff.command, "echo two");
 	ax_dag_entry_release(e);
+}
+
+#define N_DUE_DAGS 8000
+
+/*
+ * First start over 8,000 imported DAGs (no schedules row) and a DAG
+ * "fast" firing every second, stored last (the highest id, the last
+ * slice). The schedules rows of the January ones are written after the
+ * due ones are armed: while another transaction holds a lock on one of
+ * them (its row cannot be written, the load cannot finish), fast fires,
+ * once a second with no period missed, and keeps firing once the load
+ * is done.
+ */
+Test(dag_loader, a_schedule_due_during_the_first_load_fires_once_a_period)
+{
+	ax_store *locker = NULL;
+	int64_t   t0, dl, fast_sched, first, last, n;
+
+	import_dags(N_DUE_DAGS);
+	store_dag("kind: DAG\nname: fast\n"
+	          "schedule: {cron: \"* * * * * ?\"}\n"
+	          "tasks:\n  - {name: t, command: /bin/true}\n");
+	cr_assert_eq(ax_store_open(ctx.dsn, &locker), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_exec(locker, "BEGIN", 0, NULL), AX_OK);
+	cr_assert_eq(ax_store_exec(locker,
+	                           "SELECT id FROM dags WHERE name = "
+	                           "'imp.0006000' FOR UPDATE",
+	                           0, NULL),
+	             AX_OK, "%s", ax_err_detail());
+	t0 = q_int("SELECT ax_us(now())");
+	start_system();
+
+	/* fast fires while imp.0006000's row waits for the lock */
+	dl = ax_clock_mono_us() + 60 * AX_USEC_PER_SEC;
+	while (q_int("SELECT count(*) FROM dag_runs r JOIN dags d ON"
+	             " d.id = r.dag_id WHERE d.name = 'fast'") < 2 &&
+	       ax_clock_mono_us() < dl)
+		ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
+	cr_assert_geq(q_int("SELECT count(*) FROM dag_runs r JOIN dags d ON"
+	                    " d.id = r.dag_id WHERE d.name = 'fast'"),
+	              2, "fast did not fire while the load was held");
+	cr_assert_eq(q_int("SELECT count(*) FROM schedules s JOIN dags d ON"
+	                   " d.id = s.dag_id WHERE d.name = 'imp.0006000'"),
+	             0, "the load finished: the lock held nothing up");
+	fast_sched = q_int("SELECT s.id FROM schedules s JOIN dags d ON"
+	                   " d.id = s.dag_id WHERE d.name = 'fast'");
+	cr_assert_lt(fast_sched,
+	             q_int("SELECT min(s.id) FROM schedules s JOIN dags d ON"
+	                   " d.id = s.dag_id WHERE d.name LIKE 'imp.%%'"),
+	             "fast's row was not written before the later ones");
+
+	cr_assert_eq(ax_store_exec(locker, "COMMIT", 0, NULL), AX_OK);
+	ax_store_close(locker);
+	stop_after(N_DUE_DAGS + 1 + 1); /* every schedule and the sweep */
+	cr_assert_eq(tstats.armed, N_DUE_DAGS + 1);
+	cr_assert_eq(q_int("SELECT count(*) FROM schedules"), N_DUE_DAGS + 1);
+	cr_assert_eq(q_int("SELECT count(*) FROM dag_runs r JOIN dags d ON"
+	                   " d.id = r.dag_id WHERE d.name <> 'fast'"),
+	             0);
+
+	/* one run a second from the first fire after the start: none
+	 * twice, none skipped */
+	first = q_int("SELECT ax_us(min(r.logical_date)) FROM dag_runs r"
+	              " JOIN dags d ON d.id = r.dag_id WHERE d.name = 'fast'");
+	last  = q_int("SELECT ax_us(max(r.logical_date)) FROM dag_runs r"
+	               " JOIN dags d ON d.id = r.dag_id WHERE d.name = 'fast'");
+	n     = q_int("SELECT count(*) FROM dag_runs r JOIN dags d ON"
+	                  " d.id = r.dag_id WHERE d.name = 'fast'");
+	cr_assert_geq(n, 2);
+	cr_assert_eq((last - first) / AX_USEC_PER_SEC + 1, n,
+	             "%lld runs between %lld and %lld", (long long) n,
+	             (long long) first, (long long) last);
+	cr_assert_eq(n,
+	             q_int("SELECT count(DISTINCT r.logical_date) FROM"
+	                   " dag_runs r JOIN dags d ON d.id = r.dag_id"
+	                   " WHERE d.name = 'fast'"));
+	cr_assert_gt(first + AX_USEC_PER_SEC, t0,
+	             "a period before the start fired");
+	cr_assert_leq(first, t0 + 30 * AX_USEC_PER_SEC);
+	/* the schedules row moved on with the fires */
+	cr_assert_eq(q_int("SELECT count(*) FROM schedules s JOIN dags d ON"
+	                   " d.id = s.dag_id WHERE d.name = 'fast' AND"
+	                   " s.last_fire_at IS NOT NULL AND"
+	                   " s.next_fire_at > s.last_fire_at"),
+	             1);
 }
