@@ -294,7 +294,7 @@ Test(dag_loader, dag_changed_makes_the_new_version_current)
 Test(dag_loader, a_schedule_due_during_the_first_load_fires_once_a_period)
 {
 	ax_store *locker = NULL;
-	int64_t   t0, dl, fast_sched, first, last, n;
+	int64_t t0, dl, fast_runs, held, fast_sched, imp_sched, first, last, n;
 
 	import_dags(N_DUE_DAGS);
 	store_dag("kind: DAG\nname: fast\n"
@@ -311,27 +311,32 @@ Test(dag_loader, a_schedule_due_during_the_first_load_fires_once_a_period)
 	t0 = q_int("SELECT ax_us(now())");
 	start_system();
 
-	/* fast fires while imp.0006000's row waits for the lock */
+	/* fast fires while imp.0006000's row waits for the lock; what the
+	 * test saw is read before the lock is released (an assertion that
+	 * fails must not leave the load blocked) */
 	dl = ax_clock_mono_us() + 60 * AX_USEC_PER_SEC;
-	while (q_int("SELECT count(*) FROM dag_runs r JOIN dags d ON"
-	             " d.id = r.dag_id WHERE d.name = 'fast'") < 2 &&
+	while ((fast_runs = q_int("SELECT count(*) FROM dag_runs r JOIN dags"
+	                          " d ON d.id = r.dag_id"
+	                          " WHERE d.name = 'fast'")) < 2 &&
 	       ax_clock_mono_us() < dl)
 		ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
-	cr_assert_geq(q_int("SELECT count(*) FROM dag_runs r JOIN dags d ON"
-	                    " d.id = r.dag_id WHERE d.name = 'fast'"),
-	              2, "fast did not fire while the load was held");
-	cr_assert_eq(q_int("SELECT count(*) FROM schedules s JOIN dags d ON"
-	                   " d.id = s.dag_id WHERE d.name = 'imp.0006000'"),
-	             0, "the load finished: the lock held nothing up");
-	fast_sched = q_int("SELECT s.id FROM schedules s JOIN dags d ON"
-	                   " d.id = s.dag_id WHERE d.name = 'fast'");
-	cr_assert_lt(fast_sched,
-	             q_int("SELECT min(s.id) FROM schedules s JOIN dags d ON"
-	                   " d.id = s.dag_id WHERE d.name LIKE 'imp.%%'"),
-	             "fast's row was not written before the later ones");
-
+	held       = q_int("SELECT count(*) FROM schedules s JOIN dags d ON"
+	                         " d.id = s.dag_id WHERE d.name = 'imp.0006000'");
+	fast_sched = q_int("SELECT coalesce(min(s.id), 0) FROM schedules s"
+	                   " JOIN dags d ON d.id = s.dag_id"
+	                   " WHERE d.name = 'fast'");
+	imp_sched  = q_int("SELECT coalesce(min(s.id), 9223372036854775807)"
+	                    " FROM schedules s JOIN dags d ON d.id = s.dag_id"
+	                    " WHERE d.name LIKE 'imp.%%'");
 	cr_assert_eq(ax_store_exec(locker, "COMMIT", 0, NULL), AX_OK);
 	ax_store_close(locker);
+	cr_assert_geq(fast_runs, 2,
+	              "fast did not fire while the load was held");
+	cr_assert_eq(held, 0, "the load finished: the lock held nothing up");
+	cr_assert_gt(fast_sched, 0);
+	cr_assert_lt(fast_sched, imp_sched,
+	             "fast's row was not written before the later ones");
+
 	stop_after(N_DUE_DAGS + 1 + 1); /* every schedule and the sweep */
 	cr_assert_eq(tstats.armed, N_DUE_DAGS + 1);
 	cr_assert_eq(q_int("SELECT count(*) FROM schedules"), N_DUE_DAGS + 1);
