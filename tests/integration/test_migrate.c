@@ -3,7 +3,8 @@
  * a fresh database is brought to the binary's version, a second run
  * applies nothing, concurrent migrators apply each file once, a newer
  * database and an edited migration are refused, a failing migration is
- * rolled back and named with its line; plus the statement splitter.
+ * rolled back and named with its line, the hot tables keep only the
+ * indexes a statement reads; plus the statement splitter.
  */
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
@@ -126,6 +127,77 @@ Test(migrate, time_functions_exact_and_inlined)
 		               "not inlined: %s", PQgetvalue(r, i, 0));
 	}
 	PQclear(r);
+	ax_store_close(s);
+}
+
+/* Asserts that the plan of `sql` (sequential scans off on s) holds
+ * `what` ("Index Cond": an index serves the filter) and scans no table
+ * whole (on a partitioned table the plan names each partition's index,
+ * so no index name is matched). */
+static void
+assert_uses_index(ax_store *s, const char *sql, const char *what)
+{
+	PGresult *r = NULL;
+	char      q[1024], plan[4096];
+	size_t    at = 0;
+
+	snprintf(q, sizeof(q), "EXPLAIN %s", sql);
+	cr_assert_eq(ax_store_query(s, q, 0, NULL, &r), AX_OK, "%s",
+	             ax_err_detail());
+	plan[0] = '\0';
+	for (int i = 0; i < PQntuples(r) && at + 1 < sizeof(plan); i++)
+		at += (size_t) snprintf(plan + at, sizeof(plan) - at, "%s\n",
+		                        PQgetvalue(r, i, 0));
+	PQclear(r);
+	cr_assert_not_null(strstr(plan, what), "%s: no %s in\n%s", sql, what,
+	                   plan);
+	cr_assert_null(strstr(plan, "Seq Scan"), "%s: a whole scan in\n%s",
+	               sql, plan);
+}
+
+/*
+ * Every index of event_log and attempts costs an entry per row version
+ * the pipeline writes (about four event rows and three attempt versions
+ * per instance); the ones no statement reads are gone, and the reads the
+ * API and axd make still find an index. Before 0013 event_log_run_id_idx
+ * and attempts_started_idx were still there.
+ */
+Test(migrate, hot_tables_keep_only_indexes_that_are_read)
+{
+	ax_store *s;
+	int       applied;
+
+	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(query_int("SELECT count(*) FROM pg_indexes WHERE "
+	                       "indexname IN ('event_log_run_id_idx', "
+	                       "'attempts_started_idx')"),
+	             0, "an index nothing reads is maintained on every write");
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &s), AX_OK);
+	cr_assert_eq(ax_store_exec(s, "SET enable_seqscan = off", 0, NULL),
+	             AX_OK, "%s", ax_err_detail());
+	/* the API's event filters (api_misc.c) and the id cursor */
+	assert_uses_index(s,
+	                  "SELECT id FROM event_log WHERE instance_id = 5 AND "
+	                  "id > 0 ORDER BY id LIMIT 100",
+	                  "Index Cond: ((instance_id = 5)");
+	assert_uses_index(s,
+	                  "SELECT id FROM event_log WHERE dag_run_id = 5 "
+	                  "ORDER BY id LIMIT 100",
+	                  "Index Cond: (dag_run_id = 5)");
+	/* the event writer's look-up of ids it may have written already */
+	assert_uses_index(s,
+	                  "SELECT id FROM event_log WHERE event_id = "
+	                  "'01a2330f-92c5-7dda-8210-5fd96723d114'",
+	                  "Index Cond: (event_id = ");
+	/* the queue's attempts in flight after a takeover (store_attempts.c)
+	 */
+	assert_uses_index(
+	    s,
+	    "SELECT run_id FROM attempts WHERE state IN "
+	    "('DISPATCHED', 'RUNNING') AND worker_id IS NOT NULL "
+	    "ORDER BY worker_id, id",
+	    "Index Cond: (worker_id IS NOT NULL)");
 	ax_store_close(s);
 }
 

@@ -197,6 +197,107 @@ Test(store, illegal_move_refused_by_sql_trigger)
 	             AX_ESTATE, "unknown states are not legal targets");
 }
 
+/*
+ * The SQL guard against the C table, pair by pair: from every state to
+ * every state, a plain write passes exactly when ax_state_legal allows the
+ * move, and a write that records a new start passes exactly when the move
+ * is legal or goes through RUNNING. The guard's PL/pgSQL function runs
+ * only for a refused move (its test sits in the trigger's WHEN clause):
+ * before migration 0013 EXPLAIN ANALYZE showed a call per moved row.
+ */
+Test(store, sql_guard_matches_c_and_runs_only_to_refuse)
+{
+	char        id[24], from[16], to[16];
+	const char *p[3] = { id, from, to };
+	PGresult   *r    = NULL;
+	int64_t     iid  = one_instance();
+
+	snprintf(id, sizeof(id), "%lld", (long long) iid);
+	for (int f = 0; f < AX_TI_STATE_COUNT_; f++)
+		for (int t = 0; t < AX_TI_STATE_COUNT_; t++)
+			for (int start = 0; start < 2; start++) {
+				snprintf(from, sizeof(from), "%s",
+				         ax_state_name((ax_ti_state) f));
+				snprintf(to, sizeof(to), "%s",
+				         ax_state_name((ax_ti_state) t));
+				/* the row put in state f, no guard */
+				cr_assert_eq(
+				    ax_store_exec(
+				        st,
+				        "SET session_replication_role "
+				        "= replica",
+				        0, NULL),
+				    AX_OK, "%s", ax_err_detail());
+				cr_assert_eq(
+				    ax_store_exec(
+				        st,
+				        "UPDATE task_instances SET "
+				        "state = $2, started_at = NULL "
+				        "WHERE id = $1 AND $3 <> ''",
+				        3, p),
+				    AX_OK, "%s", ax_err_detail());
+				cr_assert_eq(
+				    ax_store_exec(
+				        st, "RESET session_replication_role",
+				        0, NULL),
+				    AX_OK, "%s", ax_err_detail());
+				int legal = ax_state_legal((ax_ti_state) f,
+				                           (ax_ti_state) t);
+				int via   = ax_state_legal((ax_ti_state) f,
+				                           AX_TI_RUNNING) &&
+				    ax_state_legal(AX_TI_RUNNING,
+				                   (ax_ti_state) t);
+				ax_err rv = ax_store_exec(
+				    st,
+				    start
+				        ? "UPDATE task_instances SET state "
+				          "= $3, started_at = now() WHERE id "
+				          "= $1 AND $2 <> ''"
+				        : "UPDATE task_instances SET state "
+				          "= $3 WHERE id = $1 AND $2 <> ''",
+				    3, p);
+				int want = f == t || legal || (start && via);
+				cr_expect_eq(rv, want ? AX_OK : AX_ESTATE,
+				             "%s -> %s%s: %s", from, to,
+				             start ? " with a start" : "",
+				             ax_err_detail());
+				if (rv != AX_OK)
+					cr_expect(
+					    strstr(ax_err_detail(),
+					           "is not a legal move") !=
+					        NULL,
+					    "%s", ax_err_detail());
+			}
+	/* a legal move of many rows: the guard's function is not called */
+	cr_assert_eq(ax_store_exec(st,
+	                           "SET session_replication_role = replica", 0,
+	                           NULL),
+	             AX_OK);
+	cr_assert_eq(ax_store_exec(st,
+	                           "UPDATE task_instances SET state = "
+	                           "'PENDING'",
+	                           0, NULL),
+	             AX_OK);
+	cr_assert_eq(
+	    ax_store_exec(st, "RESET session_replication_role", 0, NULL),
+	    AX_OK);
+	cr_assert_eq(ax_store_query(st,
+	                            "EXPLAIN (ANALYZE, FORMAT JSON) UPDATE "
+	                            "task_instances SET state = 'READY'",
+	                            0, NULL, &r),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_not_null(strstr(PQgetvalue(r, 0, 0), "\"Actual Rows\""),
+	                   "%s", PQgetvalue(r, 0, 0));
+	cr_assert_null(
+	    strstr(PQgetvalue(r, 0, 0), "task_instances_state_guard"),
+	    "the guard function ran for a legal move: %s",
+	    PQgetvalue(r, 0, 0));
+	PQclear(r);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE state = "
+	                 "'READY'"),
+	             q64("SELECT count(*) FROM task_instances"));
+}
+
 /* A start and its end in one write: READY -> SUCCESS through RUNNING,
  * only with started_at recorded; never as a plain move. */
 Test(store, move_through_running_records_the_start)
