@@ -1,6 +1,7 @@
 /*
  * resource_detector.c - admission of ready instances against worker-group
- * slots, named pools and paused DAGs (see resource_detector.h).
+ * slots, named pools, paused DAGs and Allow/Block rules (see
+ * resource_detector.h).
  *
  * Invariants:
  * - An instance key is in `items` from its first InstanceReady until the
@@ -9,27 +10,30 @@
  * - group->used and pool->used are the sums of the slots of ADMITTED
  *   items; they only change on admit, SlotReleased and AttemptHeld.
  * - Waiting items sit in exactly one lane heap; blocked ones in `blocked`.
- * - A blocked item's task_instances row shows its block reason (e.g.
- *   DAG_PAUSED, or "RULE_BLOCKED rule=12" for an item an Allow/Block rule
- *   holds, engine/rule.h), so `axctl instance list` and the API say why it
- * waits; when it is released the row gets back the reason it had
- * (WAIT_RESOURCE while PENDING, none once admitted). `rewrite` lists the items
- * whose row still needs that write; after a handler call it holds only blocked
- * items whose row did not exist yet (retried every recheck).
- *
- * - Rules: the rules table is read when a ControlOp "rules" arrives (the
- *   control thread forwards ax-api's NOTIFY) and before the first batch.
- *   An arriving item is checked against them; the items already waiting
- *   or blocked are checked again only when the verdicts may have changed:
- *   after a reload, or when a rule's window opens or closes or it expires
- *   (a signature of the rules in force, computed at every handler call
- *   and every second while a rule is timed). Admitted items are not
- *   recalled: a rule holds what has not been admitted yet.
+ * - A blocked item's task_instances row shows its block reason
+ *   (DAG_PAUSED, or "RULE_BLOCKED rule=12" for an item an Allow/Block
+ *   rule holds, engine/rule.h), so `axctl instance list` and the API say
+ *   why it waits; when it is released the row gets back the reason it had
+ *   (WAIT_RESOURCE while PENDING, none once admitted). `rewrite` lists the
+ *   items whose row still needs that write; after a handler call it holds
+ *   only blocked items whose row did not exist yet (retried every
+ *   recheck).
+ * - Rules: the rules table is read before the first batch and before the
+ *   batch after a ControlOp "rules" (the control thread forwards ax-api's
+ *   NOTIFY). An arriving item is checked against them; the items already
+ *   waiting or blocked are checked again only when the verdicts may have
+ *   changed: after a reload, or when a rule's window opens or closes or
+ *   it expires (a signature of the rules in force, computed after every
+ *   batch and every second while a rule is timed). Admitted items are
+ *   not recalled: a rule holds what has not been admitted yet.
  *
  * Workload: thousands of decisions per second; each is O(log n) in its
  * lane plus O(lanes) to pick the best lane head (a handful of lanes).
  * No database access after start on the admission path: only blocks and
- * their release write (one batched statement per handler call).
+ * their release write (one batched statement per handler call), and the
+ * rules table is read once per change of it. A rule naming tier, owner or
+ * tag reads the DAG's definition from the registry (memory; a miss costs
+ * the registry's one round trip).
  */
 #include "resource_detector.h"
 
@@ -497,7 +501,7 @@ rules_load(rd_state *st)
 		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
 	if (st->store == NULL ||
 	    ax_store_rules_load(st->store, 0, &v, &n, NULL) != AX_OK) {
-		ax_logf(AX_LOG_WARN, "resource_detector", "DB_ERROR", NULL,
+		ax_logf(AX_LOG_WARN, COMP, "DB_ERROR", NULL,
 		        "rules not read (the rules in force stay; next try in "
 		        "%lld ms): %s",
 		        (long long) (RD_PAUSE_RECHECK / AX_USEC_PER_MSEC),
@@ -514,9 +518,8 @@ rules_load(rd_state *st)
 		st->rules_dag |= ax_rule_needs_dag(&v[i]);
 		st->rules_timed |= ax_rule_timed(&v[i]);
 	}
-	ax_logf(AX_LOG_INFO, "resource_detector", NULL, NULL,
-	        "%zu rules loaded (load %llu)", n,
-	        (unsigned long long) st->rules_gen);
+	ax_logf(AX_LOG_INFO, COMP, NULL, NULL, "%zu rules loaded (load %llu)",
+	        n, (unsigned long long) st->rules_gen);
 }
 
 /* Which rules are in force at now, with the load they came from: when

@@ -5,13 +5,18 @@
  * from the time detector when a retry timer fires) -> one decision per
  * instance: ADMIT (Admission to the instance generator), DELAY(reason) or
  * BLOCK(reason); every decision is an event with its reason code
- * (WAIT_RESOURCE, BACKPRESSURE_DELAYED, DAG_PAUSED).
+ * (WAIT_RESOURCE, BACKPRESSURE_DELAYED, DAG_PAUSED, RULE_BLOCKED,
+ * CHANNEL_BLOCKED).
  *
  * Inputs: InstanceReady, WorkerCapacity (queue), SlotReleased (result
  * handler), AttemptHeld (the instance generator's pre hooks: DAG
- * paused after admission).
+ * paused after admission), ControlOp "rules" (the control thread: the
+ * rules table changed).
  *
- * Rules, in order: paused DAG -> BLOCK(DAG_PAUSED); worker-group slots
+ * Rules, in order: paused DAG -> BLOCK(DAG_PAUSED); an Allow/Block rule
+ * in force (the rules table, engine/rule.h, docs/rules.md) ->
+ * BLOCK(RULE_BLOCKED or CHANNEL_BLOCKED, row reason "... rule=<id>");
+ * worker-group slots
  * (capacity reported by the queue x resources.overcommit, or
  * resources.default_group_slots before the first report); named pool
  * slots (pools table, read once at start; resources.default_pool_slots

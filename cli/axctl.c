@@ -20,6 +20,7 @@
 #include "cmd_command.h"
 #include "cmd_db.h"
 #include "cmd_drill.h"
+#include "cmd_rule.h"
 #include "cmd_token.h"
 #include "cmd_bench.h"
 #include "cmd_standalone.h"
@@ -40,6 +41,8 @@ static const ax_cmd commands[] = {
 	{ "drill", ax_cmd_drill,
 	  "fault drills: kill, stop and restart parts of AX mid-run" },
 	{ "token", ax_cmd_token, "API tokens: create, list, revoke" },
+	{ "rule", ax_cmd_rule,
+	  "Allow/Block rules: add, list, rm, test (what a rule holds)" },
 	{ "standalone", ax_cmd_standalone,
 	  "run PostgreSQL, axd, workers and the API on this machine" },
 	{ NULL, NULL, NULL },

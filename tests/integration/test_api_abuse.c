@@ -407,9 +407,20 @@ static const bad_case bad_paths[] = {
 	  "';' in a DAG name" },
 	{ "GET", "/api/v1/runs?limit=1%00", 400, "invalid", "%00",
 	  "NUL in a query value" },
+	{ "DELETE", "/api/v1/rules/0x1", 400, "invalid", NULL, "hex rule id" },
+	{ "DELETE", "/api/v1/rules/99999999999999999999", 400, "invalid", NULL,
+	  "rule id over int64" },
+	{ "GET", "/api/v1/rules/%201/test", 400, "invalid", NULL,
+	  "space in a rule id" },
+	{ "GET", "/api/v1/rules/-3/test", 400, "invalid", NULL,
+	  "negative rule id" },
 	/* what is fine stays fine */
 	{ "GET", "/api/v1/runs/12", 404, "not_found", NULL,
 	  "a run that does not exist" },
+	{ "DELETE", "/api/v1/rules/12", 404, "not_found", "no rule 12",
+	  "a rule that does not exist" },
+	{ "GET", "/api/v1/rules/12/test", 404, "not_found", "no rule 12",
+	  "testing a rule that does not exist" },
 	{ "GET", "/api/v1/dags/demo.chain-1_x", 404, "not_found", NULL,
 	  "a DAG that does not exist" },
 };
@@ -456,6 +467,26 @@ Test(api_abuse, bodies_are_checked, .fini = teardown, .timeout = 60)
 	}
 	call("POST", "/api/v1/instances/1/clear", fx.oper, "{\"downstream\"");
 	expect_json_error(400, "bad_json", "truncated JSON on clear");
+	/* rules: every refusal names the member */
+	call("POST", "/api/v1/rules", fx.oper, "{\"action\":\"block\"");
+	expect_json_error(400, "bad_json", "truncated rule");
+	call("POST", "/api/v1/rules", fx.oper, "[1]");
+	expect_json_error(400, "invalid", "a rule that is an array");
+	call("POST", "/api/v1/rules", fx.oper, "");
+	expect_json_error(400, "invalid", "a rule without a body");
+	call("POST", "/api/v1/rules", fx.oper,
+	     "{\"action\":\"block\",\"dag\":\"x\",\"window\":{\"start\":"
+	     "\"9:00\",\"end\":\"10:00\"}}");
+	expect_json_error(400, "invalid", "a window start without HH:MM");
+	cr_expect(strstr(answer, "window.start") != NULL, "%s", answer);
+	call("POST", "/api/v1/rules", fx.oper,
+	     "{\"action\":\"block\",\"dag\":\"\\u0000x\"}");
+	expect_json_error(400, "bad_json", "a NUL in a rule's dag glob");
+	call("DELETE", "/api/v1/rules/1", fx.oper, "{}");
+	expect_json_error(400, "invalid", "a body on a rule DELETE");
+	call("POST", "/api/v1/rules", fx.viewer, "{}");
+	expect_json_error(403, "forbidden", "a viewer creating a rule");
+	cr_expect_eq(ax_api_fixture_int(&fx, "SELECT count(*) FROM rules"), 0);
 }
 
 /* A head of n bytes (one big header). */

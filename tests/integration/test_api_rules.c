@@ -14,6 +14,7 @@
 
 #include "api_fixture.h"
 #include "log.h"
+#include "store_rules.h"
 
 static ax_api_fixture     fx;
 static ax_api_fixture_ans an;
@@ -296,4 +297,40 @@ Test(api_rules, test_routes_say_what_a_rule_holds)
 
 	expect_error(req("GET", "/api/v1/rules/999/test", fx.viewer, NULL),
 	             404, "not_found", "no such rule");
+}
+
+/* A row written around ax-api that does not parse is skipped by every
+ * reader (axd's resource detector reads with the same function): listed
+ * as not in force, never deciding. */
+Test(api_rules, a_row_that_does_not_parse_is_skipped)
+{
+	ax_rule *v = NULL;
+	size_t   n = 0, skipped = 0;
+
+	seed();
+	ax_api_fixture_sql(&fx,
+	                   "INSERT INTO rules (action, spec) VALUES "
+	                   "('block', '{\"action\":\"block\",\"tier\":"
+	                   "\"P9\"}'), ('block', '{\"action\":\"block\","
+	                   "\"dag\":\"core.*\"}')");
+	cr_assert_eq(ax_store_rules_load(fx.st, 0, &v, &n, &skipped), AX_OK,
+	             "%s", ax_err_detail());
+	cr_expect_eq(n, 1);
+	cr_expect_eq(skipped, 1);
+	cr_expect_str_eq(v[0].dag, "core.*");
+	ax_rules_free(v, n);
+	cr_assert_eq(req("GET", "/api/v1/rules", fx.viewer, NULL), 200, "%s",
+	             an.raw);
+	json_t *rules = json_object_get(an.json, "rules");
+	cr_assert_eq(json_array_size(rules), 2, "%s", an.raw);
+	cr_expect(json_is_false(
+	    json_object_get(json_array_get(rules, 0), "in_force")));
+	cr_expect(json_is_true(
+	    json_object_get(json_array_get(rules, 1), "in_force")));
+	cr_assert_eq(req("POST", "/api/v1/rules/test", fx.viewer,
+	                 "{\"action\":\"block\",\"tier\":\"P3\"}"),
+	             200, "%s", an.raw);
+	char got[256];
+	names("instances", got, sizeof(got));
+	cr_expect_str_eq(got, "etl.orders.a", "%s", an.raw);
 }
