@@ -32,6 +32,7 @@
 #include "store.h"
 #include "store_attempts.h"
 
+#define COMP         AX_A_RESULT_HANDLER
 #define RH_CHAIN_MAX 4
 #define RH_EV_MAX    6 /* events per run_id and batch */
 #define RH_RETRY_US  AX_USEC_PER_SEC
@@ -521,7 +522,7 @@ rh_tx(ax_store *s, void *arg)
 	/* (b->runs[].info is zeroed by the lookup) */
 	ax_store_attempt_info *infos = malloc(sizeof(*infos) * (b->nruns + 1));
 	if (infos == NULL)
-		return ax_err_set(AX_ENOMEM, "result_handler: out of memory");
+		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	rv = ax_store_lock_attempts(s, b->ids, b->nruns, infos);
 	for (size_t i = 0; rv == AX_OK && i < b->nruns; i++) {
 		b->runs[i].info = infos[i];
@@ -661,7 +662,7 @@ run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 	if (b.runs == NULL || b.ids == NULL || b.moves == NULL ||
 	    b.upds == NULL || b.evrows == NULL ||
 	    ax_strmap_new(&b.by_id) != AX_OK) {
-		rv = ax_err_set(AX_ENOMEM, "result_handler: out of memory");
+		rv = ax_err_set(AX_ENOMEM, COMP ": out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -704,9 +705,9 @@ out:
 /*
  * Tells the queue service that every result it forwarded up to seq is in
  * PostgreSQL, so it may acknowledge the worker reports that carried them
- * (see the acknowledgement rule in queue_service.c). Results arrive in
- * the queue's order and are committed in that order (a kept batch keeps
- * everything after it), so one watermark says it all.
+ * (see the acknowledgement rule in actors/queue/queue_endpoint.c).
+ * Results arrive in the queue's order and are committed in that order (a
+ * kept batch keeps everything after it), so one watermark says it all.
  */
 static void
 confirm(ax_actor *self, rh_state *st, uint64_t seq)
@@ -727,8 +728,9 @@ confirm(ax_actor *self, rh_state *st, uint64_t seq)
 		        ax_err_detail());
 }
 
-/* Runs cmds in slices of one transaction each; keeps them on a database
- * failure. Takes ownership of cmds[]. */
+/* Runs cmds (Results only: the one kind rh_def handles) in slices of one
+ * transaction each; keeps them on a database failure. Takes ownership of
+ * the commands of cmds[], not of the array. */
 static ax_err
 run_cmds(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
 {
@@ -738,15 +740,13 @@ run_cmds(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
 	uint64_t  done = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (cmds[i]->body_case == AX__COMMAND__BODY_RESULT &&
-		    cmds[i]->result->run_id[0] != '\0') {
+		if (cmds[i]->result->run_id[0] != '\0') {
 			cmds[k++] = cmds[i];
 			st->results++;
 			continue;
 		}
 		ax_log_warn(ax_actor_name(self),
-		            "dropped a command of kind %d",
-		            (int) cmds[i]->body_case);
+		            "dropped a result without a run_id");
 		ax__command__free_unpacked(cmds[i], NULL);
 	}
 	for (size_t off = 0; off < k; off += 512) {
@@ -779,12 +779,21 @@ run_cmds(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
 	return rv;
 }
 
+/* A Result is collected for the batch's transaction (or queued behind
+ * the kept ones while PostgreSQL is down): ax_flow_pending_collect. */
 static ax_err
-rh_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+on_result(ax_actor *self, void *state, ax_pipeline_msg *m)
 {
 	rh_state *st = state;
-	return ax_flow_pending_handle(self, st, &st->pending, items, n,
-	                              run_cmds);
+	(void) self;
+	return ax_flow_pending_collect(&st->pending, m);
+}
+
+static ax_err
+rh_batch_end(ax_actor *self, void *state)
+{
+	rh_state *st = state;
+	return ax_flow_pending_run(self, st, &st->pending, run_cmds);
 }
 
 static ax_err
@@ -795,14 +804,13 @@ rh_tick(ax_actor *self, void *state, int64_t now)
 	return ax_flow_pending_retry(self, st, &st->pending, run_cmds);
 }
 
+/* Frees what the state holds (the pipeline frees the state). */
 static void
 rh_fini(void *state)
 {
 	rh_state *st = state;
-	if (st == NULL)
-		return;
 	ax_log_info(
-	    "result_handler",
+	    COMP,
 	    "stopped: %llu results, %llu succeeded, %llu failed, "
 	    "%llu retries, %llu late, %llu duplicates, %zu pending, "
 	    "%llu dropped",
@@ -813,28 +821,34 @@ rh_fini(void *state)
 	    st->pending.n, (unsigned long long) st->pending.dropped);
 	ax_flow_pending_fini(&st->pending);
 	ax_store_close(st->store);
-	free(st);
 }
+
+static ax_err
+rh_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
+{
+	rh_state *st = state;
+	(void) arg;
+	st->ctx = ctx;
+	return AX_OK;
+}
+
+/* Non-blocking sends: its ResultsCommitted to the queue is a back edge
+ * (the queue sends it results). */
+static const ax_pipeline_def rh_def = {
+	.name       = AX_A_RESULT_HANDLER,
+	.state_size = sizeof(rh_state),
+	.init       = rh_init,
+	.fini       = rh_fini,
+	.tick       = rh_tick,
+	.nonblock   = 1,
+	.batch_end  = rh_batch_end,
+	.on = {
+		[AX__COMMAND__BODY_RESULT] = on_result,
+	},
+};
 
 ax_err
 ax_result_handler_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 {
-	static const ax_actor_ops ops = {
-		.handle = rh_handle,
-		.tick   = rh_tick,
-		.fini   = rh_fini,
-	};
-	char      url[256];
-	rh_state *st = calloc(1, sizeof(*st));
-
-	if (st == NULL)
-		return ax_err_set(AX_ENOMEM, "result_handler: out of memory");
-	st->ctx             = ctx;
-	ax_actor_config cfg = {
-		.name = AX_A_RESULT_HANDLER,
-		.url = ax_config_actor_addr(ctx->cfg, AX_A_RESULT_HANDLER, url,
-		                            sizeof(url)),
-		.send_nonblock = 1,
-	};
-	return ax_actor_system_add(sys, &cfg, &ops, st, NULL);
+	return ax_pipeline_add(sys, ctx, &rh_def, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "buf.h"
 #include "clock.h"
 
 /* ---------------------------------------------------------------------- */
@@ -139,31 +140,28 @@ ax_flow_pending_take(ax_flow_pending *p, size_t *n)
 }
 
 ax_err
-ax_flow_pending_handle(ax_actor *self, void *st, ax_flow_pending *p,
-                       const ax_actor_item *items, size_t n,
-                       ax_flow_run_fn run)
+ax_flow_pending_collect(ax_flow_pending *p, ax_pipeline_msg *m)
 {
-	Ax__Command **cmds = calloc(n + 1, sizeof(*cmds));
-	size_t        k    = 0;
-	ax_err        rv;
-
-	if (cmds == NULL)
-		return ax_err_set(AX_ENOMEM, "%s: out of memory",
-		                  ax_actor_name(self));
-	for (size_t i = 0; i < n; i++) {
-		Ax__Command *c = items[i].type == AX_ITEM_COMMAND
-		    ? ax_pipeline_unpack(self, &items[i])
-		    : NULL;
-		if (c == NULL)
-			continue;
-		if (p->n > 0)
-			ax_flow_pending_keep(p, c); /* keep order */
-		else
-			cmds[k++] = c;
+	if (p->n > 0) {
+		ax_pipeline_keep(m);
+		ax_flow_pending_keep(p, m->cmd); /* keep order */
+		return AX_OK;
 	}
-	rv = run(self, st, cmds, k);
-	free(cmds);
-	return rv;
+	if (AX_GROW(p->batch, p->capbatch, p->nbatch + 1) != AX_OK)
+		return ax_err_set(AX_ENOMEM, "out of memory");
+	ax_pipeline_keep(m);
+	p->batch[p->nbatch++] = m->cmd;
+	return AX_OK;
+}
+
+ax_err
+ax_flow_pending_run(ax_actor *self, void *st, ax_flow_pending *p,
+                    ax_flow_run_fn run)
+{
+	size_t n = p->nbatch;
+
+	p->nbatch = 0; /* the commands are run's now */
+	return run(self, st, p->batch, n);
 }
 
 ax_err
@@ -184,9 +182,13 @@ ax_flow_pending_fini(ax_flow_pending *p)
 {
 	for (size_t i = 0; i < p->n; i++)
 		ax__command__free_unpacked(p->v[i], NULL);
+	for (size_t i = 0; i < p->nbatch; i++)
+		ax__command__free_unpacked(p->batch[i], NULL);
 	free(p->v);
-	p->v = NULL;
-	p->n = p->cap = 0;
+	free(p->batch);
+	p->v     = NULL;
+	p->batch = NULL;
+	p->n = p->cap = p->nbatch = p->capbatch = 0;
 }
 
 int

@@ -61,12 +61,18 @@ const char *ax_flow_db_channel(const char *channel);
 /* ---------------------------------------------------------------------- */
 /* commands kept while PostgreSQL is unreachable */
 
-/* A bounded FIFO of unpacked commands (owned); zeroed = empty. */
+/*
+ * A bounded FIFO of unpacked commands (owned) kept while PostgreSQL is
+ * unreachable, and the commands collected by the handlers of the batch
+ * being handled; zeroed = empty.
+ */
 typedef struct ax_flow_pending {
 	Ax__Command **v;
 	size_t        n, cap;
 	size_t        max;     /* 0: 100000 */
 	uint64_t      dropped; /* commands refused because it was full */
+	Ax__Command **batch;   /* collected by ax_flow_pending_collect */
+	size_t        nbatch, capbatch;
 } ax_flow_pending;
 
 /* Keeps cmd (ownership passes); frees and counts it when full. */
@@ -76,7 +82,7 @@ void ax_flow_pending_keep(ax_flow_pending *p, Ax__Command *cmd);
  * commands); the FIFO is empty afterwards. */
 Ax__Command **ax_flow_pending_take(ax_flow_pending *p, size_t *n);
 
-/* Frees what is kept. */
+/* Frees what is kept and collected. */
 void ax_flow_pending_fini(ax_flow_pending *p);
 
 /* Runs a batch of commands (ownership passes); st is the actor's state. */
@@ -84,14 +90,19 @@ typedef ax_err (*ax_flow_run_fn)(ax_actor *self, void *st, Ax__Command **cmds,
                                  size_t n);
 
 /*
- * The handler of an actor that keeps commands while PostgreSQL is down:
- * unpacks the commands of items; while p holds kept ones, the new ones
- * queue behind them (order is kept), otherwise they go to run. The
- * actor's tick calls ax_flow_pending_retry.
+ * The handler of a command that an actor writes in one transaction per
+ * batch and keeps while PostgreSQL is down: keeps m's command
+ * (ax_pipeline_keep: it is p's now) and, while p holds kept ones, queues
+ * it behind them (order is kept), otherwise collects it for the batch's
+ * run (ax_flow_pending_run, from the actor's batch_end). AX_ENOMEM: not
+ * kept (the pipeline frees it).
  */
-ax_err ax_flow_pending_handle(ax_actor *self, void *st, ax_flow_pending *p,
-                              const ax_actor_item *items, size_t n,
-                              ax_flow_run_fn run);
+ax_err ax_flow_pending_collect(ax_flow_pending *p, ax_pipeline_msg *m);
+
+/* Runs what the handlers of this batch collected (the actor's
+ * batch_end); nothing collected is left afterwards. */
+ax_err ax_flow_pending_run(ax_actor *self, void *st, ax_flow_pending *p,
+                           ax_flow_run_fn run);
 
 /* Runs what p kept (from the actor's tick). */
 ax_err ax_flow_pending_retry(ax_actor *self, void *st, ax_flow_pending *p,
