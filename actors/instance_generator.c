@@ -30,6 +30,7 @@
 #include "store.h"
 #include "store_attempts.h"
 
+#define COMP           AX_A_INSTANCE_GENERATOR
 #define IG_RETRY_US    AX_USEC_PER_SEC
 #define IG_PENDING_MAX 100000 /* commands kept while the DB is down */
 
@@ -112,14 +113,14 @@ resolve(ig_state *st, ig_adm *x)
 	if (x->entry != NULL)
 		x->task = ax_dag_entry_task(x->entry, ref->task);
 	if (x->entry == NULL || x->task == NULL || ref->dag_run_id == 0) {
-		ax_logf(
-		    AX_LOG_ERROR, "instance_generator", "UNKNOWN_DAG", NULL,
-		    "admission of %s.%s (version %lld, run %lld) dropped: "
-		    "%s",
-		    ref->dag, ref->task, (long long) ref->dag_version_id,
-		    (long long) ref->dag_run_id,
-		    ref->dag_run_id == 0 ? "no dag_run id"
-		                         : "DAG version or task not loaded");
+		ax_logf(AX_LOG_ERROR, COMP, "UNKNOWN_DAG", NULL,
+		        "admission of %s.%s (version %lld, run %lld) dropped: "
+		        "%s",
+		        ref->dag, ref->task, (long long) ref->dag_version_id,
+		        (long long) ref->dag_run_id,
+		        ref->dag_run_id == 0
+		            ? "no dag_run id"
+		            : "DAG version or task not loaded");
 		return;
 	}
 	x->ok = 1;
@@ -203,10 +204,9 @@ admit_tx(ax_store *s, void *arg)
 		         "\"decided_at_us\":%lld}",
 		         ax_state_name(x->ad.state_before),
 		         (long long) x->adm->decided_at_us);
-		ax_flow_event_init(&x->ev, "instance_generator",
-		                   "instance.admitted", NULL, x->adm->instance,
-		                   x->ad.run_id, x->ad.attempt, x->trace,
-		                   x->payload);
+		ax_flow_event_init(&x->ev, COMP, "instance.admitted", NULL,
+		                   x->adm->instance, x->ad.run_id,
+		                   x->ad.attempt, x->trace, x->payload);
 		ax_flow_event_row(&x->ev.ev, &b->evrows[nev++]);
 	}
 	return ax_store_insert_events(s, b->evrows, nev, NULL, NULL);
@@ -478,7 +478,7 @@ out:
 	free(b.mrows);
 	free(b.runs);
 	if (rv == AX_ENOMEM && ax_err_detail()[0] == '\0')
-		ax_err_set(rv, "instance_generator: out of memory");
+		ax_err_set(rv, COMP ": out of memory");
 	return rv;
 }
 
@@ -534,8 +534,7 @@ do_plans(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 	if (rows == 0)
 		return AX_OK;
 	if ((ti = calloc(rows, sizeof(*ti))) == NULL)
-		return ax_err_set(AX_ENOMEM,
-		                  "instance_generator: out of memory");
+		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	for (size_t i = 0; i < n; i++) {
 		const Ax__RunPlan *p = cmds[i]->run_plan;
 		for (size_t j = 0; j < p->n_instances; j++) {
@@ -595,7 +594,8 @@ do_plans(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 	return rv;
 }
 
-/* Runs cmds (owned); on a database failure keeps them for the tick. */
+/* Runs cmds (owned: Admissions and RunPlans, the kinds ig_def collects);
+ * on a database failure keeps them for the tick. */
 static ax_err
 run_cmds(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 {
@@ -604,8 +604,7 @@ run_cmds(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 	Ax__Command **plans = calloc(n + 1, sizeof(*plans));
 
 	if (plans == NULL)
-		return ax_err_set(AX_ENOMEM,
-		                  "instance_generator: out of memory");
+		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	for (size_t i = 0; i < n; i++) {
 		if (is_admit(cmds[i])) {
 			cmds[k++] = cmds[i];
@@ -615,11 +614,7 @@ run_cmds(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 			plans[np++] = cmds[i];
 			continue;
 		}
-
-		if (cmds[i]->body_case != AX__COMMAND__BODY_ADMISSION)
-			ax_log_warn(ax_actor_name(self),
-			            "dropped a command of kind %d",
-			            (int) cmds[i]->body_case);
+		/* an Admission that admits nothing */
 		ax__command__free_unpacked(cmds[i], NULL);
 	}
 	/* Admissions first, and their AttemptCreated sent at once: they lie
@@ -679,49 +674,42 @@ run_sliced(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
 	return rv;
 }
 
-static int
-is_cancel(const Ax__Command *c)
-{
-	return c->body_case == AX__COMMAND__BODY_CANCEL_INSTANCE &&
-	    c->cancel_instance->instance != NULL;
-}
-
 /*
  * Cancels are applied at once, even while a batch waits for the database:
  * remembered for the pre hooks of attempts not sent yet, and forwarded to
- * the queue for those queued or running. Everything else runs in arrival
- * order (behind kept commands, if any).
+ * the queue for those queued or running.
  */
 static ax_err
-ig_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+on_cancel(ax_actor *self, void *state, ax_pipeline_msg *m)
 {
-	ig_state     *st   = state;
-	Ax__Command **cmds = calloc(n + 1, sizeof(*cmds));
-	size_t        k    = 0;
-	ax_err        rv;
+	ig_state *st = state;
 
-	if (cmds == NULL)
-		return ax_err_set(AX_ENOMEM,
-		                  "instance_generator: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		Ax__Command *c = items[i].type == AX_ITEM_COMMAND
-		    ? ax_pipeline_unpack(self, &items[i])
-		    : NULL;
-		if (c == NULL)
-			continue;
-		if (is_cancel(c)) {
-			ax_hooks_cancel(
-			    st->hk, c->cancel_instance->instance->instance_id);
-			(void) ax_pipeline_send(self, AX_A_QUEUE, c);
-			ax__command__free_unpacked(c, NULL);
-		} else if (st->pending.n > 0)
-			ax_flow_pending_keep(&st->pending, c); /* keep order */
-		else
-			cmds[k++] = c;
+	if (m->cmd->cancel_instance->instance == NULL) {
+		ax_log_warn(COMP,
+		            "dropped a CancelInstance without an instance");
+		return AX_OK;
 	}
-	rv = run_sliced(self, st, cmds, k);
-	free(cmds);
-	return rv;
+	ax_hooks_cancel(st->hk,
+	                m->cmd->cancel_instance->instance->instance_id);
+	(void) ax_pipeline_send(self, AX_A_QUEUE, m->cmd);
+	return AX_OK;
+}
+
+/* Admissions and plans run in arrival order, in one transaction per batch
+ * (ig_batch_end), behind kept commands if any. */
+static ax_err
+on_collect(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	ig_state *st = state;
+	(void) self;
+	return ax_flow_pending_collect(&st->pending, m);
+}
+
+static ax_err
+ig_batch_end(ax_actor *self, void *state)
+{
+	ig_state *st = state;
+	return ax_flow_pending_run(self, st, &st->pending, run_sliced);
 }
 
 static ax_err
@@ -732,16 +720,16 @@ ig_tick(ax_actor *self, void *state, int64_t now)
 	return ax_flow_pending_retry(self, st, &st->pending, run_sliced);
 }
 
+/* Frees what the state holds (the pipeline frees the state); safe on a
+ * state init left half-filled. */
 static void
 ig_fini(void *state)
 {
 	ig_state *st = state;
-	if (st == NULL)
-		return;
-	uint64_t rendered, failed;
+	uint64_t  rendered, failed;
 	ax_renderer_counts(st->rn, &rendered, &failed);
 	ax_log_info(
-	    "instance_generator",
+	    COMP,
 	    "stopped: %llu instances planned, %llu attempts created, "
 	    "%llu replayed, %llu skipped, %llu dropped, %zu pending; "
 	    "%llu rendered, %llu render errors; pre hooks: %llu "
@@ -758,37 +746,41 @@ ig_fini(void *state)
 	ax_renderer_free(st->rn);
 	ax_hooks_free(st->hk);
 	ax_store_close(st->store);
-	free(st);
 }
+
+static ax_err
+ig_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
+{
+	ig_state *st = state;
+	ax_err    rv;
+
+	(void) arg;
+	st->ctx         = ctx;
+	st->pending.max = IG_PENDING_MAX;
+	if ((rv = ax_renderer_new(ctx, &st->rn)) != AX_OK)
+		return rv;
+	return ax_hooks_new(ctx, &st->hk);
+}
+
+/* Non-blocking sends: the AttemptHeld of its pre hooks goes back to the
+ * resource detector, which sends it admissions. */
+static const ax_pipeline_def ig_def = {
+	.name       = AX_A_INSTANCE_GENERATOR,
+	.state_size = sizeof(ig_state),
+	.init       = ig_init,
+	.fini       = ig_fini,
+	.tick       = ig_tick,
+	.nonblock   = 1,
+	.batch_end  = ig_batch_end,
+	.on = {
+		[AX__COMMAND__BODY_ADMISSION]       = on_collect,
+		[AX__COMMAND__BODY_RUN_PLAN]        = on_collect,
+		[AX__COMMAND__BODY_CANCEL_INSTANCE] = on_cancel,
+	},
+};
 
 ax_err
 ax_instance_generator_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx)
 {
-	static const ax_actor_ops ops = {
-		.handle = ig_handle,
-		.tick   = ig_tick,
-		.fini   = ig_fini,
-	};
-	char      url[256];
-	ig_state *st = calloc(1, sizeof(*st));
-
-	if (st == NULL)
-		return ax_err_set(AX_ENOMEM,
-		                  "instance_generator: out of memory");
-	st->ctx         = ctx;
-	st->pending.max = IG_PENDING_MAX;
-	ax_err rv       = ax_renderer_new(ctx, &st->rn);
-	if (rv == AX_OK)
-		rv = ax_hooks_new(ctx, &st->hk);
-	if (rv != AX_OK) {
-		ig_fini(st);
-		return rv;
-	}
-	ax_actor_config cfg = {
-		.name = AX_A_INSTANCE_GENERATOR,
-		.url  = ax_config_actor_addr(ctx->cfg, AX_A_INSTANCE_GENERATOR,
-		                             url, sizeof(url)),
-		.send_nonblock = 1,
-	};
-	return ax_actor_system_add(sys, &cfg, &ops, st, NULL);
+	return ax_pipeline_add(sys, ctx, &ig_def, NULL, NULL);
 }
