@@ -58,7 +58,7 @@
 #include "store.h"
 #include "store_deps.h"
 
-#define COMP "dependency_detector"
+#define COMP AX_A_DEPENDENCY_DETECTOR
 
 #define DD_TRACE_LEN 33 /* a trace id (32 hex digits) and its NUL */
 

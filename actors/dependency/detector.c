@@ -1,7 +1,8 @@
 /*
- * detector.c - the dependency detector actor: its handler and tick, its
- * start (which rebuilds runs from PostgreSQL on the first tick) and stop,
- * and the batch.
+ * detector.c - the dependency detector actor: its definition table
+ * (dd_def: one handler per command kind, the tick), its start (which
+ * rebuilds runs from PostgreSQL on the first tick) and stop, and the
+ * batch.
  *
  * The batch: every handler call collects its run changes, reason
  * updates, supersedes and events (axdd_chg, axdd_emit, ...), and flush()
@@ -219,10 +220,13 @@ flush(dd *d)
 /* --- actor --------------------------------------------------------------
  */
 
-static ax_err
-dd_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+/* Before each batch: the releases spilled by the last one go first, and
+ * the rebuild when it has not succeeded yet. */
+static void
+dd_batch_begin(ax_actor *self, void *state, size_t n)
 {
 	dd *d = state;
+	(void) n;
 
 	axdd_spill_drain(d); /* older releases go first */
 	if (!d->started && axdd_startup(d) != AX_OK) {
@@ -231,39 +235,63 @@ dd_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 		ax_actor_set_deadline(self,
 		                      ax_clock_mono_us() + AX_USEC_PER_SEC);
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].type != AX_ITEM_COMMAND)
-			continue;
-		Ax__Command *cmd = ax_pipeline_unpack(self, &items[i]);
-		if (cmd == NULL)
-			continue;
-		switch (cmd->body_case) {
-		case AX__COMMAND__BODY_DUE:
-			axdd_on_due(d, cmd);
-			break;
-		case AX__COMMAND__BODY_INSTANCE_SUCCEEDED:
-			axdd_on_succeeded(d, cmd->instance_succeeded);
-			break;
-		case AX__COMMAND__BODY_INSTANCE_FINISHED:
-			axdd_on_finished(d, cmd->instance_finished);
-			break;
-		case AX__COMMAND__BODY_RUN_COMPLETED:
-			axdd_on_run_completed(d, cmd->run_completed);
-			break;
-		case AX__COMMAND__BODY_CONTROL:
-			axdd_on_control(d, cmd->control);
-			break;
-		case AX__COMMAND__BODY_TIMER_FIRED:
-			axdd_on_timer(d, cmd->timer_fired);
-			break;
-		default:
-			ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
-			        "unexpected command %d from %s: dropped",
-			        (int) cmd->body_case, items[i].from);
-		}
-		ax__command__free_unpacked(cmd, NULL);
-	}
-	flush(d);
+}
+
+/* The handlers of the detector's commands: each collects what its batch
+ * writes (flushed in dd_batch_end). */
+static ax_err
+on_due(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	axdd_on_due(state, m->cmd);
+	return AX_OK;
+}
+
+static ax_err
+on_succeeded(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	axdd_on_succeeded(state, m->cmd->instance_succeeded);
+	return AX_OK;
+}
+
+static ax_err
+on_finished(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	axdd_on_finished(state, m->cmd->instance_finished);
+	return AX_OK;
+}
+
+static ax_err
+on_run_completed(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	axdd_on_run_completed(state, m->cmd->run_completed);
+	return AX_OK;
+}
+
+static ax_err
+on_control(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	axdd_on_control(state, m->cmd->control);
+	return AX_OK;
+}
+
+static ax_err
+on_timer(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	axdd_on_timer(state, m->cmd->timer_fired);
+	return AX_OK;
+}
+
+static ax_err
+dd_batch_end(ax_actor *self, void *state)
+{
+	(void) self;
+	flush(state);
 	return AX_OK;
 }
 
@@ -291,12 +319,12 @@ run_free_any(void *p)
 	axdd_run_free_mem(p);
 }
 
+/* Frees what the state holds (the pipeline frees the state); safe on a
+ * state init left half-filled. */
 static void
 dd_fini(void *state)
 {
 	dd *d = state;
-	if (d == NULL)
-		return;
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 	        "stopped: %llu runs planned, %llu succeeded, %llu failed, "
 	        "%llu held, %llu discarded, %llu superseded, %llu rebuilt, "
@@ -333,24 +361,15 @@ dd_fini(void *state)
 	free(d->sup);
 	free(d->dn);
 	ax_store_close(d->store);
-	free(d);
 }
 
-ax_err
-ax_dependency_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
-                              ax_dependency_detector_stats *stats)
+static ax_err
+dd_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
-	static const ax_actor_ops ops = {
-		.handle = dd_handle,
-		.tick   = dd_tick,
-		.fini   = dd_fini,
-	};
-	char   url[256];
-	dd    *d = calloc(1, sizeof(*d));
-	ax_err rv;
+	dd                           *d     = state;
+	ax_dependency_detector_stats *stats = arg;
+	ax_err                        rv;
 
-	if (d == NULL)
-		return ax_err_set(AX_ENOMEM, "%s: out of memory", COMP);
 	d->ctx   = ctx;
 	d->stats = stats ? stats : &d->own;
 	memset(d->stats, 0, sizeof(*d->stats));
@@ -358,23 +377,50 @@ ax_dependency_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
 	    (rv = ax_strmap_new(&d->runs)) != AX_OK ||
 	    (rv = ax_strmap_new(&d->dqs)) != AX_OK ||
 	    (rv = ax_strmap_new(&d->waiters)) != AX_OK ||
-	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK) {
-		dd_fini(d);
+	    (rv = ax_store_open(ctx->dsn, &d->store)) != AX_OK)
 		return rv;
-	}
-	ax_actor_config cfg = {
-		.name = AX_A_DEPENDENCY_DETECTOR,
-		.url = ax_config_actor_addr(ctx->cfg, AX_A_DEPENDENCY_DETECTOR,
-		                            url, sizeof(url)),
-		/* RunCompleted goes to itself; InstanceReady is a forward
-		 * edge but shares the outbox */
-		.send_nonblock = 1,
-	};
-	if ((rv = ax_actor_system_add(sys, &cfg, &ops, d, &d->self)) != AX_OK)
-		return rv;
-	/* the rebuild runs as the first tick (or before the first batch) */
-	ax_actor_set_deadline(d->self, ax_clock_mono_us());
 	return AX_OK;
+}
+
+static ax_err
+dd_added(ax_actor *self, void *state)
+{
+	dd *d   = state;
+	d->self = self;
+	return AX_OK;
+}
+
+/*
+ * Non-blocking sends: RunCompleted goes to itself; InstanceReady is a
+ * forward edge but shares the outbox. The rebuild runs as the first tick
+ * (or before the first batch).
+ */
+static const ax_pipeline_def dd_def = {
+	.name          = AX_A_DEPENDENCY_DETECTOR,
+	.state_size    = sizeof(dd),
+	.init          = dd_init,
+	.added         = dd_added,
+	.fini          = dd_fini,
+	.tick          = dd_tick,
+	.tick_at_start = 1,
+	.nonblock      = 1,
+	.batch_begin   = dd_batch_begin,
+	.batch_end     = dd_batch_end,
+	.on = {
+		[AX__COMMAND__BODY_DUE]                = on_due,
+		[AX__COMMAND__BODY_INSTANCE_SUCCEEDED] = on_succeeded,
+		[AX__COMMAND__BODY_INSTANCE_FINISHED]  = on_finished,
+		[AX__COMMAND__BODY_RUN_COMPLETED]      = on_run_completed,
+		[AX__COMMAND__BODY_CONTROL]            = on_control,
+		[AX__COMMAND__BODY_TIMER_FIRED]        = on_timer,
+	},
+};
+
+ax_err
+ax_dependency_detector_add_ex(ax_actor_system *sys, const ax_pipeline_ctx *ctx,
+                              ax_dependency_detector_stats *stats)
+{
+	return ax_pipeline_add(sys, ctx, &dd_def, stats, NULL);
 }
 
 ax_err
