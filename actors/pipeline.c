@@ -173,6 +173,8 @@ pl_handle(ax_actor *self, void *w, const ax_actor_item *items, size_t n)
 		r                       = AX_OK;
 		if (it->type == AX_ITEM_COMMAND)
 			r = pl_command(a, self, it);
+		else if (def->wake_type != 0 && it->type == def->wake_type)
+			continue; /* its batch is the point */
 		else if (it->type == AX_ITEM_EVENT && def->on_event != NULL)
 			r = pl_event(a, self, it);
 		else if (it->type != AX_ITEM_EVENT && def->on_item != NULL)

@@ -176,6 +176,13 @@ typedef struct ax_pipeline_def {
 	ax_pipeline_fn on[AX_PIPELINE_BODY_MAX];
 	/* AX_ITEM_EVENT items, unpacked as ax.Event. NULL: refused. */
 	ax_pipeline_fn on_event;
+	/* Items of this type (AX_ITEM_USER and up; 0: none) only wake the
+	 * actor: they carry nothing, reach no handler and are not logged,
+	 * but their batch runs (batch_begin, batch_end). For an actor that
+	 * other threads hand work outside its inbox (the queue's worker
+	 * endpoint): they send an empty item of this type with
+	 * ax_actor_client_send, and batch_end picks the work up. */
+	uint32_t wake_type;
 	/* Items of any other type (AX_ITEM_USER and up), raw. NULL: refused
 	 * (logged as an unexpected item). */
 	ax_err (*on_item)(ax_actor *self, void *state,

@@ -1,7 +1,8 @@
 /*
  * queue.c - the actor "queue": channels, priority queues with aging,
  * routing, worker leases, and the worker endpoint (nng REP); this file is
- * its glue: the actor's callbacks (handle, tick, fini), its configuration
+ * its glue: the actor's definition table (queue_def: a handler per
+ * command kind, batch hooks, the wake item, tick, fini), its configuration
  * and start (ax_queue_add), the timers that drive every deadline, the
  * shared helpers that send to other actors, and the public API of
  * queue_service.h.
@@ -303,41 +304,60 @@ timers(ax_queue *q)
 	ax_actor_set_deadline(q->self, next == INT64_MAX ? 0 : next);
 }
 
-static ax_err
-queue_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
+/* Before each batch (also one a wake item runs: the hand-off list of the
+ * worker endpoint): the record of dispatches is read first, then every
+ * Pull of the batch is answered once, at its end. */
+static void
+queue_batch_begin(ax_actor *self, void *state, size_t n)
 {
 	ax_queue *q = state;
+	(void) self;
+	(void) n;
 
-	q->self = self;
 	if (q->store != NULL && !q->reconciled &&
 	    ax_clock_mono_us() >= q->reconcile_at)
 		axq_reconcile_load(q); /* before anything can be dispatched */
 	q->batching = 1; /* one reply per worker for the whole batch */
-	for (size_t i = 0; i < n; i++) {
-		Ax__Command *cmd;
-		if (items[i].type == ITEM_WAKE)
-			continue;
-		if (items[i].type != AX_ITEM_COMMAND ||
-		    (cmd = ax_pipeline_unpack(self, &items[i])) == NULL)
-			continue;
-		if (cmd->body_case == AX__COMMAND__BODY_ATTEMPT_RENDERED) {
-			axq_on_attempt_rendered(q, cmd); /* takes cmd */
-			continue;
-		}
-		if (cmd->body_case == AX__COMMAND__BODY_CANCEL_INSTANCE)
-			axq_on_cancel(q, cmd->cancel_instance);
-		else if (cmd->body_case ==
-		         AX__COMMAND__BODY_RESULTS_COMMITTED) {
-			if (cmd->results_committed->up_to_seq > q->committed &&
-			    cmd->results_committed->up_to_seq <= q->fwd_seq)
-				q->committed =
-				    cmd->results_committed->up_to_seq;
-		} else
-			ax_logf(AX_LOG_WARN, AX_A_QUEUE, "BAD_MESSAGE", NULL,
-			        "command %d from %s is not for the queue",
-			        (int) cmd->body_case, items[i].from);
-		ax__command__free_unpacked(cmd, NULL);
-	}
+}
+
+/* Keeps the command: it is the attempt's now (axq_on_attempt_rendered
+ * takes it and frees it with the attempt). */
+static ax_err
+on_rendered(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	ax_pipeline_keep(m);
+	axq_on_attempt_rendered(state, m->cmd);
+	return AX_OK;
+}
+
+static ax_err
+on_cancel(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	axq_on_cancel(state, m->cmd->cancel_instance);
+	return AX_OK;
+}
+
+/* The result handler's watermark: results up to it are in PostgreSQL. */
+static ax_err
+on_committed(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	ax_queue *q  = state;
+	uint64_t  up = m->cmd->results_committed->up_to_seq;
+	(void) self;
+
+	if (up > q->committed && up <= q->fwd_seq)
+		q->committed = up;
+	return AX_OK;
+}
+
+static ax_err
+queue_batch_end(ax_actor *self, void *state)
+{
+	ax_queue *q = state;
+	(void) self;
+
 	axq_fill_flush(q);
 	axq_drain_requests(q);
 	timers(q);
@@ -348,20 +368,21 @@ static ax_err
 queue_tick(ax_actor *self, void *state, int64_t now)
 {
 	ax_queue *q = state;
-	q->self     = self;
+	(void) self;
+	(void) now;
 	axq_drain_requests(q);
 	timers(q);
 	return AX_OK;
 }
 
+/* Frees what the state holds (the pipeline frees the state); safe on a
+ * state init left half-filled (the mutex is its first field set). */
 static void
 queue_fini(void *state)
 {
 	ax_queue *q  = state;
 	size_t    nq = 0;
 
-	if (q == NULL)
-		return;
 	pthread_mutex_lock(&q->mu);
 	q->closing = 1;
 	pthread_mutex_unlock(&q->mu);
@@ -427,25 +448,17 @@ queue_fini(void *state)
 	ax_hmap_fini(&q->groups);
 	ax_store_close(q->store);
 	pthread_mutex_destroy(&q->mu);
-	free(q);
 }
 
-static const ax_actor_ops queue_ops = {
-	.handle = queue_handle,
-	.tick   = queue_tick,
-	.fini   = queue_fini,
-};
-
-ax_err
-ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
+/* Reads the configuration, opens the aio of the wake-ups, the client
+ * they are sent with and the store (with its timeouts). */
+static ax_err
+queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
-	ax_actor_config ac = { 0 };
-	ax_queue       *q;
-	ax_err          rv;
-	char            inbox[256];
+	ax_queue        *q   = state;
+	ax_actor_system *sys = arg; /* for the wake-ups' client */
+	ax_err           rv;
 
-	if ((q = calloc(1, sizeof(*q))) == NULL)
-		return ax_err_set(AX_ENOMEM, "queue");
 	pthread_mutex_init(&q->mu, NULL);
 	ax_hmap_init(&q->runs, &runs_ops);
 	ax_hmap_init(&q->insts, &insts_ops);
@@ -474,24 +487,13 @@ ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
 		q->retain_us = 60 * AX_USEC_PER_SEC;
 	snprintf(q->addr, sizeof(q->addr), "%s",
 	         ax_config_str(ctx->cfg, "queue.address"));
-	ac.name = AX_A_QUEUE;
-	ac.url =
-	    ax_config_actor_addr(ctx->cfg, AX_A_QUEUE, inbox, sizeof(inbox));
-	ac.send_nonblock = 1;
-	if ((rv = nng_aio_alloc(&q->wake_aio, axq_wake_cb, q)) != 0) {
-		queue_fini(q);
+	if ((rv = nng_aio_alloc(&q->wake_aio, axq_wake_cb, q)) != 0)
 		return ax_err_set(AX_ENNG, "queue: aio: %s", nng_strerror(rv));
-	}
-	if ((rv = ax_actor_client_new(sys, "queue.rep", &q->client)) !=
-	    AX_OK) {
-		queue_fini(q);
+	if ((rv = ax_actor_client_new(sys, "queue.rep", &q->client)) != AX_OK)
 		return rv;
-	}
 	if (ctx->dsn != NULL && *ctx->dsn &&
-	    (rv = ax_store_open(ctx->dsn, &q->store)) != AX_OK) {
-		queue_fini(q);
+	    (rv = ax_store_open(ctx->dsn, &q->store)) != AX_OK)
 		return rv;
-	}
 	if (q->store != NULL) {
 		/* never stall the workers' leases on it: a statement the
 		 * server does not finish (a lock wait, a stalled server)
@@ -502,26 +504,67 @@ ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
 			ms = DB_STMT_MAX_MS;
 		ax_store_set_reconnect_timeout(q->store, DB_RECONNECT_US);
 		if ((rv = ax_store_set_statement_timeout(q->store, ms)) !=
-		    AX_OK) {
-			queue_fini(q);
+		    AX_OK)
 			return rv;
-		}
 	}
-	if ((rv = ax_actor_system_add(sys, &ac, &queue_ops, q, NULL)) != AX_OK)
-		return rv; /* q freed by the system (fini) */
+	return AX_OK;
+}
+
+/* Once the actor is in the system: binds the worker endpoint, so a bad or
+ * busy address fails ax_queue_add, and with a store asks for a first
+ * batch (the in-doubt attempts are read, and their workers' leases start
+ * to count, even if nothing arrives). */
+static ax_err
+queue_added(ax_actor *self, void *state)
+{
+	ax_queue *q = state;
+	ax_err    rv;
+
+	q->self = self;
 	if ((rv = axq_endpoint_listen(q)) != AX_OK)
-		return rv; /* q is the system's: freed with it */
+		return rv;
 	if (q->store != NULL) {
-		/* the in-doubt attempts are read, and their workers' leases
-		 * start to count, even if nothing arrives */
 		pthread_mutex_lock(&q->mu);
 		q->wake_start = 1;
 		axq_wake_locked(q);
 		pthread_mutex_unlock(&q->mu);
 	}
-	if (out != NULL)
-		*out = q;
 	return AX_OK;
+}
+
+/*
+ * The actor sends without blocking: resource_detector is upstream of it,
+ * so a blocking send could close a cycle of full inboxes. Threads of the
+ * worker endpoint wake it with ITEM_WAKE (the hand-off list is read in
+ * batch_end).
+ */
+static const ax_pipeline_def queue_def = {
+	.name        = AX_A_QUEUE,
+	.state_size  = sizeof(ax_queue),
+	.init        = queue_init,
+	.added       = queue_added,
+	.fini        = queue_fini,
+	.tick        = queue_tick,
+	.nonblock    = 1,
+	.batch_begin = queue_batch_begin,
+	.batch_end   = queue_batch_end,
+	.wake_type   = ITEM_WAKE,
+	.on = {
+		[AX__COMMAND__BODY_ATTEMPT_RENDERED]   = on_rendered,
+		[AX__COMMAND__BODY_CANCEL_INSTANCE]    = on_cancel,
+		[AX__COMMAND__BODY_RESULTS_COMMITTED]  = on_committed,
+	},
+};
+
+ax_err
+ax_queue_add(ax_actor_system *sys, const ax_pipeline_ctx *ctx, ax_queue **out)
+{
+	void  *st = NULL;
+	ax_err rv = ax_pipeline_add(sys, ctx, &queue_def, sys, &st);
+
+	if (out != NULL)
+		*out = st;
+	return rv;
 }
 
 void

@@ -6,7 +6,8 @@
  * private item type; a handler that keeps its command (the command stays
  * valid after the handler returned and is freed once, by the actor: run
  * under ASan, a double free or a leak fails the test); batch hooks around
- * every drained batch; handler errors counted by the runtime; the tick
+ * every drained batch; a wake item that runs a batch and nothing else;
+ * handler errors counted by the runtime; the tick
  * period and the first tick at start; the inbox address from the
  * configuration; init and added failures freeing the state once.
  */
@@ -237,6 +238,20 @@ static const ax_pipeline_def tdef_start = {
 	.fini          = t_fini,
 	.tick          = t_tick,
 	.tick_at_start = 1,
+};
+
+/* The test actor with a wake item type. */
+#define T_WAKE (AX_ITEM_USER + 9)
+static const ax_pipeline_def tdef_wake = {
+	.name        = "tdef_wake",
+	.state_size  = sizeof(tstate),
+	.init        = t_init,
+	.fini        = t_fini,
+	.batch_begin = t_begin,
+	.batch_end   = t_end,
+	.wake_type   = T_WAKE,
+	.on_item     = t_item,
+	.on_drop     = t_drop,
 };
 
 /* ---------------------------------------------------------------------- */
@@ -599,4 +614,41 @@ Test(pipeline, an_actor_without_handlers_refuses_everything)
 	cr_assert(strstr(log, "unexpected item of type 1000 from tester"),
 	          "%s", log);
 	cr_assert(strstr(log, "\"component\":\"tdef_start\""), "%s", log);
+}
+
+Test(pipeline, a_wake_item_runs_a_batch_and_reaches_no_handler)
+{
+	ax_actor_system *s  = NULL;
+	ax_actor_client *cl = NULL;
+	probe            p  = { 0 };
+	ax_actor        *a;
+	ax_actor_stats   st;
+	ax_actor_item    it[2];
+
+	cr_assert_eq(ax_actor_system_new(&s), AX_OK);
+	cr_assert_eq(ax_pipeline_add(s, &ctx, &tdef_wake, &p, NULL), AX_OK);
+	cr_assert_eq(ax_actor_system_start(s), AX_OK);
+	cr_assert_eq(ax_actor_client_new(s, "tester", &cl), AX_OK);
+	a     = ax_actor_system_find(s, "tdef_wake");
+	it[0] = (ax_actor_item) { .type = T_WAKE, .len = 0, .data = "" };
+	cr_assert_eq(ax_actor_client_send(cl, "tdef_wake", it, 1, 0), AX_OK);
+	cr_assert(wait_u64(&p.ends, 1, 5000), "a wake item ran no batch");
+	cr_assert_eq(atomic_load(&p.begins), 1);
+	/* a wake among other private items: only those reach on_item */
+	it[1] = (ax_actor_item) { .type = AX_ITEM_USER + 7,
+		                  .len  = 1,
+		                  .data = "x" };
+	cr_assert_eq(ax_actor_client_send(cl, "tdef_wake", it, 2, 0), AX_OK);
+	cr_assert(wait_u64(&p.user, 1, 5000));
+	cr_assert(wait_u64(&p.ends, 2, 5000));
+	ax_actor_stats_get(a, &st);
+	cr_assert_eq(st.errors, 0);
+	cr_assert_eq(atomic_load(&p.user), 1, "a wake item reached on_item");
+	cr_assert_eq(atomic_load(&p.dropped), 0, "a wake item was dropped");
+	cr_assert_eq(atomic_load(&p.wrong), 0);
+	ax_actor_client_free(cl);
+	ax_actor_system_free(s);
+	cr_assert_eq(atomic_load(&p.finis), 1);
+	const char *log = logged();
+	cr_assert_null(strstr(log, "unexpected item of type 1009"), "%s", log);
 }
