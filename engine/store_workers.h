@@ -1,12 +1,12 @@
 /*
  * store_workers.h - the workers table: leases of ax-worker processes.
  *
- * Role: the queue service (actors/queue_service.c) owns worker leases in
- * memory (its timers decide when a lease lapses; nothing polls the
- * database) and mirrors them into the `workers` table for `axctl`, the API
- * and audits, with one batched upsert per drained batch. It writes a
- * worker at most once per heartbeat interval unless its state changes
- * (the queue decides when; this module only writes).
+ * Role: the queue service (actors/queue/, leases in queue_workers.c) owns
+ * worker leases in memory (its timers decide when a lease lapses; nothing
+ * polls the database) and mirrors them into the `workers` table for
+ * `axctl`, the API and audits, with one batched upsert per drained
+ * batch. It writes a worker at most once per heartbeat interval unless
+ * its state changes (the queue decides when; this module only writes).
  *
  * Invariants: one round trip per call (unnest of array parameters,
  * INSERT ... ON CONFLICT (id) DO UPDATE), so n rows cost one statement;
