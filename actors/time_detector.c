@@ -3,7 +3,7 @@
  * time_detector.h).
  *
  * State: one wheel on the monotonic clock; armed schedules in compact
- * records (actors/sched_table.h: 40 bytes a record, the DAG name once in
+ * records (support/sched_table.h: 40 bytes a record, the DAG name once in
  * an arena, an index map by name: about 69 bytes a schedule with a
  * 20-byte name), armed from ScheduleArmed alone, no DAG decoded. A
  * record's spec is a 64-bit code for most crons (a simple cron in one of

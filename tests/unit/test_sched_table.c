@@ -1,6 +1,6 @@
 /*
  * test_sched_table.c - the time detector's compact schedule records
- * (actors/sched_table.h): names found after many adds and deletes
+ * (actors/support/sched_table.h): names found after many adds and deletes
  * (arena compaction included), ids of the whole bigint range through the
  * side table, generations that survive reuse, and spec codes that give
  * back exactly the expression they encode (and refuse the others).

@@ -1,6 +1,6 @@
 /*
  * hooks.h - the pre and post hooks, built from one const ops table of
- * hooks (actors/hooks.c). Not actors: the instance generator runs the pre
+ * hooks (support/hooks.c). Not actors: the instance generator runs the pre
  * hooks on each rendered attempt inside its batch, the result handler
  * runs the post hooks on each worker report inside its batch; neither
  * costs a message or a transaction (docs/pipeline.md).
