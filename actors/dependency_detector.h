@@ -64,7 +64,7 @@
  * Invariants: an instance is released at most once per clear (its
  * in-memory state moves WAIT -> SENT once); a duplicate InstanceSucceeded
  * or InstanceFinished changes nothing; PostgreSQL is written once per
- * handler call (one transaction) before RunCompleted leaves.
+ * batch (one transaction) before RunCompleted leaves.
  *
  * Workload: hundreds of Due per second (10,000 schedules, ~170 fires/s)
  * and thousands of instance results per second. Everything is O(1) per

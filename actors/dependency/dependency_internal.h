@@ -5,8 +5,9 @@
  * and sends).
  *
  * Files, by concept:
- *  - detector.c: the actor (handler, tick, start, stop) and the batch: what
- *    one handler call writes in ONE transaction, and what it sends after.
+ *  - detector.c: the actor (its definition table: handlers, tick, start,
+ *    stop) and the batch: what one batch of commands writes in ONE
+ *    transaction, and what it sends after.
  *  - graph.c: the graph of a DAG version, the per-run counters of unmet
  *    upstreams, the release of downstream instances, and the DAG-to-DAG
  *    edges (depends_on_dags waits).
@@ -38,8 +39,8 @@
  * instance is WAIT (not released), SENT (released or in flight), OK or
  * FAIL. A run with no SENT instance left is finished.
  *
- * Writes: every handler call collects its run changes, reason updates,
- * supersedes and events, and writes them in ONE transaction at the end;
+ * Writes: the handlers of a batch collect its run changes, reason
+ * updates, supersedes and events, written in ONE transaction at its end;
  * RunCompleted (to itself) leaves only after that commit.
  *
  * Threads: everything here runs on the detector's actor thread only.
@@ -153,7 +154,7 @@ typedef struct dd {
 	int                           started;
 	ax_dependency_detector_stats *stats, own;
 	/*
-	 * The batch: what one handler call writes in flush(). The batch owns
+	 * The batch: what one batch of commands writes in flush(). It owns
 	 * everything it holds (copies, ids, string literals), never a pointer
 	 * into a drun, its dver or the DAG: the call that queues an item may
 	 * drop the run before flush() (finish, supersede, discard), and the

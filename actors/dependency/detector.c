@@ -4,12 +4,12 @@
  * rebuilds runs from PostgreSQL on the first tick) and stop, and the
  * batch.
  *
- * The batch: every handler call collects its run changes, reason
+ * The batch: the handlers of a batch collect its run changes, reason
  * updates, supersedes and events (axdd_chg, axdd_emit, ...), and flush()
- * writes them in ONE transaction at the end; the events, the cancels of
- * superseded instances and RunCompleted (to itself) leave only after
- * that commit. A failed write is logged; a restart rebuilds the runs
- * from what PostgreSQL holds.
+ * (batch_end) writes them in ONE transaction at its end; the events,
+ * the cancels of superseded instances and RunCompleted (to itself) leave
+ * only after that commit. A failed write is logged; a restart rebuilds
+ * the runs from what PostgreSQL holds.
  */
 #include <stdio.h>
 #include <stdlib.h>
