@@ -211,21 +211,18 @@ axq_dispatch_open(const ax_queue *q)
 }
 
 /*
- * Answers w's parked Pull with up to its free slots of the best work
- * for it (personal heap and its group's channel heaps), plus the
- * dispatches to w whose ack timed out (resend: sent again as they are,
- * not recorded again, so also while the database is down; their slots
- * are still counted as w's). Returns the number of dispatches (0:
- * nothing fit or nothing may leave now; the Pull stays parked).
+ * Picks for w's parked Pull up to its free slots of the best work for it
+ * (personal heap and its group's channel heaps) into f, taken out of
+ * their heaps and linked to w; nothing when no dispatch may leave now.
+ * Returns 0 when w cannot be answered (no parked Pull, lost, draining).
  */
-size_t
-axq_try_fill(ax_queue *q, qworker *w)
+static int
+fill_pick(ax_queue *q, qworker *w, qfill *f)
 {
-	qatt   *batch[DISPATCH_MAX];
-	qheap  *from[DISPATCH_MAX];
-	size_t  n = 0, nenv = 0, nf = 0, ne = 0;
 	int32_t free_ = w->pull_free;
 
+	f->w = w;
+	f->n = 0;
 	/* a quota (batching): what routing gave w in this batch */
 	if (w->quota > 0 && w->quota < free_)
 		free_ = w->quota;
@@ -243,7 +240,7 @@ axq_try_fill(ax_queue *q, qworker *w)
 		if (a->resend)
 			free_ -= a->slots > w->slots ? w->slots : a->slots;
 	}
-	while (free_ > 0 && n < DISPATCH_MAX) {
+	while (free_ > 0 && f->n < DISPATCH_MAX) {
 		qatt   *a = best_for(w);
 		int32_t s;
 		if (a == NULL)
@@ -252,14 +249,29 @@ axq_try_fill(ax_queue *q, qworker *w)
 		if (s > free_)
 			break;
 		free_ -= s;
-		from[n] = a->heap;
+		f->from[f->n] = a->heap;
 		axq_heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
 		axq_att_link_worker(q, a, w);
-		batch[n++] = a;
+		f->batch[f->n++] = a;
 	}
-	if (n > 0 && !axq_record_dispatches(q, w, batch, from, &n))
-		n = 0; /* not recorded: back in their heaps */
+	return 1;
+}
+
+/*
+ * Answers f's worker's parked Pull with f's recorded dispatches plus the
+ * dispatches to it whose ack timed out (resend: sent again as they are,
+ * not recorded again, so also while the database is down; their slots
+ * are still counted as the worker's). Returns the number of dispatches
+ * (0: nothing to send; the Pull stays parked).
+ */
+static size_t
+fill_send(ax_queue *q, qfill *f)
+{
+	qworker *w     = f->w;
+	qatt   **batch = f->batch;
+	size_t   n = f->n, nenv = 0, nf = 0, ne = 0;
+
 	for (ax_list_node *x = w->nresend > 0 ? w->att.head : NULL;
 	     x != NULL && n < DISPATCH_MAX; x = x->next) {
 		qatt *a = QATT(x, wn);
@@ -328,6 +340,24 @@ axq_try_fill(ax_queue *q, qworker *w)
 }
 
 /*
+ * Answers w's parked Pull with up to its free slots of the best work for
+ * it, recorded in a transaction of its own, plus its resends (see
+ * fill_pick and fill_send). Returns the number of dispatches (0: nothing
+ * fit or nothing may leave now; the Pull stays parked).
+ */
+size_t
+axq_try_fill(ax_queue *q, qworker *w)
+{
+	qfill f;
+
+	if (!fill_pick(q, w, &f))
+		return 0;
+	if (f.n > 0)
+		(void) axq_record_dispatches(q, &f, 1); /* 0: f.n is 0 */
+	return fill_send(q, &f);
+}
+
+/*
  * Hands slots attempt slots to w's parked Pull: at once, or, while a
  * batch is being handled (q->batching), as a quota answered by
  * axq_fill_flush() so that one reply carries all the batch routed to w
@@ -346,16 +376,56 @@ want_fill(ax_queue *q, qworker *w, int32_t slots)
 	w->quota += slots;
 }
 
+/* Records the fills f[0..k) in one transaction, then sends each. */
+static void
+fill_commit(ax_queue *q, qfill *f, size_t k)
+{
+	if (k == 0)
+		return;
+	(void) axq_record_dispatches(q, f, k); /* 0: every n is 0 */
+	for (size_t i = 0; i < k; i++)
+		fill_send(q, &f[i]);
+}
+
+/*
+ * The Pulls routed work in this batch are answered together: every
+ * worker's part is picked first and all of them are recorded in one
+ * transaction (sliced at AX_STORE_BATCH_MAX rows), so the last worker
+ * answered waits for one commit like the first, instead of one commit
+ * per worker before it (attempts due at the same instant and spread
+ * over the workers leave together).
+ */
 void
 axq_fill_flush(ax_queue *q)
 {
 	qworker *w;
+	qfill   *f;
+	size_t   nw = 0, k = 0, rows = 0;
 
 	q->batching = 0;
-	while ((w = QWORKER(ax_list_pop(&q->fill), fn)) != NULL) {
-		if (w->quota > 0)
-			axq_try_fill(q, w);
+	for (ax_list_node *x = q->fill.head; x != NULL; x = x->next)
+		nw++;
+	if (nw <= 1 || (f = malloc(nw * sizeof(*f))) == NULL) {
+		/* one worker (or no memory): one fill at a time */
+		while ((w = QWORKER(ax_list_pop(&q->fill), fn)) != NULL) {
+			if (w->quota > 0)
+				axq_try_fill(q, w);
+		}
+		return;
 	}
+	while ((w = QWORKER(ax_list_pop(&q->fill), fn)) != NULL) {
+		if (w->quota <= 0 || !fill_pick(q, w, &f[k]))
+			continue;
+		if (rows + f[k].n > AX_STORE_BATCH_MAX) {
+			fill_commit(q, f, k);
+			f[0] = f[k];
+			k    = 0;
+			rows = 0;
+		}
+		rows += f[k++].n;
+	}
+	fill_commit(q, f, k);
+	free(f);
 }
 
 /* ------------------------------------------------------------- attempts */

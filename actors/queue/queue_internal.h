@@ -158,6 +158,16 @@ struct qctx {
 	ax_list_node dn;        /* q->deferred (deferred != NULL) */
 };
 
+/* One worker's part of a fill: the attempts picked for its parked Pull
+ * (the heaps they came from in from[]), recorded together with the other
+ * workers' parts of the same batch, then sent as its reply. */
+typedef struct qfill {
+	qworker *w;
+	size_t   n;
+	qatt    *batch[DISPATCH_MAX];
+	qheap   *from[DISPATCH_MAX];
+} qfill;
+
 struct ax_queue {
 	const ax_pipeline_ctx *pctx;
 	ax_actor              *self;
@@ -375,14 +385,17 @@ void axq_on_result(ax_queue *q, qworker *w, const char *wid,
 /* ------------------------------------------------ queue_reconcile.c */
 
 /*
- * Records the dispatches batch[0..*n) to w (their heaps in from[]) before
- * they are sent. Returns 0 on a database error (nothing may be sent: the
- * attempts are back in their heaps, dispatching pauses DB_RETRY_US), else
- * 1 with *n the attempts left to send (one the database has no longer
- * waiting is retired). With no database it does nothing and returns 1.
+ * Records the dispatches of the k fills f[0..k) (each f[i].batch[0..n)
+ * to f[i].w, their heaps in from[]) before they are sent, in one
+ * statement and transaction for all of them (at most AX_STORE_BATCH_MAX
+ * rows): the Pulls a batch answers wait for one commit, not one each.
+ * Returns 0 on a database error (nothing may be sent: the attempts are
+ * back in their heaps, every n is 0, dispatching pauses DB_RETRY_US),
+ * else 1 with each n the attempts left to send (one the database has no
+ * longer waiting is retired). With no database it does nothing and
+ * returns 1.
  */
-int axq_record_dispatches(ax_queue *q, qworker *w, qatt **batch, qheap **from,
-                          size_t *n);
+int axq_record_dispatches(ax_queue *q, qfill *f, size_t k);
 
 /* Loads the attempts that may run on workers since a start (retried
  * every DB_RETRY_US on failure; q->reconciled once done). */

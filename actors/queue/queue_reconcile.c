@@ -32,8 +32,9 @@
  * or lapses; a settled attempt that must go back to its worker only
  * carries bound until that worker acknowledges it.
  *
- * Workload: one batched UPDATE per Pull reply (up to DISPATCH_MAX rows);
- * one SELECT at a start (the attempts in flight, a few thousand at
+ * Workload: one batched UPDATE per handler batch for all the Pulls it
+ * answers (up to DISPATCH_MAX rows each), or per Pull answered alone; one
+ * SELECT at a start (the attempts in flight, a few thousand at
  * most); settling costs O(attempts of the worker + its running set).
  */
 #include <stdio.h>
@@ -45,60 +46,91 @@
 #include "store_attempts.h"
 
 /*
- * Records the dispatches batch[0..*n) to w before they are sent, so
- * that whoever runs the queue next knows w may hold them (see
- * "Reconciliation" in the file comment). On a database error nothing
- * is sent: the attempts go back to the heaps they came from (from[]),
- * dispatching pauses for DB_RETRY_US and 0 is returned. An attempt the
- * database no longer has waiting (RUNNING, ended or UNKNOWN there: e.g.
- * its worker's Started was committed while it waited to be sent to that
- * worker again after a start) is not sent and is retired; *n is what is
- * left.
+ * Records the dispatches of the fills f[0..k) before they are sent, in
+ * one statement for every worker of the batch (one commit, however many
+ * Pulls it answers), so that whoever runs the queue next knows which
+ * worker may hold each (see "Reconciliation" in the file comment). On a
+ * database error nothing is sent: the attempts go back to the heaps they
+ * came from (from[]), dispatching pauses for DB_RETRY_US and 0 is
+ * returned. An attempt the database no longer has waiting (RUNNING,
+ * ended or UNKNOWN there: e.g. its worker's Started was committed while
+ * it waited to be sent to that worker again after a start) is not sent
+ * and is retired; each f[i].n is what is left of that fill.
  */
 int
-axq_record_dispatches(ax_queue *q, qworker *w, qatt **batch, qheap **from,
-                      size_t *n)
+axq_record_dispatches(ax_queue *q, qfill *f, size_t k)
 {
-	ax_store_dispatch_row rows[DISPATCH_MAX];
-	size_t                k = 0;
+	ax_store_dispatch_row  one[DISPATCH_MAX];
+	ax_store_dispatch_row *rows  = one;
+	size_t                 total = 0, r = 0;
+	ax_err                 rv;
 
 	if (q->store == NULL)
 		return 1;
-	for (size_t i = 0; i < *n; i++)
-		rows[i] = (ax_store_dispatch_row) {
-			.run_id           = batch[i]->run_id,
-			.worker_id        = w->id,
-			.dispatched_at_us = batch[i]->dispatched_at_us,
-			.command = batch[i]->ar ? batch[i]->ar->command : NULL,
-		};
-	if (ax_store_record_dispatches(q->store, rows, *n) != AX_OK) {
+	for (size_t i = 0; i < k; i++)
+		total += f[i].n;
+	if (total == 0)
+		return 1;
+	if (total > DISPATCH_MAX &&
+	    (rows = calloc(total, sizeof(*rows))) == NULL)
+		rv = ax_err_set(AX_ENOMEM, "%zu dispatch rows", total);
+	else {
+		for (size_t i = 0; i < k; i++)
+			for (size_t j = 0; j < f[i].n; j++) {
+				qatt *a   = f[i].batch[j];
+				rows[r++] = (ax_store_dispatch_row) {
+					.run_id    = a->run_id,
+					.worker_id = f[i].w->id,
+					.dispatched_at_us =
+					    a->dispatched_at_us,
+					.command =
+					    a->ar ? a->ar->command : NULL,
+				};
+			}
+		rv = ax_store_record_dispatches(q->store, rows, total);
+	}
+	if (rv != AX_OK) {
 		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
-		        "%zu dispatches to %s not recorded, so not sent "
-		        "(kept queued): %s",
-		        *n, w->id, ax_err_detail());
-		for (size_t i = 0; i < *n; i++) {
-			qatt *a = batch[i];
-			axq_att_unlink_worker(q, a);
-			a->state = ST_QUEUED;
-			if (axq_heap_push(from[i], a) == AX_OK)
-				STAT(q, st_depth[a->ch], 1);
+		        "%zu dispatches to %zu worker(s) (%s first) not "
+		        "recorded, so not sent (kept queued): %s",
+		        total, k, f[0].w->id, ax_err_detail());
+		for (size_t i = 0; i < k; i++) {
+			for (size_t j = 0; j < f[i].n; j++) {
+				qatt *a = f[i].batch[j];
+				axq_att_unlink_worker(q, a);
+				a->state = ST_QUEUED;
+				if (axq_heap_push(f[i].from[j], a) == AX_OK)
+					STAT(q, st_depth[a->ch], 1);
+			}
+			f[i].n = 0;
 		}
 		q->db_down_until = ax_clock_mono_us() + DB_RETRY_US;
+		if (rows != one)
+			free(rows);
 		return 0;
 	}
-	for (size_t i = 0; i < *n; i++) {
-		if (rows[i].recorded) {
-			batch[k++] = batch[i];
-			continue;
+	r = 0;
+	for (size_t i = 0; i < k; i++) {
+		size_t kept = 0;
+		for (size_t j = 0; j < f[i].n; j++, r++) {
+			if (rows[r].recorded) {
+				f[i].batch[kept]  = f[i].batch[j];
+				f[i].from[kept++] = f[i].from[j];
+				continue;
+			}
+			ax_log_ids ids = axq_att_ids(f[i].batch[j]);
+			ax_logf(AX_LOG_WARN, AX_A_QUEUE, "NOT_DISPATCHED",
+			        &ids,
+			        "the database has this attempt no longer "
+			        "waiting for a worker (started, ended or "
+			        "lost): not sent to %s",
+			        f[i].w->id);
+			axq_att_retire(q, f[i].batch[j]);
 		}
-		ax_log_ids ids = axq_att_ids(batch[i]);
-		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "NOT_DISPATCHED", &ids,
-		        "the database has this attempt no longer waiting for "
-		        "a worker (started, ended or lost): not sent to %s",
-		        w->id);
-		axq_att_retire(q, batch[i]);
+		f[i].n = kept;
 	}
-	*n = k;
+	if (rows != one)
+		free(rows);
 	return 1;
 }
 

@@ -237,6 +237,7 @@ typedef struct att {
 	int     priority;
 	int64_t instance_id;
 	int64_t due_in_us; /* due_at = now + due_in_us */
+	int64_t due_at_us; /* or this instant (UTC us) when not 0 */
 } att;
 
 static void
@@ -265,7 +266,8 @@ send_attempt(const att *t)
 	ar.routing_key       = (char *) (t->key ? t->key : "");
 	ar.pinned_worker     = (char *) (t->pinned ? t->pinned : "");
 	ar.priority          = t->priority;
-	ar.due_at_us         = ax_clock_utc_us() + t->due_in_us;
+	ar.due_at_us         = t->due_at_us != 0 ? t->due_at_us
+	                                         : ax_clock_utc_us() + t->due_in_us;
 	it.type              = AX_ITEM_COMMAND;
 	it.len               = (uint32_t) ax__command__pack(&cmd, buf);
 	it.data              = buf;
@@ -1205,6 +1207,55 @@ Test(queue, worker_that_never_returns_loses_its_attempts_after_lease_and_grace)
 	cr_expect_eq(b.ngot, 1, "wb got %zu dispatches", b.ngot);
 	cr_expect_eq(peer_got(&b, RB1), 1);
 	nng_close(b.s);
+	stop_all();
+	db_stop();
+}
+
+#define RD1 "01890000-0000-7000-8000-0000000000d1"
+#define RD2 "01890000-0000-7000-8000-0000000000d2"
+#define RD3 "01890000-0000-7000-8000-0000000000d3"
+#define RD4 "01890000-0000-7000-8000-0000000000d4"
+
+/*
+ * Attempts due at the same instant and routed to two parked workers
+ * leave together: the dispatches to both workers are recorded in one
+ * transaction (one commit before the replies, not one commit per worker
+ * answered before it), and each worker gets its share (2 slots each).
+ */
+Test(queue, dispatches_due_together_to_two_workers_share_one_transaction)
+{
+	const char *ids[]   = { RD1, RD2, RD3, RD4 };
+	const char *tasks[] = { "a1", "a2", "a3", "a4" };
+	int64_t     iid[4], due;
+	char        sql[512], *v;
+
+	db_start();
+	db_scene(30);
+	for (int i = 0; i < 4; i++)
+		iid[i] = db_attempt(tasks[i], "READY", ids[i], "QUEUED", NULL);
+	start_queue("30s", "false");
+	worker_start(0, "w1", "g", 2);
+	worker_start(1, "w2", "g", 2);
+	wait_workers(2);
+	/* both workers' Pulls are parked well before the instant */
+	due = ax_clock_utc_us() + AX_USEC_PER_SEC;
+	for (int i = 0; i < 4; i++)
+		send_attempt(&(att) { .run_id      = ids[i],
+		                      .instance_id = iid[i],
+		                      .due_at_us   = due });
+	for (int i = 0; i < 4; i++)
+		cr_assert(wait_rec(ids[i], STARTED, 10000, NULL),
+		          "%s did not start", ids[i]);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(DISTINCT worker_id) || ' workers, ' || "
+	         "count(DISTINCT xmin::text) || ' transaction(s)' FROM "
+	         "attempts WHERE run_id IN ('%s', '%s', '%s', '%s') AND "
+	         "state = 'DISPATCHED'",
+	         RD1, RD2, RD3, RD4);
+	v = db_text("%s", sql);
+	cr_expect_str_eq(v, "2 workers, 1 transaction(s)",
+	                 "dispatches recorded: %s", v);
+	free(v);
 	stop_all();
 	db_stop();
 }
