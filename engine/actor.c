@@ -9,10 +9,19 @@
  * (with a timeout for its deadline), takes every queued envelope at once
  * (up to max_batch items) and calls the handler with all their items.
  *
- * Senders keep one "link" per destination: a PUSH socket dialled to the
- * destination's address, the envelope being filled, and a FIFO of sealed
- * envelopes not yet accepted by nng. One PUSH pipe per (sender, dest) plus
- * the single in-order receive keeps per-sender FIFO.
+ * Senders keep one "link" per destination: the envelope being filled, a
+ * FIFO of sealed envelopes not yet accepted, and, for a route (another
+ * process), a PUSH socket dialled to its address. One PUSH pipe per
+ * (sender, dest) plus the single in-order receive keeps per-sender FIFO.
+ * A destination of the same system is not reached through nng: the
+ * sender puts the envelope into the destination's ring itself (under its
+ * mutex) and signals its thread, which saves the hand-offs through nng's
+ * threads on every in-process hop (see local_put). The ring takes up to
+ * inbox_depth + AX_ACTOR_SENDBUF envelopes that way (what the inbox plus
+ * one sender's nng buffer held before), one slot kept free while an nng
+ * receive is outstanding; a full ring makes a blocking sender wait on
+ * the destination's `space` condition, woken when its thread takes
+ * envelopes, and a non-blocking one get AX_EAGAIN.
  *
  * In-flight accounting: sys->pending counts items buffered or in flight
  * to a destination plus one token per actor busy in a handler or tick.
@@ -117,11 +126,15 @@ struct ax_actor {
 	pthread_t  thread;
 	int        thread_started;
 
-	/* Inbox ring, protected by mu; filled by rx_cb, emptied by thread. */
+	/* Inbox ring, protected by mu; filled by rx_cb and local_put,
+	 * emptied by thread. */
 	pthread_mutex_t mu;
 	pthread_cond_t  cv;
+	pthread_cond_t  space; /* local senders waiting for room */
 	nng_msg       **ring;
+	uint32_t        ring_cap; /* inbox_depth + AX_ACTOR_SENDBUF */
 	uint32_t        rhead, rcount;
+	uint32_t        space_waiters;
 	int             rx_armed; /* a receive is outstanding */
 	int             rx_dead;  /* the socket is closed */
 	int             stop;     /* thread must exit (under mu) */
@@ -498,6 +511,48 @@ link_fini(ax_actor_system *sys, out_link *l)
 }
 
 /*
+ * Puts envelope m into d's ring (the in-process hop; see the file
+ * comment) and wakes d's thread. 0 when taken (d owns m), NNG_EAGAIN when
+ * the ring is full and nonblock, NNG_ETIMEDOUT after SEND_SLICE_MS of
+ * waiting for room (the caller re-checks the stop flags), NNG_ECLOSED
+ * when d stops.
+ */
+static int
+local_put(ax_actor *d, nng_msg *m, int nonblock)
+{
+	struct timespec ts;
+	int             rv = 0;
+
+	pthread_mutex_lock(&d->mu);
+	while (!d->stop && !atomic_load(&d->closed) &&
+	       d->rcount + (d->rx_armed ? 1u : 0u) >= d->ring_cap) {
+		if (nonblock) {
+			pthread_mutex_unlock(&d->mu);
+			return NNG_EAGAIN;
+		}
+		mono_to_timespec(ax_clock_mono_us() +
+		                     SEND_SLICE_MS * AX_USEC_PER_MSEC,
+		                 &ts);
+		d->space_waiters++;
+		rv = pthread_cond_timedwait(&d->space, &d->mu, &ts);
+		d->space_waiters--;
+		if (rv != 0) {
+			pthread_mutex_unlock(&d->mu);
+			return NNG_ETIMEDOUT;
+		}
+	}
+	if (d->stop || atomic_load(&d->closed)) {
+		pthread_mutex_unlock(&d->mu);
+		return NNG_ECLOSED;
+	}
+	d->ring[(d->rhead + d->rcount) % d->ring_cap] = m;
+	d->rcount++;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+/*
  * Sends the sealed envelopes of l in order. Blocking mode waits in
  * SEND_SLICE_MS slices and gives up (dropping, AX_ECLOSED) when the
  * destination closes or the system reaches its stop phase (after the
@@ -524,10 +579,14 @@ link_flush(ax_actor_system *sys, out_link *l, const char *owner, int nonblock,
 			                  "%s: destination %s closed", owner,
 			                  l->name);
 		}
-		if ((rv = link_open(l, owner)) != AX_OK)
-			return rv;
-		nrv = nng_sendmsg(l->sock, o->msg,
-		                  nonblock ? NNG_FLAG_NONBLOCK : 0);
+		if (l->local != NULL) {
+			nrv = local_put(l->local, o->msg, nonblock);
+		} else {
+			if ((rv = link_open(l, owner)) != AX_OK)
+				return rv;
+			nrv = nng_sendmsg(l->sock, o->msg,
+			                  nonblock ? NNG_FLAG_NONBLOCK : 0);
+		}
 		if (nrv == 0) {
 			if (l->local == NULL)
 				atomic_fetch_sub(&sys->pending,
@@ -604,6 +663,7 @@ actor_free(ax_actor *a)
 	if (a->ops != NULL && a->ops->fini != NULL)
 		a->ops->fini(a->state);
 	pthread_cond_destroy(&a->cv);
+	pthread_cond_destroy(&a->space);
 	pthread_mutex_destroy(&a->mu);
 	free(a->ring);
 	free(a->bmsgs);
@@ -637,16 +697,18 @@ actor_alloc(ax_actor_system *sys, const ax_actor_config *cfg,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&a->cv, &ca);
+	pthread_cond_init(&a->space, &ca);
 	pthread_condattr_destroy(&ca);
 	if (cfg->url != NULL) {
 		a->url = strdup(cfg->url);
 	} else if ((a->url = malloc(strlen(cfg->name) + 16)) != NULL) {
 		sprintf(a->url, "inproc://ax/%s", cfg->name);
 	}
-	a->ring   = calloc(a->inbox_depth, sizeof(*a->ring));
-	a->bmsgs  = calloc(a->inbox_depth, sizeof(*a->bmsgs));
-	a->bnames = calloc(a->inbox_depth, sizeof(*a->bnames));
-	a->items  = calloc(a->items_cap, sizeof(*a->items));
+	a->ring_cap = a->inbox_depth + AX_ACTOR_SENDBUF;
+	a->ring     = calloc(a->ring_cap, sizeof(*a->ring));
+	a->bmsgs    = calloc(a->ring_cap, sizeof(*a->bmsgs));
+	a->bnames   = calloc(a->ring_cap, sizeof(*a->bnames));
+	a->items    = calloc(a->items_cap, sizeof(*a->items));
 	if (a->url == NULL || a->ring == NULL || a->bmsgs == NULL ||
 	    a->bnames == NULL || a->items == NULL) {
 		actor_free(a);
@@ -759,7 +821,7 @@ rx_cb(void *arg)
 	pthread_mutex_lock(&a->mu);
 	if (rv == 0) {
 		nng_msg *m = nng_aio_get_msg(a->aio);
-		a->ring[(a->rhead + a->rcount) % a->inbox_depth] = m;
+		a->ring[(a->rhead + a->rcount) % a->ring_cap] = m;
 		a->rcount++;
 		/* Full ring: stop receiving so that senders feel it. */
 		rearm = a->rcount < a->inbox_depth && !a->stop;
@@ -794,9 +856,11 @@ inbox_take(ax_actor *a, int *rearm)
 			break;
 		a->bmsgs[k++] = m;
 		items += c;
-		a->rhead = (a->rhead + 1) % a->inbox_depth;
+		a->rhead = (a->rhead + 1) % a->ring_cap;
 		a->rcount--;
 	}
+	if (k > 0 && a->space_waiters > 0)
+		pthread_cond_broadcast(&a->space);
 	*rearm = 0;
 	if (k > 0 && !a->rx_armed && !a->rx_dead && !a->stop) {
 		a->rx_armed = 1;
@@ -1075,6 +1139,7 @@ actor_stop(ax_actor *a)
 	pthread_mutex_lock(&a->mu);
 	a->stop = 1;
 	pthread_cond_signal(&a->cv);
+	pthread_cond_broadcast(&a->space); /* local senders: it stops */
 	pthread_mutex_unlock(&a->mu);
 	if (a->thread_started)
 		pthread_join(a->thread, NULL);
@@ -1094,7 +1159,7 @@ actor_stop(ax_actor *a)
 				atomic_fetch_sub(&sys->pending, (int64_t) n);
 		}
 		nng_msg_free(m);
-		a->rhead = (a->rhead + 1) % a->inbox_depth;
+		a->rhead = (a->rhead + 1) % a->ring_cap;
 		a->rcount--;
 	}
 	for (size_t i = 0; i < a->nlinks; i++)

@@ -30,15 +30,20 @@
  * are buffered per destination and flushed as ONE envelope per
  * destination when the handler returns (split only past
  * AX_ACTOR_ENVELOPE_MAX_ITEMS items or AX_ACTOR_ENVELOPE_MAX_BYTES bytes).
- * An idle pipeline therefore costs one nng hop per stage; a loaded one
- * amortises the hop over the batch.
+ * An idle pipeline therefore costs one hop per stage; a loaded one
+ * amortises the hop over the batch. A hop to an actor of the same system
+ * does not go through nng: the sender puts the envelope into the
+ * destination's inbox ring and wakes its thread (nng carries routes to
+ * other processes, and the inbox socket still receives from them).
  *
  * Invariants:
  *  - Per-sender FIFO: items from one sender (actor or client) to one
  *    destination are handled in the order they were sent.
- *  - Bounded memory: an inbox queues at most inbox_depth envelopes; each
- *    sender buffers at most AX_ACTOR_SENDBUF envelopes plus a few (5
- *    measured) in flight inside nng's pipes per destination; an outbox
+ *  - Bounded memory: an inbox queues at most inbox_depth +
+ *    AX_ACTOR_SENDBUF envelopes (nng fills it up to inbox_depth, senders
+ *    of its own system up to the end);
+ *    a sender to a route buffers at most AX_ACTOR_SENDBUF envelopes plus
+ *    a few (5 measured) in flight inside nng's pipes; an outbox
  *    holds at most outbox_max items per destination. When a destination
  *    is full a sender blocks (default) or gets AX_EAGAIN
  *    (AX_ACTOR_NONBLOCK / send_nonblock).
