@@ -452,7 +452,10 @@ Test(actor, stop_after_timeout_counts_every_dropped_item)
 	rec_init(&a);
 	rec_init(&b);
 	a.forward[0] = "b";
-	b.sleep_us   = 5000; /* 5 ms per batch of at most 2 */
+	/* 20 ms per batch of at most 2 (a batch takes one envelope of a's
+	 * forwards, up to a's inbox of items): what is in flight at the
+	 * stop needs several batches, far more than the 30 ms timeout */
+	b.sleep_us = 20000;
 	add(s, "a", &a, 8, 0);
 	add(s, "b", &b, 8, 2);
 	cr_assert_eq(ax_actor_system_start(s), AX_OK);
