@@ -1096,8 +1096,13 @@ ax_actor_system_start(ax_actor_system *sys)
 		rv = actor_bind(sys->actors[i]);
 	for (i = 0; i < sys->nactors && rv == AX_OK; i++) {
 		ax_actor *a = sys->actors[i];
-		a->rx_armed = 1;
-		nng_recv_aio(a->inbox, a->aio);
+		int       arm;
+		/* senders of this system may have filled the ring already */
+		pthread_mutex_lock(&a->mu);
+		arm = a->rx_armed = a->rcount < a->inbox_depth;
+		pthread_mutex_unlock(&a->mu);
+		if (arm)
+			nng_recv_aio(a->inbox, a->aio);
 		if (pthread_create(&a->thread, NULL, actor_main, a) != 0) {
 			rv = ax_err_set(AX_ENOMEM,
 			                "actor %s: cannot start "
