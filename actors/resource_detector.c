@@ -1,6 +1,7 @@
 /*
  * resource_detector.c - admission of ready instances against worker-group
- * slots, named pools, paused DAGs and Allow/Block rules (see
+ * slots, named pools, the P0 reserves, paused DAGs and Allow/Block rules,
+ * in tier order with aging, and the starvation gauge (see
  * resource_detector.h).
  *
  * Invariants:
@@ -8,7 +9,11 @@
  *   SlotReleased of its attempt: a duplicate InstanceReady meanwhile is
  *   ignored, so a replay never admits twice.
  * - group->used and pool->used are the sums of the slots of ADMITTED
- *   items; they only change on admit, SlotReleased and AttemptHeld.
+ *   items, used_low those of the P1..P3 ones; they only change on admit,
+ *   SlotReleased and AttemptHeld.
+ * - A waiting item is in its lane heap and in rd_state.waiting (in order
+ *   of since_us); the items before starve_edge are exactly those counted
+ *   in rd_state.starving.
  * - Waiting items sit in exactly one lane heap; blocked ones in `blocked`.
  * - A blocked item's task_instances row shows its block reason
  *   (DAG_PAUSED, or "RULE_BLOCKED rule=12" for an item an Allow/Block
@@ -41,15 +46,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aging.h"
 #include "buf.h"
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
 #include "heap.h"
 #include "hmap.h"
+#include "list.h"
 #include "rule.h"
 #include "store.h"
 #include "store_rules.h"
+#include "store_stats.h"
 
 #define COMP AX_A_RESOURCE_DETECTOR
 
@@ -67,6 +75,8 @@
 /* Reason writes give up on an unreachable database quickly and pause for
  * a recheck period: admissions never wait on a display. */
 #define RD_REASON_RECONNECT (200 * AX_USEC_PER_MSEC)
+/* The starvation gauge is published this often at most. */
+#define RD_STATS_PERIOD AX_USEC_PER_SEC
 
 enum { RD_R_NONE = 0, RD_R_BLOCK, RD_R_RESTORE }; /* rd_item.reason_write */
 
@@ -83,9 +93,14 @@ typedef struct rd_item {
 	int                state;     /* RD_* */
 	int                announced; /* a DELAY/BLOCK event was sent */
 	int32_t            slots;
+	int8_t             tier;     /* 0 = P0 .. 3 = P3 (see item_tier) */
+	uint8_t            starving; /* counted in rd_state.starving */
+	double             akey; /* aging key, set when it starts waiting */
+	int64_t            since_us; /* mono: it started waiting (lane_push) */
 	rd_lane           *lane;
-	ax_heap_node       hn;           /* in lane->heap while RD_WAITING */
-	uint8_t            held;         /* blocked once admitted: READY */
+	ax_heap_node       hn;   /* in lane->heap while RD_WAITING */
+	ax_list_node       wn;   /* in rd_state.waiting while RD_WAITING */
+	uint8_t            held; /* blocked once admitted: READY */
 	uint8_t            reason_write; /* RD_R_*: a row write to make */
 	uint8_t            reason_on;    /* block_reason is on its row */
 	uint8_t            in_rewrite;   /* listed in rd_state.rewrite */
@@ -97,19 +112,29 @@ typedef struct rd_item {
 
 struct rd_group {
 	int64_t agg;     /* group total from an aggregate report, -1: none */
+	int64_t agg_p0;  /* of agg, slots reserved for P0 */
 	int64_t workers; /* sum of per-worker totals */
-	int     nworker; /* workers reported alive */
-	int64_t used;    /* slots of admitted items */
+	int64_t workers_p0; /* sum of per-worker P0 reserves */
+	int     nworker;    /* workers reported alive */
+	int64_t used;       /* slots of admitted items */
+	int64_t used_low;   /* of used, slots of admitted P1..P3 items */
 };
 
 struct rd_pool {
 	int64_t slots;
+	int64_t reserve_p0; /* of slots, kept for P0 (pools.reserve_p0) */
 	int64_t used;
+	int64_t used_low; /* of used, by P1..P3 items */
 };
 
+/* A lane holds the waiting items of one (group, pool) and one side of
+ * the P0 reserve: P0 items in one lane, P1..P3 in another, so that a
+ * lower-tier head the reserve holds back never blocks a P0 item that
+ * may use the reserve. */
 struct rd_lane {
 	rd_group *group;
 	rd_pool  *pool; /* NULL: no pool */
+	int       p0;   /* holds P0 items (may use the reserves) */
 	char     *gname, *pname;
 	ax_heap   heap; /* waiting items, best first (item_before) */
 	rd_lane  *next; /* all lanes */
@@ -118,6 +143,7 @@ struct rd_lane {
 typedef struct rd_worker {
 	rd_group *group;
 	int64_t   total;
+	int64_t   reserve_p0;
 } rd_worker;
 
 typedef struct rd_state {
@@ -125,32 +151,42 @@ typedef struct rd_state {
 	int64_t                overcommit;
 	int64_t                default_group;
 	int64_t                default_pool;
-	ax_strmap             *items;   /* key -> rd_item */
-	ax_strmap             *groups;  /* name -> rd_group */
-	ax_strmap             *pools;   /* name -> rd_pool */
-	ax_strmap             *lanes;   /* group\x1fpool -> rd_lane */
-	ax_strmap             *workers; /* group\x1fworker -> rd_worker */
-	rd_lane               *lane_list;
-	rd_item              **blocked;
-	size_t                 nblocked, capblocked;
-	rd_item              **fresh; /* arrived in this batch */
-	size_t                 nfresh, capfresh;
-	rd_item              **rewrite; /* rows whose reason must change */
-	size_t                 nrewrite, caprewrite;
-	ax_store              *store; /* opened on the first reason write */
-	int64_t                reason_retry_at;   /* mono: missing rows */
-	int64_t                reason_down_until; /* mono: after a failure */
-	uint64_t               seq;
-	int                    backpressured;
-	ax_rule               *rules; /* the rules table, parsed */
-	size_t                 nrules;
-	int                    rules_dag;    /* a rule names tier/owner/tag */
-	int                    rules_timed;  /* a rule has a window/expiry */
-	int                    rules_reload; /* read the table before use */
-	int                    rules_dirty;  /* verdicts may have changed */
-	uint64_t               rules_gen;    /* loads so far */
-	uint64_t               rules_sig;    /* rules_signature() last seen */
-	uint64_t admitted, delayed, blocked_count, ignored; /* counters */
+	int64_t                aging_us; /* scheduler.aging_interval */
+	int64_t       starve_after_us;   /* scheduler.starvation_after */
+	ax_list       waiting;           /* RD_WAITING items by since_us */
+	size_t        nwaiting;
+	ax_list_node *starve_edge;          /* first waiting item not counted
+	                                       starving; NULL: none */
+	int64_t    starving[AX_TIER_COUNT]; /* per tier */
+	int64_t    stats_due;               /* mono: next component_stats */
+	int64_t    last_stats[AX_TIER_COUNT + 1];
+	int        stats_written;
+	ax_strmap *items;   /* key -> rd_item */
+	ax_strmap *groups;  /* name -> rd_group */
+	ax_strmap *pools;   /* name -> rd_pool */
+	ax_strmap *lanes;   /* group\x1fpool -> rd_lane */
+	ax_strmap *workers; /* group\x1fworker -> rd_worker */
+	rd_lane   *lane_list;
+	rd_item  **blocked;
+	size_t     nblocked, capblocked;
+	rd_item  **fresh; /* arrived in this batch */
+	size_t     nfresh, capfresh;
+	rd_item  **rewrite; /* rows whose reason must change */
+	size_t     nrewrite, caprewrite;
+	ax_store  *store;             /* opened on the first reason write */
+	int64_t    reason_retry_at;   /* mono: missing rows */
+	int64_t    reason_down_until; /* mono: after a failure */
+	uint64_t   seq;
+	int        backpressured;
+	ax_rule   *rules; /* the rules table, parsed */
+	size_t     nrules;
+	int        rules_dag;    /* a rule names tier/owner/tag */
+	int        rules_timed;  /* a rule has a window/expiry */
+	int        rules_reload; /* read the table before use */
+	int        rules_dirty;  /* verdicts may have changed */
+	uint64_t   rules_gen;    /* loads so far */
+	uint64_t   rules_sig;    /* rules_signature() last seen */
+	uint64_t   admitted, delayed, blocked_count, ignored; /* counters */
 } rd_state;
 
 /* ---------------------------------------------------------------------- */
@@ -167,11 +203,19 @@ item_free(void *p)
 	free(it);
 }
 
+/*
+ * Admission order: the aging key of the tier priority (engine/aging.h),
+ * the one function the queue orders its heaps by, then arrival. Under
+ * contention a higher tier goes first; aging lets a lower tier that has
+ * waited long enough through, so that a steady flow of P0 work cannot
+ * starve P3 work (a wrong interval costs either erased tiers or hours of
+ * waiting, see aging.h).
+ */
 static int
 item_before(const rd_item *a, const rd_item *b)
 {
-	if (a->ready->priority != b->ready->priority)
-		return a->ready->priority > b->ready->priority;
+	if (a->akey != b->akey)
+		return a->akey > b->akey;
 	return a->seq < b->seq;
 }
 
@@ -189,20 +233,78 @@ lane_top(const rd_lane *l)
 	return AX_HEAP_ENTRY(ax_heap_top(&l->heap), rd_item, hn);
 }
 
+/*
+ * it starts waiting in l: its wait (for the aging key and the starvation
+ * gauge) counts from now. Time spent blocked (paused DAG) does not count:
+ * that wait is an operator's choice, not a lack of capacity.
+ */
 static ax_err
-lane_push(rd_lane *l, rd_item *it)
+lane_push(rd_state *st, rd_lane *l, rd_item *it)
 {
+	it->since_us = ax_clock_mono_us();
+	it->akey =
+	    ax_aging_key(ax_aging_tier_priority(it->tier, it->ready->priority),
+	                 it->since_us, st->aging_us);
 	if (ax_heap_push(&l->heap, &it->hn) != AX_OK)
 		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	it->lane  = l;
 	it->state = RD_WAITING;
+	ax_list_append(&st->waiting, &it->wn);
+	st->nwaiting++;
+	if (st->starve_edge == NULL)
+		st->starve_edge = &it->wn;
 	return AX_OK;
 }
 
-static rd_item *
-lane_pop(rd_lane *l)
+/* it, out of its lane heap, stops waiting (the gauge forgets it). */
+static void
+wait_leave(rd_state *st, rd_item *it)
 {
-	return AX_HEAP_ENTRY(ax_heap_pop(&l->heap), rd_item, hn);
+	if (st->starve_edge == &it->wn)
+		st->starve_edge = it->wn.next;
+	if (it->starving) {
+		st->starving[it->tier]--;
+		it->starving = 0;
+	}
+	ax_list_remove(&st->waiting, &it->wn);
+	st->nwaiting--;
+}
+
+/* The best waiting item of l leaves the lane (NULL when empty). */
+static rd_item *
+lane_pop(rd_state *st, rd_lane *l)
+{
+	rd_item *it = AX_HEAP_ENTRY(ax_heap_pop(&l->heap), rd_item, hn);
+	if (it != NULL)
+		wait_leave(st, it);
+	return it;
+}
+
+/* The waiting item it leaves its lane. */
+static void
+lane_remove(rd_state *st, rd_item *it)
+{
+	ax_heap_remove(&it->lane->heap, &it->hn);
+	wait_leave(st, it);
+}
+
+/*
+ * Counts the waiting items that have waited starve_after or longer. The
+ * waiting list is in order of since_us (appended as items start to
+ * wait), so the counted ones are a prefix and each item is counted once:
+ * O(1) per item over its life, nothing scanned per call.
+ */
+static void
+starve_advance(rd_state *st, int64_t now)
+{
+	while (st->starve_edge != NULL) {
+		rd_item *it = AX_LIST_ENTRY(st->starve_edge, rd_item, wn);
+		if (now - it->since_us < st->starve_after_us)
+			return;
+		it->starving = 1;
+		st->starving[it->tier]++;
+		st->starve_edge = it->wn.next;
+	}
 }
 
 static ax_err
@@ -276,13 +378,63 @@ pool_get(rd_state *st, const char *name)
 	return p;
 }
 
+/*
+ * How many slots P1..P3 items of g may have admitted at once, out of lim
+ * (group_limit). Without a P0 reserve: all of lim. With one: the slots
+ * of the group's workers less the reserve, without overcommit, because
+ * the queue does not know tiers: lower-tier work admitted beyond the
+ * unreserved slots would wait in the queue and be dispatched into the
+ * reserved slots as they free. The cost is the prefetch of lower tiers
+ * (a round trip through the pipeline per slot that frees); the benefit is
+ * that a P0 instance always finds the reserve free on arrival.
+ */
+static int64_t
+group_low_limit(const rd_group *g, int64_t lim)
+{
+	int64_t total = g->agg >= 0 ? g->agg : g->workers;
+	int64_t res =
+	    g->agg >= 0 ? g->agg_p0 : (g->nworker > 0 ? g->workers_p0 : 0);
+	if (res <= 0)
+		return lim;
+	return total > res ? total - res : 0;
+}
+
+/*
+ * What keeps the head it of lane l from its admission, or NULL when it
+ * may go: "group_slots" / "pool_slots" (all taken), "reserved_p0" /
+ * "pool_reserved_p0" (what is left is the P0 reserve; P1..P3 never take
+ * it, even on an idle group). An item larger than its whole group or
+ * pool still runs when that is idle (never stuck forever).
+ */
+static const char *
+lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
+{
+	const rd_group *g   = l->group;
+	const rd_pool  *p   = l->pool;
+	int64_t         lim = group_limit(st, g);
+
+	if (g->used + it->slots > lim && !(g->used == 0 && lim > 0))
+		return "group_slots";
+	if (p != NULL && p->used + it->slots > p->slots &&
+	    !(p->used == 0 && p->slots > 0))
+		return "pool_slots";
+	if (l->p0)
+		return NULL;
+	if (g->used_low + it->slots > group_low_limit(g, lim))
+		return "reserved_p0";
+	if (p != NULL && p->reserve_p0 > 0 &&
+	    p->used_low + it->slots > p->slots - p->reserve_p0)
+		return "pool_reserved_p0";
+	return NULL;
+}
+
 static rd_lane *
-lane_get(rd_state *st, const char *group, const char *pool)
+lane_get(rd_state *st, const char *group, const char *pool, int p0)
 {
 	char     key[600];
 	rd_lane *l;
 
-	snprintf(key, sizeof(key), "%s\x1f%s", group, pool);
+	snprintf(key, sizeof(key), "%s\x1f%s\x1f%d", group, pool, p0);
 	if ((l = ax_strmap_get(st->lanes, key)) != NULL)
 		return l;
 	if ((l = calloc(1, sizeof(*l))) == NULL ||
@@ -299,6 +451,7 @@ lane_get(rd_state *st, const char *group, const char *pool)
 		return NULL;
 	}
 	ax_heap_init(&l->heap, node_before);
+	l->p0         = p0;
 	l->next       = st->lane_list;
 	st->lane_list = l;
 	return l;
@@ -324,23 +477,37 @@ emit(ax_actor *self, const rd_item *it, const char *type, const char *reason,
 	(void) ax_flow_event_send(self, &e, 0);
 }
 
-/* JSON payload describing why an item waits. */
+/*
+ * JSON payload describing why an item waits: its tier, what holds it
+ * (lane_hold; "queue_order" when there is room but items ahead of it
+ * took it first, "backpressure" when the instance generator lags) and
+ * the counters behind that.
+ */
 static void
-why_payload(const rd_item *it, char *buf, size_t len, const char **reason)
+why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
+            const char **reason)
 {
 	const rd_lane *l = it->lane;
+	const char    *by;
 	char           g[300], p[300];
 
 	g[0] = p[0] = '\0';
 	ax_json_escape(g, 0, sizeof(g), l->gname);
 	ax_json_escape(p, 0, sizeof(p), l->pname);
-	*reason = "WAIT_RESOURCE";
+	*reason = st->backpressured ? "BACKPRESSURE_DELAYED" : "WAIT_RESOURCE";
+	by      = st->backpressured ? "backpressure" : lane_hold(st, l, it);
 	snprintf(buf, len,
-	         "{\"group\":\"%s\",\"group_used\":%lld,\"pool\":\"%s\","
-	         "\"pool_used\":%lld,\"pool_slots\":%lld,\"slots\":%d}",
-	         g, (long long) l->group->used, p,
+	         "{\"tier\":\"%s\",\"held_by\":\"%s\",\"group\":\"%s\","
+	         "\"group_used\":%lld,\"group_used_low\":%lld,"
+	         "\"group_limit\":%lld,\"pool\":\"%s\",\"pool_used\":%lld,"
+	         "\"pool_slots\":%lld,\"pool_reserve_p0\":%lld,\"slots\":%d}",
+	         ax_impact_name((ax_impact) it->tier),
+	         by != NULL ? by : "queue_order", g,
+	         (long long) l->group->used, (long long) l->group->used_low,
+	         (long long) group_limit(st, l->group), p,
 	         (long long) (l->pool ? l->pool->used : 0),
-	         (long long) (l->pool ? l->pool->slots : 0), it->slots);
+	         (long long) (l->pool ? l->pool->slots : 0),
+	         (long long) (l->pool ? l->pool->reserve_p0 : 0), it->slots);
 }
 
 static ax_err
@@ -365,25 +532,17 @@ admit(ax_actor *self, rd_state *st, rd_item *it)
 	it->lane->group->used += it->slots;
 	if (it->lane->pool != NULL)
 		it->lane->pool->used += it->slots;
+	if (!it->lane->p0) {
+		it->lane->group->used_low += it->slots;
+		if (it->lane->pool != NULL)
+			it->lane->pool->used_low += it->slots;
+	}
 	st->admitted++;
 	/* No event here: the instance generator writes the one row of this
 	 * decision (instance.admitted) in the transaction that moves the
 	 * instance to READY. Two rows for one decision were a sixth of the
 	 * event_log writes of a run. */
 	return AX_OK;
-}
-
-static int
-lane_room(const rd_state *st, const rd_lane *l, const rd_item *it)
-{
-	int64_t lim = group_limit(st, l->group);
-	if (l->group->used + it->slots > lim &&
-	    !(l->group->used == 0 && lim > 0))
-		return 0;
-	if (l->pool != NULL && l->pool->used + it->slots > l->pool->slots &&
-	    !(l->pool->used == 0 && l->pool->slots > 0))
-		return 0;
-	return 1;
 }
 
 static ax_err block_item(ax_actor *self, rd_state *st, rd_item *it,
@@ -411,13 +570,13 @@ drain(ax_actor *self, rd_state *st)
 			while (lane_top(l) != NULL &&
 			       dag_paused(st,
 			                  lane_top(l)->ready->instance->dag)) {
-				rd_item *it = lane_pop(l);
+				rd_item *it = lane_pop(st, l);
 				if ((rv = block_item(self, st, it,
 				                     "DAG_PAUSED")) != AX_OK)
 					return rv;
 			}
 			if (lane_top(l) == NULL ||
-			    !lane_room(st, l, lane_top(l)))
+			    lane_hold(st, l, lane_top(l)) != NULL)
 				continue;
 			if (best == NULL ||
 			    item_before(lane_top(l), lane_top(best)))
@@ -425,7 +584,7 @@ drain(ax_actor *self, rd_state *st)
 		}
 		if (best == NULL)
 			return AX_OK;
-		if ((rv = admit(self, st, lane_pop(best))) != AX_OK)
+		if ((rv = admit(self, st, lane_pop(st, best))) != AX_OK)
 			return rv;
 	}
 }
@@ -606,9 +765,9 @@ rules_sweep(ax_actor *self, rd_state *st, int64_t now)
 	for (size_t i = 0; rv == AX_OK && i < n; i++) {
 		const char *why =
 		    hold_reason(st, hit[i], now, buf, sizeof(buf));
-		ax_heap_remove(&hit[i]->lane->heap, &hit[i]->hn);
+		lane_remove(st, hit[i]);
 		if ((rv = block_item(self, st, hit[i], why)) != AX_OK)
-			(void) lane_push(hit[i]->lane, hit[i]);
+			(void) lane_push(st, hit[i]->lane, hit[i]);
 	}
 	free(hit);
 	return rv;
@@ -636,6 +795,31 @@ rules_refresh(ax_actor *self, rd_state *st)
 }
 
 static void unuse(rd_item *it);
+
+/*
+ * The tier of ready: its impact as sent, else its DAG's impact in the
+ * registry (retries and held attempts come from senders that do not
+ * know it; the DAG of a live instance is cached, a miss costs one read),
+ * else P2, the DAG format's default impact.
+ */
+static int
+item_tier(const rd_state *st, const Ax__InstanceReady *ready)
+{
+	const char *s = ready->impact;
+	if (s != NULL && s[0] == 'P' && s[1] >= '0' && s[1] <= '3' &&
+	    s[2] == '\0')
+		return s[1] - '0';
+	if (st->ctx->registry != NULL) {
+		ax_dag_entry *e = ax_dag_registry_current(
+		    st->ctx->registry, ready->instance->dag);
+		if (e != NULL) {
+			int t = (int) e->dag->impact;
+			ax_dag_entry_release(e);
+			return t;
+		}
+	}
+	return AX_IMPACT_P2;
+}
 
 /*
  * Creates the item of ready (owned from now on, freed on failure) and
@@ -685,9 +869,10 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	it->trace = trace != NULL && trace[0] != '\0' ? strdup(trace) : NULL;
 	it->seq   = st->seq++;
 	it->slots = ready->slots > 0 ? ready->slots : 1;
+	it->tier  = (int8_t) item_tier(st, ready);
 	it->lane  = lane_get(
 	     st, ready->worker_group[0] ? ready->worker_group : "default",
-	     ready->pool);
+	     ready->pool, it->tier == AX_IMPACT_P0);
 	if (it->lane == NULL ||
 	    ax_strmap_put(st->items, it->key, it) != AX_OK) {
 		item_free(it);
@@ -719,7 +904,7 @@ on_ready(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	    hold_reason(st, it, ax_clock_utc_us(), buf, sizeof(buf));
 	if (why != NULL)
 		return block_item(self, st, it, why);
-	if ((rv = lane_push(it->lane, it)) != AX_OK)
+	if ((rv = lane_push(st, it->lane, it)) != AX_OK)
 		return rv;
 	return ptr_push(&st->fresh, &st->nfresh, &st->capfresh, it);
 }
@@ -732,6 +917,11 @@ unuse(rd_item *it)
 	it->lane->group->used -= it->slots;
 	if (it->lane->pool != NULL)
 		it->lane->pool->used -= it->slots;
+	if (!it->lane->p0) {
+		it->lane->group->used_low -= it->slots;
+		if (it->lane->pool != NULL)
+			it->lane->pool->used_low -= it->slots;
+	}
 }
 
 static void
@@ -772,12 +962,15 @@ on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 		return;
 	if (wc->worker_id[0] == '\0') {
 		g->agg = wc->alive ? wc->slots_total : 0;
+		g->agg_p0 =
+		    wc->alive && wc->reserved_p0 > 0 ? wc->reserved_p0 : 0;
 		return;
 	}
 	snprintf(key, sizeof(key), "%s\x1f%s", gname, wc->worker_id);
 	rd_worker *w = ax_strmap_get(st->workers, key);
 	if (w != NULL) {
 		g->workers -= w->total;
+		g->workers_p0 -= w->reserve_p0;
 		g->nworker--;
 		if (!wc->alive) {
 			free(ax_strmap_del(st->workers, key));
@@ -791,9 +984,13 @@ on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 			return;
 		}
 	}
-	w->group = g;
-	w->total = wc->slots_total > 0 ? wc->slots_total : 0;
+	w->group      = g;
+	w->total      = wc->slots_total > 0 ? wc->slots_total : 0;
+	w->reserve_p0 = wc->reserved_p0 > 0 ? wc->reserved_p0 : 0;
+	if (w->reserve_p0 > w->total)
+		w->reserve_p0 = w->total;
 	g->workers += w->total;
+	g->workers_p0 += w->reserve_p0;
 	g->nworker++;
 }
 
@@ -864,7 +1061,7 @@ recheck_blocked(ax_actor *self, rd_state *st)
 			return rv;
 		}
 		it->announced = 0;
-		rv            = lane_push(it->lane, it);
+		rv            = lane_push(st, it->lane, it);
 		if (rv == AX_OK)
 			rv = ptr_push(&st->fresh, &st->nfresh, &st->capfresh,
 			              it);
@@ -1002,6 +1199,51 @@ out:
 	rewrite_compact(st);
 }
 
+/*
+ * Publishes the starvation gauge (instances waiting for admission longer
+ * than scheduler.starvation_after, per tier) and the number waiting in
+ * component_stats, for ax-api's /metrics: memory counters, one upsert
+ * every RD_STATS_PERIOD at most and only when a value changed, never a
+ * scan. A failure is logged at debug level; the next period tries again.
+ */
+static void
+stats_persist(rd_state *st, int64_t now)
+{
+	static const char *const keys[AX_TIER_COUNT + 1] = {
+		"starving.P0", "starving.P1", "starving.P2",
+		"starving.P3", "waiting",
+	};
+	ax_store_stat rows[AX_TIER_COUNT + 1];
+	int           changed = !st->stats_written;
+
+	if (st->ctx->dsn == NULL || now < st->stats_due)
+		return;
+	st->stats_due = now + RD_STATS_PERIOD;
+	for (int i = 0; i <= AX_TIER_COUNT; i++) {
+		int64_t v = i < AX_TIER_COUNT ? st->starving[i]
+		                              : (int64_t) st->nwaiting;
+		rows[i]   = (ax_store_stat) { .component = "resource_detector",
+			                      .key       = keys[i],
+			                      .value     = v };
+		changed |= v != st->last_stats[i];
+	}
+	if (!changed || now < st->reason_down_until)
+		return;
+	if (st->store == NULL) {
+		if (ax_store_open(st->ctx->dsn, &st->store) != AX_OK)
+			return;
+		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
+	}
+	if (ax_store_stats_put(st->store, rows, AX_TIER_COUNT + 1) != AX_OK) {
+		ax_logf(AX_LOG_DEBUG, "resource_detector", NULL, NULL,
+		        "component_stats not written: %s", ax_err_detail());
+		return;
+	}
+	for (int i = 0; i <= AX_TIER_COUNT; i++)
+		st->last_stats[i] = rows[i].value;
+	st->stats_written = 1;
+}
+
 /* After a batch: drain, then one DELAY event per item that must wait. */
 static ax_err
 settle(ax_actor *self, rd_state *st)
@@ -1013,9 +1255,7 @@ settle(ax_actor *self, rd_state *st)
 			continue;
 		char        payload[800];
 		const char *reason;
-		why_payload(it, payload, sizeof(payload), &reason);
-		if (st->backpressured)
-			reason = "BACKPRESSURE_DELAYED";
+		why_payload(st, it, payload, sizeof(payload), &reason);
 		emit(self, it, "instance.delayed", reason, payload);
 		it->announced = 1;
 		st->delayed++;
@@ -1023,10 +1263,19 @@ settle(ax_actor *self, rd_state *st)
 	st->nfresh = 0;
 	write_reasons(self, st);
 	int64_t next = 0, now = ax_clock_mono_us();
+	starve_advance(st, now);
+	stats_persist(st, now);
 	if (st->backpressured)
 		next = now + RD_BACKPRESSURE_RETRY;
 	else if (st->nblocked > 0 || st->rules_timed || st->rules_reload)
 		next = now + RD_PAUSE_RECHECK;
+	/* the gauge moves with time alone: come back while anything waits,
+	 * or until a drop to zero is written */
+	if (st->ctx->dsn != NULL &&
+	    (st->nwaiting > 0 || !st->stats_written ||
+	     st->last_stats[AX_TIER_COUNT] != 0) &&
+	    (next == 0 || st->stats_due < next))
+		next = st->stats_due;
 	ax_actor_set_deadline(self, next);
 	return rv;
 }
@@ -1167,8 +1416,8 @@ load_pools(rd_state *st)
 	if (st->ctx->dsn == NULL)
 		return;
 	if (ax_store_open(st->ctx->dsn, &s) != AX_OK ||
-	    ax_store_query(s, "SELECT name, slots FROM pools", 0, NULL, &r) !=
-	        AX_OK) {
+	    ax_store_query(s, "SELECT name, slots, reserve_p0 FROM pools", 0,
+	                   NULL, &r) != AX_OK) {
 		ax_logf(
 		    AX_LOG_WARN, COMP, NULL, NULL,
 		    "cannot read the pools table (%s); every pool gets %lld "
@@ -1179,8 +1428,10 @@ load_pools(rd_state *st)
 	}
 	for (int i = 0; i < PQntuples(r); i++) {
 		rd_pool *p = pool_get(st, PQgetvalue(r, i, 0));
-		if (p != NULL)
-			p->slots = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		if (p == NULL)
+			continue;
+		p->slots      = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		p->reserve_p0 = strtoll(PQgetvalue(r, i, 2), NULL, 10);
 	}
 	ax_log_info(COMP, "%d pools loaded", PQntuples(r));
 	PQclear(r);
@@ -1202,6 +1453,10 @@ rd_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	    ax_config_int(ctx->cfg, "resources.default_pool_slots");
 	if (st->overcommit < 1)
 		st->overcommit = 1;
+	st->aging_us =
+	    ax_config_duration_us(ctx->cfg, "scheduler.aging_interval");
+	st->starve_after_us =
+	    ax_config_duration_us(ctx->cfg, "scheduler.starvation_after");
 	if (ax_strmap_new(&st->items) != AX_OK ||
 	    ax_strmap_new(&st->groups) != AX_OK ||
 	    ax_strmap_new(&st->pools) != AX_OK ||

@@ -20,14 +20,28 @@
  * (capacity reported by the queue x resources.overcommit, or
  * resources.default_group_slots before the first report); named pool
  * slots (pools table, read once at start; resources.default_pool_slots
- * for a pool not in it); backpressure of the instance generator's inbox.
+ * for a pool not in it); the P0 reserves (P1..P3 never take the slots a
+ * group's workers keep with worker.reserve_p0, nor a pool's
+ * pools.reserve_p0); backpressure of the instance generator's inbox.
  * The DAG format has no per-DAG "max active tasks", so there is no such
- * rule; run-level concurrency is the dependency detector's.
+ * rule; run-level concurrency is the dependency detector's. A delayed
+ * instance's event says what holds it (payload "held_by").
+ *
+ * Order (tiers, DESIGN.md 6b): the tier is the DAG's impact P0..P3, the
+ * task's priority orders inside it; waiting instances go by the aging
+ * key of both (engine/aging.h, the function the queue orders by), so
+ * tiers go in order under contention and a long wait lifts a lower tier
+ * over a fresh higher one (nothing starves).
+ *
+ * Starvation gauge: instances waiting longer than
+ * scheduler.starvation_after, per tier, counted in memory and published
+ * in component_stats (ax-api's /metrics: ax_instances_starving{tier}).
  *
  * State (memory only; rebuilt by the dependency detector's re-sends after
  * a restart): every instance it knows by key (admitted, waiting or
- * blocked), per (group, pool) lanes of waiting instances ordered by
- * priority then arrival, slot counters per group and pool.
+ * blocked), per (group, pool, P0 or not) lanes of waiting instances in
+ * admission order, slot counters per group and pool, the waiting
+ * instances in order of their wait (for the gauge).
  */
 #ifndef AX_RESOURCE_DETECTOR_H
 #define AX_RESOURCE_DETECTOR_H

@@ -232,3 +232,46 @@ ax_api_metrics_render_sinks(struct ax_store *st, ax_buf *b)
 	PQclear(res);
 	return AX_OK;
 }
+
+ax_err
+ax_api_metrics_render_starving(struct ax_store *st, ax_buf *b)
+{
+	static const char *const tiers[]     = { "P0", "P1", "P2", "P3" };
+	long long                starving[4] = { 0 }, waiting = 0;
+	PGresult                *res;
+	ax_err                   rv =
+	    ax_store_query(st,
+	                   "SELECT key, value FROM component_stats WHERE "
+	                   "component = 'resource_detector'",
+	                   0, NULL, &res);
+
+	if (rv != AX_OK)
+		return rv;
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *k = PQgetvalue(res, i, 0);
+		long long   v = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		if (strcmp(k, "waiting") == 0)
+			waiting = v;
+		for (int t = 0; t < 4; t++)
+			if (strncmp(k, "starving.", 9) == 0 &&
+			    strcmp(k + 9, tiers[t]) == 0)
+				starving[t] = v;
+	}
+	PQclear(res);
+	ax_buf_printf(b,
+	              "# HELP ax_instances_starving Instances waiting for "
+	              "admission longer than scheduler.starvation_after, by "
+	              "tier (counted by axd's resource detector).\n"
+	              "# TYPE ax_instances_starving gauge\n");
+	for (int t = 0; t < 4; t++)
+		ax_buf_printf(b, "ax_instances_starving{tier=\"%s\"} %lld\n",
+		              tiers[t], starving[t]);
+	ax_buf_printf(b,
+	              "# HELP ax_instances_waiting_admission Instances "
+	              "waiting for worker-group or pool capacity in axd's "
+	              "resource detector.\n"
+	              "# TYPE ax_instances_waiting_admission gauge\n"
+	              "ax_instances_waiting_admission %lld\n",
+	              waiting);
+	return AX_OK;
+}

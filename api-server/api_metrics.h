@@ -46,4 +46,13 @@ struct ax_store;
  */
 ax_err ax_api_metrics_render_sinks(struct ax_store *st, ax_buf *b);
 
+/*
+ * Appends the admission gauges that axd's resource detector publishes in
+ * component_stats (component "resource_detector", counted in memory):
+ * ax_instances_starving{tier} (P0..P3, each present, 0 when axd has not
+ * written it) and ax_instances_waiting_admission. One query of a handful
+ * of rows; errors as ax_store_query.
+ */
+ax_err ax_api_metrics_render_starving(struct ax_store *st, ax_buf *b);
+
 #endif /* AX_API_METRICS_H */

@@ -116,6 +116,8 @@ ax_api_metrics_text(ax_api_req *q, ax_api_resp *r)
 		           NULL);
 	if (rv == AX_OK)
 		rv = ax_api_metrics_render_sinks(q->st, &b);
+	if (rv == AX_OK)
+		rv = ax_api_metrics_render_starving(q->st, &b);
 	if (rv != AX_OK) {
 		ax_buf_fini(&b);
 		ax_api_reply_err(r, rv);

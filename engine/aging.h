@@ -3,9 +3,10 @@
  * priority improved by the time it has waited, as a pure function.
  *
  * Role: the queue service orders its heaps (per channel and worker
- * group, per worker) by this key; the resource detector is to order its
- * admission lanes by the same function, so that admission and dispatch
- * agree on who goes first (DESIGN.md 6b: one aging function).
+ * group, per worker) by this key; the resource detector orders its
+ * admission lanes by the same function, of the tier priority below, so
+ * that admission and dispatch agree on who goes first (DESIGN.md 6b: one
+ * aging function).
  *
  * Policy: the effective priority of an item is
  *     priority + waited / aging_interval
@@ -50,5 +51,29 @@ double ax_aging_key(int64_t priority, int64_t enqueued_us, int64_t aging_us);
  */
 double ax_aging_effective(int64_t priority, int64_t enqueued_us,
                           int64_t now_us, int64_t aging_us);
+
+/*
+ * Tiers (DESIGN.md 6b): a DAG's impact P0..P3 is its tier; the task's
+ * priority (0..100, higher first) orders it inside the tier. Admission
+ * orders waiting instances of every tier by one aging key of the
+ * priority below, so that under contention a higher tier goes first
+ * (any priority of it beats any priority of the next tier at an equal
+ * wait) and aging still lifts a waiting lower tier over a fresh higher
+ * one after AX_TIER_STEP aging intervals per tier (50 minutes with the
+ * default 30 s): a steady flow of P0 work delays P3 work, it cannot
+ * starve it. A smaller step would let a high priority of a lower tier
+ * pass a low priority of a higher one at once; a larger one only
+ * lengthens the wait before aging crosses a tier.
+ */
+#define AX_TIER_COUNT 4   /* P0 .. P3 */
+#define AX_TIER_STEP  101 /* priority steps per tier: the range 0..100 */
+
+/*
+ * The static priority that ax_aging_key and ax_aging_effective take for
+ * an instance of tier (0 = P0 .. 3 = P3; outside: P3) and priority
+ * (clamped to 0..100, the range the DAG format allows):
+ *     (AX_TIER_COUNT - 1 - tier) * AX_TIER_STEP + priority.
+ */
+int64_t ax_aging_tier_priority(int tier, int64_t priority);
 
 #endif /* AX_AGING_H */

@@ -69,6 +69,9 @@ static const cfg_key cfg_keys[] = {
 	  "are compiled again when they fire" },
 	{ "scheduler.aging_interval", CFG_DURATION, "30s",
 	  "waiting time that raises an instance's priority by one step" },
+	{ "scheduler.starvation_after", CFG_DURATION, "10m",
+	  "an instance waiting for admission longer than this counts as "
+	  "starving (the ax_instances_starving gauge, per tier)" },
 	{ "registry.cache_dags", CFG_INT, "10000",
 	  "decoded DAG versions axd keeps beyond those in use; the others "
 	  "are read from PostgreSQL on first use" },
@@ -89,6 +92,9 @@ static const cfg_key cfg_keys[] = {
 	  "worker id (stable across restarts); empty = hostname:pid" },
 	{ "worker.group", CFG_STRING, "default", "worker group to join" },
 	{ "worker.slots", CFG_INT, "4", "attempts run at once" },
+	{ "worker.reserve_p0", CFG_INT, "0",
+	  "of worker.slots, how many are kept for P0 work (lower tiers "
+	  "never take them; at most worker.slots)" },
 	{ "worker.server", CFG_ADDRESS, "tcp://127.0.0.1:7710",
 	  "queue service address" },
 	{ "worker.heartbeat", CFG_DURATION, "2s", "heartbeat interval" },

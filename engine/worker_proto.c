@@ -126,6 +126,7 @@ check_register(const Ax__Register *r)
 	TEXT("Register", "hostname", r->hostname, AX_WPROTO_NAME_MAX);
 	TEXT("Register", "version", r->version, AX_WPROTO_NAME_MAX);
 	RANGE("Register", "slots", r->slots, 1, AX_WPROTO_SLOTS_MAX);
+	RANGE("Register", "reserve_p0", r->reserve_p0, 0, r->slots);
 	RANGE("Register", "pid", r->pid, 0, INT32_MAX);
 	RANGE("Register", "labels", r->n_labels, 0, AX_WPROTO_LABELS_MAX);
 	for (size_t i = 0; i < r->n_labels; i++) {

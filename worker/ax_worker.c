@@ -160,11 +160,13 @@ main(int argc, char **argv)
 		         ax_config_str(cfg, "home"));
 
 	ax_worker_opts o = {
-		.server       = ax_config_str(cfg, "worker.server"),
-		.group        = ax_config_str(cfg, "worker.group"),
-		.id           = ax_config_str(cfg, "worker.id"),
-		.log_dir      = logs,
-		.slots        = (int32_t) ax_config_int(cfg, "worker.slots"),
+		.server  = ax_config_str(cfg, "worker.server"),
+		.group   = ax_config_str(cfg, "worker.group"),
+		.id      = ax_config_str(cfg, "worker.id"),
+		.log_dir = logs,
+		.slots   = (int32_t) ax_config_int(cfg, "worker.slots"),
+		.reserve_p0 =
+		    (int32_t) ax_config_int(cfg, "worker.reserve_p0"),
 		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),

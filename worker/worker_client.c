@@ -588,6 +588,7 @@ send_register(ax_worker *w)
 	reg.hostname          = w->host;
 	reg.pid               = (int32_t) getpid();
 	reg.slots             = w->o.slots;
+	reg.reserve_p0        = w->o.reserve_p0;
 	reg.version           = AX_VERSION;
 	reg.n_task_types      = 2;
 	reg.task_types        = types;
@@ -1062,6 +1063,12 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	if (o->slots < 1 || o->slots > 100000)
 		return ax_err_set(AX_EINVAL, "worker: slots %d; use 1..100000",
 		                  (int) o->slots);
+	if (o->reserve_p0 < 0 || o->reserve_p0 > o->slots)
+		return ax_err_set(AX_EINVAL,
+		                  "worker: worker.reserve_p0 is %d, more than "
+		                  "worker.slots (%d); lower worker.reserve_p0 "
+		                  "or raise worker.slots",
+		                  (int) o->reserve_p0, (int) o->slots);
 	if (o->group == NULL || *o->group == '\0')
 		return ax_err_set(AX_EINVAL, "worker: empty group");
 	if ((w = calloc(1, sizeof(*w))) == NULL)

@@ -224,6 +224,7 @@ axdd_send_ready(dd *d, drun *r, size_t t, int32_t j)
 	rd.pool            = (char *) (k->eff.pool ? k->eff.pool : "");
 	rd.due_at_us       = r->due_us;
 	rd.slots           = 1;
+	rd.impact          = (char *) ax_impact_name(r->v->e->dag->impact);
 	cmd.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
 	cmd.instance_ready = &rd;
 	if (d->spill_head < d->nspill ||

@@ -73,7 +73,7 @@ axq_cap_flush(ax_queue *q)
 	qgroup *g;
 
 	while ((g = QGROUP(ax_list_pop(&q->cap_dirty), cn)) != NULL) {
-		int32_t total = 0, free_ = 0;
+		int32_t total = 0, free_ = 0, p0 = 0;
 		g->cap_dirty = 0;
 		for (ax_list_node *n = g->members.head; n != NULL;
 		     n               = n->next) {
@@ -81,10 +81,11 @@ axq_cap_flush(ax_queue *q)
 			if (w->draining)
 				continue;
 			total += w->slots;
+			p0 += w->reserve_p0;
 			free_ += w->slots > w->used ? w->slots - w->used : 0;
 		}
 		if (g->cap_sent && total == g->sent_total &&
-		    free_ == g->sent_free)
+		    free_ == g->sent_free && p0 == g->sent_p0)
 			continue;
 		Ax__Command        cmd = AX__COMMAND__INIT;
 		Ax__WorkerCapacity wc  = AX__WORKER_CAPACITY__INIT;
@@ -94,11 +95,13 @@ axq_cap_flush(ax_queue *q)
 		wc.worker_group        = g->name;
 		wc.slots_total         = total;
 		wc.slots_free          = free_;
+		wc.reserved_p0         = p0;
 		wc.alive               = total > 0;
 		axq_send_cmd(q, AX_A_RESOURCE_DETECTOR, &cmd);
 		g->cap_sent   = 1;
 		g->sent_total = total;
 		g->sent_free  = free_;
+		g->sent_p0    = p0;
 	}
 }
 
@@ -445,10 +448,11 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 		STAT(q, st_workers, 1);
 		ax_list_append(&q->leases, &w->ln);
 	}
-	w->alive    = 1;
-	w->draining = 0;
-	w->slots    = r->slots;
-	w->session  = ++q->session_ctr ^ ((uint64_t) ax_clock_utc_us() << 20);
+	w->alive      = 1;
+	w->draining   = 0;
+	w->slots      = r->slots;
+	w->reserve_p0 = r->reserve_p0;
+	w->session = ++q->session_ctr ^ ((uint64_t) ax_clock_utc_us() << 20);
 	if (w->session == 0)
 		w->session = 1;
 	if (w->ordinal == 0)

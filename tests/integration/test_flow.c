@@ -7,13 +7,14 @@
  *
  * Covers: admission decisions with reasons (group capacity, cold-start
  * default, pools, paused DAG and its reason on the instance rows,
- * duplicates); the generator's plan and admission under replay (one
- * attempt, same run_id); rendered output of a DAG in Asia/Shanghai and
- * a render error; the result handler's success path, SUCCESS with its
- * STARTED in one batch, retries with exponential backoff timings, FAILED
- * after the last try, TIMEOUT, UNKNOWN then a late SUCCESS reconciled
- * once, duplicate results; the emitter's writes and its behaviour during
- * a database outage.
+ * duplicates); tiers (the P0 reserve of a group and of a pool, tier
+ * order, aging across tiers, the starvation gauge); the generator's plan and
+ * admission under replay (one attempt, same run_id); rendered output of a DAG
+ * in Asia/Shanghai and a render error; the result handler's success path,
+ * SUCCESS with its STARTED in one batch, retries with exponential backoff
+ * timings, FAILED after the last try, TIMEOUT, UNKNOWN then a late SUCCESS
+ * reconciled once, duplicate results; the emitter's writes and its behaviour
+ * during a database outage.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -22,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_metrics.h"
+#include "buf.h"
 #include "clock.h"
 #include "config.h"
 #include "dag_registry.h"
@@ -114,9 +117,10 @@ cap_count(const char *dest, Ax__Command__BodyCase kind)
 	return n;
 }
 
-/* Events captured with this type (and reason when not NULL). */
+/* Events captured with this type (and reason when not NULL) whose
+ * payload contains needle (when not NULL). */
 static size_t
-cap_events(const char *type, const char *reason)
+cap_events_with(const char *type, const char *reason, const char *needle)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&cap_mu);
@@ -126,13 +130,21 @@ cap_events(const char *type, const char *reason)
 		Ax__Event *e =
 		    ax__event__unpack(NULL, caps[i].len, caps[i].data);
 		if (e != NULL && strcmp(e->type, type) == 0 &&
-		    (reason == NULL || strcmp(e->reason, reason) == 0))
+		    (reason == NULL || strcmp(e->reason, reason) == 0) &&
+		    (needle == NULL ||
+		     strstr(e->payload_json, needle) != NULL))
 			n++;
 		if (e != NULL)
 			ax__event__free_unpacked(e, NULL);
 	}
 	pthread_mutex_unlock(&cap_mu);
 	return n;
+}
+
+static size_t
+cap_events(const char *type, const char *reason)
+{
+	return cap_events_with(type, reason, NULL);
 }
 
 static int
@@ -561,6 +573,272 @@ Test(flow, paused_dag_reason_is_stored_on_the_instance)
 	cr_assert(wait_reason("u", "WAIT_RESOURCE"));
 	cr_assert(wait_reason("a", "WAIT_RESOURCE"));
 	cr_assert(wait_reason("r", NULL), "a held READY row had no reason");
+}
+
+/* ---------------------------------------------------------------------- */
+/* tiers: the P0 reserve, tier order, aging across tiers, starvation */
+
+/* An InstanceReady of task/shard in group g1 with its tier and priority. */
+static void
+send_tier(const char *task, int shard, const char *pool, const char *impact,
+          int priority)
+{
+	Ax__InstanceRef   ref = ref_of(task, shard);
+	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
+	Ax__Command       c   = AX__COMMAND__INIT;
+	rd.instance           = &ref;
+	rd.worker_group       = "g1";
+	rd.pool               = (char *) pool;
+	rd.slots              = 1;
+	rd.impact             = (char *) impact;
+	rd.priority           = priority;
+	c.body_case           = AX__COMMAND__BODY_INSTANCE_READY;
+	c.instance_ready      = &rd;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* The queue's aggregate report for group g1. */
+static void
+send_group_capacity(int total, int reserved_p0)
+{
+	Ax__WorkerCapacity wc = AX__WORKER_CAPACITY__INIT;
+	Ax__Command        c  = AX__COMMAND__INIT;
+	wc.worker_group       = "g1";
+	wc.slots_total        = total;
+	wc.reserved_p0        = reserved_p0;
+	wc.alive              = total > 0;
+	c.body_case           = AX__COMMAND__BODY_WORKER_CAPACITY;
+	c.worker_capacity     = &wc;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* Task and shard of the k-th admission, as "task/shard". */
+static const char *
+admitted_as(size_t k, char *buf, size_t len)
+{
+	Ax__Command *c =
+	    cap_cmd(AX_A_INSTANCE_GENERATOR, AX__COMMAND__BODY_ADMISSION, k);
+	cr_assert_not_null(c, "no admission %zu", k);
+	snprintf(buf, len, "%s/%d", c->admission->instance->task,
+	         (int) c->admission->instance->shard_index);
+	ax__command__free_unpacked(c, NULL);
+	return buf;
+}
+
+/*
+ * A group of 2 worker slots keeping 1 for P0, and a pool of 2 slots
+ * keeping 1: P3 instances get the unreserved slot only (the group's
+ * overcommit does not reach into the reserve either), each waiting one
+ * says WAIT_RESOURCE held by the reserve, and a P0 instance that comes
+ * later is admitted at once.
+ */
+Test(flow, tiers_p0_reserve_is_not_taken_by_p3)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	q64("INSERT INTO pools (name, slots, reserve_p0) VALUES ('p2', 2, 1) "
+	    "RETURNING 1");
+	rd_compose();
+	send_group_capacity(2, 1);
+	send_tier("a", 0, "", "P3", 100);
+	send_tier("a", 1, "", "P3", 100);
+	send_tier("a", 2, "", "P3", 100);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 1));
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 2));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 1,
+	             "P3 took the slot reserved for P0");
+	cr_assert_eq(cap_events_with("instance.delayed", "WAIT_RESOURCE",
+	                             "\"held_by\":\"reserved_p0\""),
+	             2, "the wait does not name the P0 reserve");
+	cr_assert_eq(cap_events_with("instance.delayed", "WAIT_RESOURCE",
+	                             "\"tier\":\"P3\""),
+	             2);
+	send_tier("u", 0, "", "P0", 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2),
+	          "P0 did not get its reserve");
+	char b[64];
+	cr_assert_str_eq(admitted_as(1, b, sizeof(b)), "u/0");
+
+	/* the group grows without a reserve: both waiting P3 go; then the
+	 * pool's reserve: one P3 of pool p2 goes, the other waits, P0 goes */
+	send_group_capacity(10, 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4));
+	send_tier("t", 0, "p2", "P3", 50);
+	send_tier("t", 1, "p2", "P3", 50);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 5));
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 3));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_events_with("instance.delayed", "WAIT_RESOURCE",
+	                             "\"held_by\":\"pool_reserved_p0\""),
+	             1);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 5,
+	             "P3 took the pool slot reserved for P0");
+	send_tier("r", 0, "p2", "P0", 50);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 6));
+	cr_assert_str_eq(admitted_as(5, b, sizeof(b)), "r/0");
+}
+
+/* A reserve out of range in the pools table: refused by PostgreSQL
+ * with the constraint's name saying what to do. */
+Test(flow, tiers_pool_reserve_out_of_range_is_refused)
+{
+	PGresult *r  = NULL;
+	ax_err    rv = ax_store_query(db,
+	                              "INSERT INTO pools (name, slots, "
+	                                 "reserve_p0) VALUES ('p3', 2, 3)",
+	                              0, NULL, &r);
+	PQclear(r);
+	cr_assert_neq(rv, AX_OK);
+	cr_assert(strstr(ax_err_detail(), "reserve_p0 must be 0..slots") !=
+	              NULL,
+	          "%s", ax_err_detail());
+}
+
+/*
+ * One slot, five instances waiting: admitted in tier order (P0, then P1
+ * by priority, P2, P3), not by priority alone (P3 of priority 100 came
+ * first and has the highest priority).
+ */
+Test(flow, tiers_admitted_in_tier_order_under_contention)
+{
+	const Ax__Command__BodyCase ADM    = AX__COMMAND__BODY_ADMISSION;
+	static const char *const    want[] = { "t/4", "t/5", "t/3", "t/2",
+		                               "t/1" };
+	char                        b[64];
+
+	cr_assert_eq(ax_config_set(cfg, "resources.default_group_slots", "1"),
+	             AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "resources.overcommit", "1"), AX_OK);
+	rd_compose();
+	send_tier("t", 0, "", "P2", 50); /* takes the one slot */
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 1));
+	send_tier("t", 1, "", "P3", 100);
+	send_tier("t", 2, "", "P2", 50);
+	send_tier("t", 3, "", "P1", 0);
+	send_tier("t", 4, "", "P0", 0);
+	send_tier("t", 5, "", "P1", 90);
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 5));
+	for (int i = 0; i < 5; i++) {
+		send_released("t", i == 0 ? 0 : want[i - 1][2] - '0');
+		cr_assert(
+		    wait_count(AX_A_INSTANCE_GENERATOR, ADM, (size_t) i + 2));
+		cr_assert_str_eq(admitted_as((size_t) i + 1, b, sizeof(b)),
+		                 want[i], "admission %d", i + 1);
+	}
+}
+
+/*
+ * Aging crosses tiers: with an aging interval of 2 ms, a P3 instance of
+ * priority 50 that waited 1.5 s goes before a fresh P0 of priority 90
+ * (343 steps = 686 ms); a fresh P3 does not.
+ */
+Test(flow, tiers_aging_lets_a_low_tier_through_after_its_wait)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	char                        b[64];
+
+	cr_assert_eq(ax_config_set(cfg, "resources.default_group_slots", "1"),
+	             AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "resources.overcommit", "1"), AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "scheduler.aging_interval", "2ms"),
+	             AX_OK);
+	rd_compose();
+	send_tier("t", 0, "", "P2", 50); /* takes the one slot */
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 1));
+	send_tier("t", 1, "", "P3", 50);
+	ax_clock_sleep_us(1500000);
+	send_tier("t", 2, "", "P0", 90);
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 2));
+	send_released("t", 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2));
+	cr_assert_str_eq(admitted_as(1, b, sizeof(b)), "t/1",
+	                 "the P3 that waited 1.5 s was starved by a fresh P0");
+	/* fresh against fresh: the tier wins */
+	send_tier("t", 3, "", "P3", 90);
+	send_tier("t", 4, "", "P0", 10);
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 4));
+	send_released("t", 1);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
+	cr_assert_str_eq(admitted_as(2, b, sizeof(b)), "t/2");
+	send_released("t", 2);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4));
+	cr_assert_str_eq(admitted_as(3, b, sizeof(b)), "t/4",
+	                 "a fresh P3 went before a fresh P0");
+}
+
+/* Waits up to 10 s for the resource detector's component_stats row key
+ * to hold want. */
+static int
+wait_stat(const char *key, int64_t want)
+{
+	const char *p[1] = { key };
+	int64_t     got  = -1;
+	for (int i = 0; i < 1000; i++) {
+		got = -1;
+		(void) ax_store_query_int64(
+		    db,
+		    "SELECT coalesce((SELECT value FROM component_stats WHERE "
+		    "component = 'resource_detector' AND key = $1), -1)",
+		    1, p, &got);
+		if (got == want)
+			return 1;
+		ax_clock_sleep_us(10000);
+	}
+	cr_log_error("%s = %lld, want %lld", key, (long long) got,
+	             (long long) want);
+	return 0;
+}
+
+/*
+ * The starvation gauge: instances waiting for admission longer than
+ * scheduler.starvation_after, per tier, published from memory; an
+ * admission takes its instance off the count.
+ */
+Test(flow, tiers_starvation_gauge_counts_long_waits)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+
+	cr_assert_eq(ax_config_set(cfg, "resources.default_group_slots", "1"),
+	             AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "resources.overcommit", "1"), AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "scheduler.starvation_after", "1s"),
+	             AX_OK);
+	rd_compose();
+	send_tier("t", 0, "", "P2", 50);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 1));
+	send_tier("t", 1, "", "P3", 50);
+	send_tier("t", 2, "", "P3", 50);
+	send_tier("t", 3, "", "P3", 50);
+	send_tier("t", 4, "", "P1", 50);
+	cr_assert(wait_stat("waiting", 4));
+	cr_assert(wait_stat("starving.P3", 3));
+	cr_assert(wait_stat("starving.P1", 1));
+	cr_assert(wait_stat("starving.P0", 0));
+	/* what GET /metrics shows */
+	ax_buf m;
+	ax_buf_init(&m, 0);
+	cr_assert_eq(ax_api_metrics_render_starving(db, &m), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert(strstr(ax_buf_str(&m),
+	                 "# TYPE ax_instances_starving gauge\n"
+	                 "ax_instances_starving{tier=\"P0\"} 0\n"
+	                 "ax_instances_starving{tier=\"P1\"} 1\n"
+	                 "ax_instances_starving{tier=\"P2\"} 0\n"
+	                 "ax_instances_starving{tier=\"P3\"} 3\n") != NULL,
+	          "%s", ax_buf_str(&m));
+	cr_assert(strstr(ax_buf_str(&m), "ax_instances_waiting_admission 4\n"),
+	          "%s", ax_buf_str(&m));
+	ax_buf_fini(&m);
+	send_released("t", 0); /* the P1 goes */
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2));
+	cr_assert(wait_stat("starving.P1", 0));
+	cr_assert(wait_stat("starving.P3", 3));
+	cr_assert(wait_stat("waiting", 3));
+	/* a new one waits, but not yet long enough to count */
+	send_tier("t", 5, "", "P3", 50);
+	cr_assert(wait_stat("waiting", 4));
+	cr_assert(wait_stat("starving.P3", 3));
+	cr_assert(wait_stat("starving.P3", 4));
 }
 
 /* ---------------------------------------------------------------------- */

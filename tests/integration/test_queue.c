@@ -55,7 +55,7 @@ typedef struct cap {
 	rec            *r;
 	size_t          n;
 	int             capacity_msgs;
-	int32_t         last_total, last_free;
+	int32_t         last_total, last_free, last_p0;
 } cap;
 
 static cap              C;
@@ -75,6 +75,8 @@ static _Atomic int confirm_on = 1;
  * worker's heartbeat out of the way raise both). */
 static const char *q_lease = "1s", *w_heartbeat = "200ms",
                   *q_ack_timeout = "500ms", *q_dsn = "";
+/* worker.reserve_p0 of the workers started next */
+static const char *w_reserve_p0 = "0";
 
 static ax_err
 cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
@@ -109,6 +111,7 @@ cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			C.capacity_msgs++;
 			C.last_total = cmd->worker_capacity->slots_total;
 			C.last_free  = cmd->worker_capacity->slots_free;
+			C.last_p0    = cmd->worker_capacity->reserved_p0;
 		}
 		pthread_mutex_unlock(&C.mu);
 		ax__command__free_unpacked(cmd, NULL);
@@ -205,6 +208,7 @@ worker_start(int i, const char *id, const char *group, int slots)
 			dup2(fd, 2);
 		}
 		setenv("AX_WORKER_HEARTBEAT", w_heartbeat, 1);
+		setenv("AX_WORKER_RESERVE_P0", w_reserve_p0, 1);
 		setenv("AX_LOG_LEVEL", "info", 1);
 		/* the tasks write marks into this test's private dir */
 		setenv("AX_WORKER_RUN_AS", "root", 1);
@@ -376,6 +380,7 @@ Test(queue, bash_attempt_reports_started_and_success_with_timings)
 	pthread_mutex_lock(&C.mu);
 	cr_assert_gt(C.capacity_msgs, 0);
 	cr_assert_eq(C.last_total, 2);
+	cr_assert_eq(C.last_p0, 0);
 	pthread_mutex_unlock(&C.mu);
 	/* an unknown task type fails with a clear error, a failing command
 	 * reports its exit code */
@@ -386,6 +391,50 @@ Test(queue, bash_attempt_reports_started_and_success_with_timings)
 	send_attempt(&(att) { .run_id = "r-bad-channel", .channel = "P9" });
 	cr_assert(wait_rec("r-bad-channel", FAILED, 5000, &r));
 	cr_assert(strstr(r.error, "unknown channel 'P9'") != NULL);
+	stop_all();
+}
+
+/* Waits up to 10 s for the last capacity report to say total slots of
+ * which p0 are kept for P0. */
+static int
+wait_capacity(int32_t total, int32_t p0)
+{
+	for (int i = 0; i < 1000; i++) {
+		pthread_mutex_lock(&C.mu);
+		int ok = C.last_total == total && C.last_p0 == p0;
+		pthread_mutex_unlock(&C.mu);
+		if (ok)
+			return 1;
+		ax_clock_sleep_us(10000);
+	}
+	return 0;
+}
+
+/*
+ * A worker's P0 reserve (worker.reserve_p0) travels in its Register and
+ * reaches the resource detector summed over the group's workers; one
+ * that leaves takes its reserve with it.
+ */
+Test(queue, p0_reserve_of_the_workers_reaches_the_resource_detector)
+{
+	start_queue("30s", "false");
+	w_reserve_p0 = "1";
+	worker_start(0, "w1", "g", 2);
+	w_reserve_p0 = "2";
+	worker_start(1, "w2", "g", 3);
+	w_reserve_p0 = "0";
+	wait_workers(2);
+	cr_assert(wait_capacity(5, 3),
+	          "group g: %d slots, %d for P0; "
+	          "want 5 and 3",
+	          (int) C.last_total, (int) C.last_p0);
+	kill(wpid[1], SIGKILL);
+	waitpid(wpid[1], NULL, 0);
+	wpid[1] = 0;
+	cr_assert(wait_capacity(2, 1),
+	          "after w2 died: %d slots, %d for P0; "
+	          "want 2 and 1",
+	          (int) C.last_total, (int) C.last_p0);
 	stop_all();
 }
 
@@ -1454,6 +1503,11 @@ Test(queue, out_of_range_worker_messages_are_refused_by_name)
 	reg.worker_id                = long_id;
 	reg.slots                    = 4;
 	expect_refused(&p, &m, "Register.worker_id");
+	reg.worker_id  = "wx";
+	reg.reserve_p0 = 5; /* more than its slots */
+	expect_refused(&p, &m, "Register.reserve_p0");
+	reg.reserve_p0 = -1;
+	expect_refused(&p, &m, "Register.reserve_p0");
 	peer_register(&p, NULL, 0);
 	m.body_case   = AX__WORKER_MESSAGE__BODY_PULL;
 	m.pull        = &pl;

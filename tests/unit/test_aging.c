@@ -119,3 +119,53 @@ Test(aging, effective_grows_one_step_per_interval)
 	cr_assert_eq(ax_aging_effective(2, 10 * SEC, 25 * SEC, aging), 2.5);
 	cr_assert_eq(ax_aging_effective(2, 10 * SEC, 100 * SEC, 0), 2.0);
 }
+
+/* Tier priorities: the value, the clamps, and who goes first. */
+typedef struct tier_case {
+	char    what[80];
+	int     tier;
+	int64_t prio, want;
+} tier_case;
+
+static tier_case tiers[] = {
+	{ "P0 of priority 0 is above every P1", 0, 0, 303 },
+	{ "P0 of priority 100", 0, 100, 403 },
+	{ "P1 of priority 100 stays below P0 of priority 0", 1, 100, 302 },
+	{ "P3 of priority 0 is the bottom", 3, 0, 0 },
+	{ "P2 of priority 50", 2, 50, 151 },
+	{ "a tier out of range counts as P3", 7, 50, 50 },
+	{ "a negative tier counts as P3", -1, 50, 50 },
+	{ "a priority over 100 is 100", 3, 1000, 100 },
+	{ "a negative priority is 0", 1, -5, 202 },
+};
+
+ParameterizedTestParameters(aging, tier_priority_values)
+{
+	return cr_make_param_array(tier_case, tiers,
+	                           sizeof(tiers) / sizeof(tiers[0]));
+}
+
+ParameterizedTest(tier_case *c, aging, tier_priority_values)
+{
+	cr_assert_eq(ax_aging_tier_priority(c->tier, c->prio), c->want,
+	             "%s: got %lld", c->what,
+	             (long long) ax_aging_tier_priority(c->tier, c->prio));
+}
+
+Test(aging, tiers_order_first_then_aging_crosses_them)
+{
+	int64_t aging = 30 * SEC;
+	int64_t p0    = ax_aging_tier_priority(0, 0);
+	int64_t p3    = ax_aging_tier_priority(3, 100);
+	/* enqueued together: the higher tier first, whatever the priority */
+	cr_assert_gt(ax_aging_key(p0, 0, aging), ax_aging_key(p3, 0, aging));
+	/* P3 waited 203 intervals longer (p0 - p3 steps): behind by a hair
+	 * less than one, ahead one interval later */
+	cr_assert_lt(ax_aging_key(p3, 0, aging),
+	             ax_aging_key(p0, 202 * aging, aging));
+	cr_assert_gt(ax_aging_key(p3, 0, aging),
+	             ax_aging_key(p0, 204 * aging, aging));
+	/* aging off: tier order for good */
+	cr_assert_gt(ax_aging_key(p0, 1000000 * SEC, 0),
+	             ax_aging_key(p3, 0, 0));
+}
