@@ -93,7 +93,9 @@ typedef struct rd_item {
 	int                state;     /* RD_* */
 	int                announced; /* a DELAY/BLOCK event was sent */
 	int32_t            slots;
-	int8_t             tier;     /* 0 = P0 .. 3 = P3 (see item_tier) */
+	int8_t             tier;     /* 0 = P0 .. 3 = P3 (see item_profile) */
+	int64_t            cpu;      /* millicores it declares (0: none) */
+	int64_t            mem;      /* bytes it declares (0: none) */
 	uint8_t            starving; /* counted in rd_state.starving */
 	double             akey; /* aging key, set when it starts waiting */
 	int64_t            since_us; /* mono: it started waiting (lane_push) */
@@ -114,10 +116,13 @@ struct rd_group {
 	int64_t agg;     /* group total from an aggregate report, -1: none */
 	int64_t agg_p0;  /* of agg, slots reserved for P0 */
 	int64_t workers; /* sum of per-worker totals */
-	int64_t workers_p0; /* sum of per-worker P0 reserves */
-	int     nworker;    /* workers reported alive */
-	int64_t used;       /* slots of admitted items */
-	int64_t used_low;   /* of used, slots of admitted P1..P3 items */
+	int64_t workers_p0;       /* sum of per-worker P0 reserves */
+	int     nworker;          /* workers reported alive */
+	int64_t used;             /* slots of admitted items */
+	int64_t used_low;         /* of used, slots of admitted P1..P3 items */
+	int64_t agg_cpu, agg_mem; /* offered, from the aggregate report */
+	int64_t workers_cpu, workers_mem; /* sums of per-worker reports */
+	int64_t used_cpu, used_mem;       /* declared by admitted items */
 };
 
 struct rd_pool {
@@ -144,6 +149,7 @@ typedef struct rd_worker {
 	rd_group *group;
 	int64_t   total;
 	int64_t   reserve_p0;
+	int64_t   cpu, mem;
 } rd_worker;
 
 typedef struct rd_state {
@@ -400,11 +406,24 @@ group_low_limit(const rd_group *g, int64_t lim)
 }
 
 /*
+ * Whether the cpu or memory it declares (need) fits a group offering
+ * total (0: not reported, no limit) of which used are declared by
+ * admitted items. Like slots, an item larger than the whole group goes
+ * when nothing that declares that resource is admitted.
+ */
+static int
+res_fits(int64_t need, int64_t used, int64_t total)
+{
+	return need <= 0 || total <= 0 || used + need <= total || used == 0;
+}
+
+/*
  * What keeps the head it of lane l from its admission, or NULL when it
- * may go: "group_slots" / "pool_slots" (all taken), "reserved_p0" /
- * "pool_reserved_p0" (what is left is the P0 reserve; P1..P3 never take
- * it, even on an idle group). An item larger than its whole group or
- * pool still runs when that is idle (never stuck forever).
+ * may go: "cpu" / "memory" (the group's workers offer too little of what
+ * it declares beside the admitted items), or "group_slots" / "pool_slots" (all
+ * taken), "reserved_p0" / "pool_reserved_p0" (what is left is the P0 reserve;
+ * P1..P3 never take it, even on an idle group). An item larger than its whole
+ * group or pool still runs when that is idle (never stuck forever).
  */
 static const char *
 lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
@@ -415,6 +434,12 @@ lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 
 	if (g->used + it->slots > lim && !(g->used == 0 && lim > 0))
 		return "group_slots";
+	if (!res_fits(it->cpu, g->used_cpu,
+	              g->agg >= 0 ? g->agg_cpu : g->workers_cpu))
+		return "cpu";
+	if (!res_fits(it->mem, g->used_mem,
+	              g->agg >= 0 ? g->agg_mem : g->workers_mem))
+		return "memory";
 	if (p != NULL && p->used + it->slots > p->slots &&
 	    !(p->used == 0 && p->slots > 0))
 		return "pool_slots";
@@ -500,14 +525,18 @@ why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
 	         "{\"tier\":\"%s\",\"held_by\":\"%s\",\"group\":\"%s\","
 	         "\"group_used\":%lld,\"group_used_low\":%lld,"
 	         "\"group_limit\":%lld,\"pool\":\"%s\",\"pool_used\":%lld,"
-	         "\"pool_slots\":%lld,\"pool_reserve_p0\":%lld,\"slots\":%d}",
+	         "\"pool_slots\":%lld,\"pool_reserve_p0\":%lld,\"slots\":%d,"
+	         "\"cpu_milli\":%lld,\"group_cpu_used\":%lld,"
+	         "\"memory_bytes\":%lld,\"group_memory_used\":%lld}",
 	         ax_impact_name((ax_impact) it->tier),
 	         by != NULL ? by : "queue_order", g,
 	         (long long) l->group->used, (long long) l->group->used_low,
 	         (long long) group_limit(st, l->group), p,
 	         (long long) (l->pool ? l->pool->used : 0),
 	         (long long) (l->pool ? l->pool->slots : 0),
-	         (long long) (l->pool ? l->pool->reserve_p0 : 0), it->slots);
+	         (long long) (l->pool ? l->pool->reserve_p0 : 0), it->slots,
+	         (long long) it->cpu, (long long) l->group->used_cpu,
+	         (long long) it->mem, (long long) l->group->used_mem);
 }
 
 static ax_err
@@ -530,6 +559,8 @@ admit(ax_actor *self, rd_state *st, rd_item *it)
 		return rv;
 	it->state = RD_ADMITTED;
 	it->lane->group->used += it->slots;
+	it->lane->group->used_cpu += it->cpu;
+	it->lane->group->used_mem += it->mem;
 	if (it->lane->pool != NULL)
 		it->lane->pool->used += it->slots;
 	if (!it->lane->p0) {
@@ -797,28 +828,40 @@ rules_refresh(ax_actor *self, rd_state *st)
 static void unuse(rd_item *it);
 
 /*
- * The tier of ready: its impact as sent, else its DAG's impact in the
- * registry (retries and held attempts come from senders that do not
- * know it; the DAG of a live instance is cached, a miss costs one read),
- * else P2, the DAG format's default impact.
+ * The tier and declared resources of it, from its ready: as sent when
+ * the sender knew them (impact set), else from its DAG in the registry
+ * (retries and held attempts come from senders that do not know them;
+ * the DAG of a live instance is cached, a miss costs one read), else P2,
+ * the DAG format's default impact, and no resources.
  */
-static int
-item_tier(const rd_state *st, const Ax__InstanceReady *ready)
+static void
+item_profile(const rd_state *st, rd_item *it)
 {
-	const char *s = ready->impact;
+	const Ax__InstanceReady *ready = it->ready;
+	const char              *s     = ready->impact;
+
+	it->tier = AX_IMPACT_P2;
+	it->cpu = it->mem = 0;
 	if (s != NULL && s[0] == 'P' && s[1] >= '0' && s[1] <= '3' &&
-	    s[2] == '\0')
-		return s[1] - '0';
-	if (st->ctx->registry != NULL) {
-		ax_dag_entry *e = ax_dag_registry_current(
-		    st->ctx->registry, ready->instance->dag);
-		if (e != NULL) {
-			int t = (int) e->dag->impact;
-			ax_dag_entry_release(e);
-			return t;
-		}
+	    s[2] == '\0') {
+		it->tier = (int8_t) (s[1] - '0');
+		it->cpu  = ready->cpu_milli > 0 ? ready->cpu_milli : 0;
+		it->mem  = ready->memory_bytes > 0 ? ready->memory_bytes : 0;
+		return;
 	}
-	return AX_IMPACT_P2;
+	if (st->ctx->registry == NULL)
+		return;
+	ax_dag_entry *e =
+	    ax_dag_registry_current(st->ctx->registry, ready->instance->dag);
+	if (e == NULL)
+		return;
+	const ax_task *k = ax_dag_entry_task(e, ready->instance->task);
+	it->tier         = (int8_t) e->dag->impact;
+	if (k != NULL) {
+		it->cpu = k->eff.cpu_milli;
+		it->mem = k->eff.memory_bytes;
+	}
+	ax_dag_entry_release(e);
 }
 
 /*
@@ -869,10 +912,10 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	it->trace = trace != NULL && trace[0] != '\0' ? strdup(trace) : NULL;
 	it->seq   = st->seq++;
 	it->slots = ready->slots > 0 ? ready->slots : 1;
-	it->tier  = (int8_t) item_tier(st, ready);
-	it->lane  = lane_get(
-	     st, ready->worker_group[0] ? ready->worker_group : "default",
-	     ready->pool, it->tier == AX_IMPACT_P0);
+	item_profile(st, it);
+	it->lane = lane_get(
+	    st, ready->worker_group[0] ? ready->worker_group : "default",
+	    ready->pool, it->tier == AX_IMPACT_P0);
 	if (it->lane == NULL ||
 	    ax_strmap_put(st->items, it->key, it) != AX_OK) {
 		item_free(it);
@@ -915,6 +958,8 @@ unuse(rd_item *it)
 	if (it->state != RD_ADMITTED)
 		return;
 	it->lane->group->used -= it->slots;
+	it->lane->group->used_cpu -= it->cpu;
+	it->lane->group->used_mem -= it->mem;
 	if (it->lane->pool != NULL)
 		it->lane->pool->used -= it->slots;
 	if (!it->lane->p0) {
@@ -964,6 +1009,10 @@ on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 		g->agg = wc->alive ? wc->slots_total : 0;
 		g->agg_p0 =
 		    wc->alive && wc->reserved_p0 > 0 ? wc->reserved_p0 : 0;
+		g->agg_cpu =
+		    wc->alive && wc->cpu_milli > 0 ? wc->cpu_milli : 0;
+		g->agg_mem =
+		    wc->alive && wc->memory_bytes > 0 ? wc->memory_bytes : 0;
 		return;
 	}
 	snprintf(key, sizeof(key), "%s\x1f%s", gname, wc->worker_id);
@@ -971,6 +1020,8 @@ on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 	if (w != NULL) {
 		g->workers -= w->total;
 		g->workers_p0 -= w->reserve_p0;
+		g->workers_cpu -= w->cpu;
+		g->workers_mem -= w->mem;
 		g->nworker--;
 		if (!wc->alive) {
 			free(ax_strmap_del(st->workers, key));
@@ -991,6 +1042,10 @@ on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 		w->reserve_p0 = w->total;
 	g->workers += w->total;
 	g->workers_p0 += w->reserve_p0;
+	w->cpu = wc->cpu_milli > 0 ? wc->cpu_milli : 0;
+	w->mem = wc->memory_bytes > 0 ? wc->memory_bytes : 0;
+	g->workers_cpu += w->cpu;
+	g->workers_mem += w->mem;
 	g->nworker++;
 }
 

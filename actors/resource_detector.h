@@ -18,7 +18,10 @@
  * BLOCK(RULE_BLOCKED or CHANNEL_BLOCKED, row reason "... rule=<id>");
  * worker-group slots
  * (capacity reported by the queue x resources.overcommit, or
- * resources.default_group_slots before the first report); named pool
+ * resources.default_group_slots before the first report); the cpu and
+ * memory the task declares against what the group's workers offer
+ * (their Register, summed by the queue) less what admitted tasks
+ * declare; named pool
  * slots (pools table, read once at start; resources.default_pool_slots
  * for a pool not in it); the P0 reserves (P1..P3 never take the slots a
  * group's workers keep with worker.reserve_p0, nor a pool's

@@ -95,6 +95,12 @@ static const cfg_key cfg_keys[] = {
 	{ "worker.reserve_p0", CFG_INT, "0",
 	  "of worker.slots, how many are kept for P0 work (lower tiers "
 	  "never take them; at most worker.slots)" },
+	{ "worker.cpu_milli", CFG_INT, "0",
+	  "CPU this worker offers to tasks, millicores (1000 = one core); "
+	  "0 = the machine's online CPUs" },
+	{ "worker.memory_mb", CFG_INT, "0",
+	  "memory this worker offers to tasks, MiB; 0 = the machine's "
+	  "physical memory" },
 	{ "worker.server", CFG_ADDRESS, "tcp://127.0.0.1:7710",
 	  "queue service address" },
 	{ "worker.heartbeat", CFG_DURATION, "2s", "heartbeat interval" },

@@ -127,6 +127,10 @@ check_register(const Ax__Register *r)
 	TEXT("Register", "version", r->version, AX_WPROTO_NAME_MAX);
 	RANGE("Register", "slots", r->slots, 1, AX_WPROTO_SLOTS_MAX);
 	RANGE("Register", "reserve_p0", r->reserve_p0, 0, r->slots);
+	RANGE("Register", "cpu_milli", r->cpu_milli, 0,
+	      AX_WPROTO_CPU_MILLI_MAX);
+	RANGE("Register", "memory_bytes", r->memory_bytes, 0,
+	      AX_WPROTO_MEMORY_MAX);
 	RANGE("Register", "pid", r->pid, 0, INT32_MAX);
 	RANGE("Register", "labels", r->n_labels, 0, AX_WPROTO_LABELS_MAX);
 	for (size_t i = 0; i < r->n_labels; i++) {

@@ -28,10 +28,13 @@
 #define AX_WPROTO_NAME_MAX   255    /* worker id, group, host, dag, task */
 #define AX_WPROTO_RUN_ID_MAX 127    /* a run_id (a UUID is 36) */
 #define AX_WPROTO_SLOTS_MAX  100000 /* slots of one worker */
-#define AX_WPROTO_LIST_MAX   100000 /* run ids or reports in one message */
-#define AX_WPROTO_LABELS_MAX 256    /* labels, task types, env entries */
-#define AX_WPROTO_PATH_MAX   4096   /* log paths, workdirs */
-#define AX_WPROTO_TEXT_MAX   65536  /* error texts, label values */
+/* CPU and memory one worker may offer: a 64 Ki-core, 64 TiB machine */
+#define AX_WPROTO_CPU_MILLI_MAX (65536LL * 1000)
+#define AX_WPROTO_MEMORY_MAX    (64LL << 40)
+#define AX_WPROTO_LIST_MAX      100000 /* run ids or reports in one message */
+#define AX_WPROTO_LABELS_MAX    256    /* labels, task types, env entries */
+#define AX_WPROTO_PATH_MAX      4096   /* log paths, workdirs */
+#define AX_WPROTO_TEXT_MAX      65536  /* error texts, label values */
 /* instants: years 0001-9999 in UTC microseconds */
 #define AX_WPROTO_TIME_MIN (-62135596800LL * 1000000)
 #define AX_WPROTO_TIME_MAX (253402300800LL * 1000000 - 1)

@@ -167,6 +167,9 @@ main(int argc, char **argv)
 		.slots   = (int32_t) ax_config_int(cfg, "worker.slots"),
 		.reserve_p0 =
 		    (int32_t) ax_config_int(cfg, "worker.reserve_p0"),
+		.cpu_milli = ax_config_int(cfg, "worker.cpu_milli"),
+		.memory_bytes =
+		    ax_config_int(cfg, "worker.memory_mb") * (1LL << 20),
 		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),

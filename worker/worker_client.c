@@ -589,6 +589,8 @@ send_register(ax_worker *w)
 	reg.pid               = (int32_t) getpid();
 	reg.slots             = w->o.slots;
 	reg.reserve_p0        = w->o.reserve_p0;
+	reg.cpu_milli         = w->o.cpu_milli;
+	reg.memory_bytes      = w->o.memory_bytes;
 	reg.version           = AX_VERSION;
 	reg.n_task_types      = 2;
 	reg.task_types        = types;
@@ -1071,10 +1073,32 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 		                  (int) o->reserve_p0, (int) o->slots);
 	if (o->group == NULL || *o->group == '\0')
 		return ax_err_set(AX_EINVAL, "worker: empty group");
+	if (o->cpu_milli < 0 || o->cpu_milli > AX_WPROTO_CPU_MILLI_MAX ||
+	    o->memory_bytes < 0 || o->memory_bytes > AX_WPROTO_MEMORY_MAX)
+		return ax_err_set(AX_EINVAL,
+		                  "worker: worker.cpu_milli %lld or "
+		                  "worker.memory_mb %lld out of range; use "
+		                  "0..%lld millicores and 0..%lld MiB",
+		                  (long long) o->cpu_milli,
+		                  (long long) (o->memory_bytes >> 20),
+		                  (long long) AX_WPROTO_CPU_MILLI_MAX,
+		                  (long long) (AX_WPROTO_MEMORY_MAX >> 20));
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		return ax_err_set(AX_ENOMEM, "worker");
 	w->o    = *o;
 	w->evfd = -1;
+	/* what the machine has, unless the configuration offers less (a
+	 * machine shared with other services) */
+	if (w->o.cpu_milli == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 0)
+		w->o.cpu_milli =
+		    (int64_t) sysconf(_SC_NPROCESSORS_ONLN) * 1000;
+	if (w->o.memory_bytes == 0 && sysconf(_SC_PHYS_PAGES) > 0)
+		w->o.memory_bytes =
+		    (int64_t) sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+	if (w->o.cpu_milli > AX_WPROTO_CPU_MILLI_MAX)
+		w->o.cpu_milli = AX_WPROTO_CPU_MILLI_MAX;
+	if (w->o.memory_bytes > AX_WPROTO_MEMORY_MAX)
+		w->o.memory_bytes = AX_WPROTO_MEMORY_MAX;
 	if (w->o.heartbeat_us <= 0)
 		w->o.heartbeat_us = 2 * AX_USEC_PER_SEC;
 	if (w->o.poll_us <= 0)

@@ -76,6 +76,8 @@ typedef struct ax_worker_opts {
 	const char *log_dir;      /* attempt logs when a dispatch names none */
 	int32_t     slots;        /* >= 1 */
 	int32_t     reserve_p0;   /* of slots, kept for P0 (0..slots) */
+	int64_t     cpu_milli;    /* offered to tasks; 0: online CPUs */
+	int64_t     memory_bytes; /* offered to tasks; 0: physical memory */
 	int64_t     heartbeat_us; /* heartbeat period */
 	int64_t     kill_grace_us;  /* TERM -> KILL when a dispatch says 0 */
 	int64_t     poll_us;        /* long-poll length; 0: 10 s */

@@ -225,6 +225,8 @@ axdd_send_ready(dd *d, drun *r, size_t t, int32_t j)
 	rd.due_at_us       = r->due_us;
 	rd.slots           = 1;
 	rd.impact          = (char *) ax_impact_name(r->v->e->dag->impact);
+	rd.cpu_milli       = k->eff.cpu_milli;
+	rd.memory_bytes    = k->eff.memory_bytes;
 	cmd.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
 	cmd.instance_ready = &rd;
 	if (d->spill_head < d->nspill ||

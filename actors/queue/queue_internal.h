@@ -99,6 +99,7 @@ struct qworker {
 	uint64_t     session, ordinal;
 	int32_t      slots, used, load_x100;
 	int32_t      reserve_p0; /* of slots, kept for P0 (Register) */
+	int64_t      cpu_milli, memory_bytes; /* offered (Register) */
 	char        *hostname;
 	int32_t      pid;
 	int64_t      lease_mono, registered_at_us, heartbeat_at_us;
@@ -136,6 +137,7 @@ struct qgroup {
 	ax_list          members; /* joined workers (qworker.gn) */
 	ax_list          parked;  /* waiting workers (qworker.pkn) */
 	int32_t          sent_total, sent_free, sent_p0;
+	int64_t          sent_cpu, sent_mem;
 	int              cap_dirty, cap_sent;
 	ax_list_node     cn; /* q->cap_dirty (cap_dirty) */
 };

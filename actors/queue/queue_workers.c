@@ -74,6 +74,7 @@ axq_cap_flush(ax_queue *q)
 
 	while ((g = QGROUP(ax_list_pop(&q->cap_dirty), cn)) != NULL) {
 		int32_t total = 0, free_ = 0, p0 = 0;
+		int64_t cpu = 0, mem = 0;
 		g->cap_dirty = 0;
 		for (ax_list_node *n = g->members.head; n != NULL;
 		     n               = n->next) {
@@ -82,10 +83,13 @@ axq_cap_flush(ax_queue *q)
 				continue;
 			total += w->slots;
 			p0 += w->reserve_p0;
+			cpu += w->cpu_milli;
+			mem += w->memory_bytes;
 			free_ += w->slots > w->used ? w->slots - w->used : 0;
 		}
 		if (g->cap_sent && total == g->sent_total &&
-		    free_ == g->sent_free && p0 == g->sent_p0)
+		    free_ == g->sent_free && p0 == g->sent_p0 &&
+		    cpu == g->sent_cpu && mem == g->sent_mem)
 			continue;
 		Ax__Command        cmd = AX__COMMAND__INIT;
 		Ax__WorkerCapacity wc  = AX__WORKER_CAPACITY__INIT;
@@ -96,12 +100,16 @@ axq_cap_flush(ax_queue *q)
 		wc.slots_total         = total;
 		wc.slots_free          = free_;
 		wc.reserved_p0         = p0;
+		wc.cpu_milli           = cpu;
+		wc.memory_bytes        = mem;
 		wc.alive               = total > 0;
 		axq_send_cmd(q, AX_A_RESOURCE_DETECTOR, &cmd);
 		g->cap_sent   = 1;
 		g->sent_total = total;
 		g->sent_free  = free_;
 		g->sent_p0    = p0;
+		g->sent_cpu   = cpu;
+		g->sent_mem   = mem;
 	}
 }
 
@@ -448,10 +456,12 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 		STAT(q, st_workers, 1);
 		ax_list_append(&q->leases, &w->ln);
 	}
-	w->alive      = 1;
-	w->draining   = 0;
-	w->slots      = r->slots;
-	w->reserve_p0 = r->reserve_p0;
+	w->alive        = 1;
+	w->draining     = 0;
+	w->slots        = r->slots;
+	w->reserve_p0   = r->reserve_p0;
+	w->cpu_milli    = r->cpu_milli;
+	w->memory_bytes = r->memory_bytes;
 	w->session = ++q->session_ctr ^ ((uint64_t) ax_clock_utc_us() << 20);
 	if (w->session == 0)
 		w->session = 1;

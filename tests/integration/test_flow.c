@@ -597,18 +597,46 @@ send_tier(const char *task, int shard, const char *pool, const char *impact,
 	send1(AX_A_RESOURCE_DETECTOR, &c);
 }
 
-/* The queue's aggregate report for group g1. */
+/* The queue's aggregate report for group g1, with the cpu and memory
+ * its workers offer. */
 static void
-send_group_capacity(int total, int reserved_p0)
+send_group_offer(int total, int reserved_p0, int64_t cpu, int64_t mem)
 {
 	Ax__WorkerCapacity wc = AX__WORKER_CAPACITY__INIT;
 	Ax__Command        c  = AX__COMMAND__INIT;
 	wc.worker_group       = "g1";
 	wc.slots_total        = total;
 	wc.reserved_p0        = reserved_p0;
+	wc.cpu_milli          = cpu;
+	wc.memory_bytes       = mem;
 	wc.alive              = total > 0;
 	c.body_case           = AX__COMMAND__BODY_WORKER_CAPACITY;
 	c.worker_capacity     = &wc;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+static void
+send_group_capacity(int total, int reserved_p0)
+{
+	send_group_offer(total, reserved_p0, 0, 0);
+}
+
+/* A P2 InstanceReady of task/shard in group g1 declaring cpu and mem. */
+static void
+send_res(const char *task, int shard, int cpu, int64_t mem)
+{
+	Ax__InstanceRef   ref = ref_of(task, shard);
+	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
+	Ax__Command       c   = AX__COMMAND__INIT;
+	rd.instance           = &ref;
+	rd.worker_group       = "g1";
+	rd.slots              = 1;
+	rd.impact             = "P2";
+	rd.priority           = 50;
+	rd.cpu_milli          = cpu;
+	rd.memory_bytes       = mem;
+	c.body_case           = AX__COMMAND__BODY_INSTANCE_READY;
+	c.instance_ready      = &rd;
 	send1(AX_A_RESOURCE_DETECTOR, &c);
 }
 
@@ -676,6 +704,59 @@ Test(flow, tiers_p0_reserve_is_not_taken_by_p3)
 	send_tier("r", 0, "p2", "P0", 50);
 	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 6));
 	cr_assert_str_eq(admitted_as(5, b, sizeof(b)), "r/0");
+}
+
+/*
+ * Declared resources: a group whose workers offer 2 cores and 4 GiB
+ * admits two 1.5-core tasks one at a time (slots would allow both), and
+ * memory the same way; the wait says "cpu" or "memory". A head that does
+ * not fit holds its lane (what comes after it waits its turn: a large
+ * task is never starved by small ones), and a release lets it through.
+ */
+Test(flow, resources_admitted_only_where_they_fit)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	const int64_t               GI  = 1LL << 30;
+	char                        b[64];
+
+	rd_compose();
+	send_group_offer(8, 0, 2000, 4 * GI);
+	send_res("a", 0, 1500, 0);
+	send_res("a", 1, 1500, 0);
+	send_res("a", 2, 0, 0);
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 2));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 1,
+	             "admitted beyond the cpu the group offers");
+	cr_assert_eq(cap_events_with("instance.delayed", "WAIT_RESOURCE",
+	                             "\"held_by\":\"cpu\""),
+	             1);
+	send_released("a", 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
+	cr_assert_str_eq(admitted_as(1, b, sizeof(b)), "a/1");
+	cr_assert_str_eq(admitted_as(2, b, sizeof(b)), "a/2");
+	send_res("a", 3, 0, 3 * GI);
+	send_res("a", 4, 0, 2 * GI);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4));
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 3));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 4,
+	             "admitted beyond the memory the group offers");
+	cr_assert_eq(cap_events_with("instance.delayed", "WAIT_RESOURCE",
+	                             "\"held_by\":\"memory\""),
+	             1);
+	send_released("a", 3);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 5));
+	cr_assert_str_eq(admitted_as(4, b, sizeof(b)), "a/4");
+	/* larger than the whole group: goes once nothing declaring cpu is
+	 * admitted (never stuck) */
+	send_res("a", 5, 4000, 0);
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 4));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 5);
+	send_released("a", 1);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 6));
+	cr_assert_str_eq(admitted_as(5, b, sizeof(b)), "a/5");
 }
 
 /* A reserve out of range in the pools table: refused by PostgreSQL

@@ -56,6 +56,7 @@ typedef struct cap {
 	size_t          n;
 	int             capacity_msgs;
 	int32_t         last_total, last_free, last_p0;
+	int64_t         last_cpu, last_mem;
 } cap;
 
 static cap              C;
@@ -77,6 +78,8 @@ static const char *q_lease = "1s", *w_heartbeat = "200ms",
                   *q_ack_timeout = "500ms", *q_dsn = "";
 /* worker.reserve_p0 of the workers started next */
 static const char *w_reserve_p0 = "0";
+/* worker.cpu_milli of the workers started next ("0": the machine's) */
+static const char *w_cpu_milli = "0";
 
 static ax_err
 cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
@@ -112,6 +115,8 @@ cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			C.last_total = cmd->worker_capacity->slots_total;
 			C.last_free  = cmd->worker_capacity->slots_free;
 			C.last_p0    = cmd->worker_capacity->reserved_p0;
+			C.last_cpu   = cmd->worker_capacity->cpu_milli;
+			C.last_mem   = cmd->worker_capacity->memory_bytes;
 		}
 		pthread_mutex_unlock(&C.mu);
 		ax__command__free_unpacked(cmd, NULL);
@@ -209,6 +214,7 @@ worker_start(int i, const char *id, const char *group, int slots)
 		}
 		setenv("AX_WORKER_HEARTBEAT", w_heartbeat, 1);
 		setenv("AX_WORKER_RESERVE_P0", w_reserve_p0, 1);
+		setenv("AX_WORKER_CPU_MILLI", w_cpu_milli, 1);
 		setenv("AX_LOG_LEVEL", "info", 1);
 		/* the tasks write marks into this test's private dir */
 		setenv("AX_WORKER_RUN_AS", "root", 1);
@@ -381,6 +387,9 @@ Test(queue, bash_attempt_reports_started_and_success_with_timings)
 	cr_assert_gt(C.capacity_msgs, 0);
 	cr_assert_eq(C.last_total, 2);
 	cr_assert_eq(C.last_p0, 0);
+	/* by default a worker offers the machine's CPUs and memory */
+	cr_assert_eq(C.last_cpu, sysconf(_SC_NPROCESSORS_ONLN) * 1000);
+	cr_assert_gt(C.last_mem, 0);
 	pthread_mutex_unlock(&C.mu);
 	/* an unknown task type fails with a clear error, a failing command
 	 * reports its exit code */
@@ -411,23 +420,30 @@ wait_capacity(int32_t total, int32_t p0)
 }
 
 /*
- * A worker's P0 reserve (worker.reserve_p0) travels in its Register and
- * reaches the resource detector summed over the group's workers; one
- * that leaves takes its reserve with it.
+ * A worker's P0 reserve (worker.reserve_p0) and the cpu it offers
+ * (worker.cpu_milli) travel in its Register and reach the resource
+ * detector summed over the group's workers; one that leaves takes its
+ * reserve with it.
  */
-Test(queue, p0_reserve_of_the_workers_reaches_the_resource_detector)
+Test(queue, p0_reserve_and_cpu_of_the_workers_reach_the_resource_detector)
 {
 	start_queue("30s", "false");
 	w_reserve_p0 = "1";
+	w_cpu_milli  = "1500";
 	worker_start(0, "w1", "g", 2);
 	w_reserve_p0 = "2";
+	w_cpu_milli  = "500";
 	worker_start(1, "w2", "g", 3);
 	w_reserve_p0 = "0";
+	w_cpu_milli  = "0";
 	wait_workers(2);
 	cr_assert(wait_capacity(5, 3),
 	          "group g: %d slots, %d for P0; "
 	          "want 5 and 3",
 	          (int) C.last_total, (int) C.last_p0);
+	pthread_mutex_lock(&C.mu);
+	cr_assert_eq(C.last_cpu, 2000, "the cpu the workers offer, summed");
+	pthread_mutex_unlock(&C.mu);
 	kill(wpid[1], SIGKILL);
 	waitpid(wpid[1], NULL, 0);
 	wpid[1] = 0;
