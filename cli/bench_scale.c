@@ -10,8 +10,7 @@
  * "bench.scale.probe" firing every second, loaded last so that it has
  * the highest id and the loader arms it last. History: --history / 10
  * past runs spread over the DAGs (1 % FAILED), 10 instances each (shards
- * of task t), one attempt and one event_log row per instance, in the
- * month partitions of their logical times (created first).
+ * of task t), one attempt and one event_log row per instance.
  *
  * Measures, each from what PostgreSQL holds or from real HTTP requests:
  *  - axd exec -> first on-time fire, twice: the first start (it writes
@@ -115,7 +114,7 @@ build_dags(ax_bench *b)
 static int
 build_history(ax_bench *b)
 {
-	char    q[4096], q2[1024];
+	char    q[4096];
 	long    runs = (long) (b->o.history / 10);
 	int64_t t0   = ax_clock_mono_us(), t1;
 
@@ -151,19 +150,7 @@ build_history(ax_bench *b)
 	    "(k / %d + 2) * interval '1 day' + (k %% 86400) * interval "
 	    "'1 s' AS ts) t",
 	    runs - 1, b->o.dags, b->o.dags);
-	/* the months the runs fall in get their partitions first, as a
-	 * database that has been running for them has (else the rows would
-	 * all land in the default partitions) */
-	snprintf(
-	    q2, sizeof(q2),
-	    "SELECT count(*) FILTER (WHERE ax_part_create(t, m::date)) "
-	    "FROM unnest(ARRAY['dag_runs', 'task_instances', 'attempts', "
-	    "'event_log']) t CROSS JOIN generate_series(date_trunc("
-	    "'month', (date_trunc('day', now()) - %ld * interval '1 day') "
-	    "AT TIME ZONE 'UTC'), now() AT TIME ZONE 'UTC', "
-	    "interval '1 month') m",
-	    (runs - 1) / b->o.dags + 3);
-	if (ax_bench_sql(b, q2) || ax_bench_sql(b, q))
+	if (ax_bench_sql(b, q))
 		return 1;
 	t1 = ax_clock_mono_us();
 	fprintf(stderr, "scale: runs in %.1f s\n", secs_since(t0));
@@ -182,12 +169,10 @@ build_history(ax_bench *b)
 	t1 = ax_clock_mono_us();
 	if (ax_bench_sql(
 	        b,
-	        "INSERT INTO attempts (run_id, instance_id, logical_time, "
-	        "number, state, worker_id, due_at, admitted_at, "
-	        "dispatched_at, started_at, ended_at, exit_status, "
-	        "created_at) "
-	        "SELECT gen_random_uuid(), i.id, i.logical_time, 1, i.state, "
-	        "'bench', "
+	        "INSERT INTO attempts (run_id, instance_id, number, state, "
+	        "worker_id, due_at, admitted_at, dispatched_at, "
+	        "started_at, ended_at, exit_status, created_at) "
+	        "SELECT gen_random_uuid(), i.id, 1, i.state, 'bench', "
 	        "i.created_at, i.created_at, i.started_at, i.started_at, "
 	        "i.ended_at, CASE WHEN i.state = 'FAILED' THEN 1 ELSE 0 "
 	        "END, i.created_at FROM task_instances i"))

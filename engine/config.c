@@ -168,16 +168,6 @@ static const cfg_key cfg_keys[] = {
 	  "slots of a named pool that is not in the pools table" },
 	{ "events.buffer", CFG_INT, "100000",
 	  "events the emitter buffers while event_log is unreachable" },
-	/* Platform teams keep six months of instance history for audit and
-	 * capacity planning; older months slow nothing down (they are other
-	 * partitions) but fill the disk, and leave only through
-	 * `axctl db maintain` / `axctl db archive`. */
-	{ "history.retention_days", CFG_INT, "180",
-	  "`axctl db maintain` detaches history months (runs, instances, "
-	  "attempts, events) that ended more than this many days ago; "
-	  "`axctl db archive` writes them to files" },
-	{ "history.partitions_ahead", CFG_INT, "3",
-	  "months of history partitions created ahead of the current one" },
 };
 
 #define N_KEYS       (sizeof(cfg_keys) / sizeof(cfg_keys[0]))

@@ -6,8 +6,7 @@
  * a newer database or an edited migration, then apply each pending file in
  * its own transaction, statement by statement so that a failure names the
  * statement and its line in the file. The lock is released when the
- * connection closes, so a crashed migrator never leaves it held. Last, it
- * creates the history's month partitions ahead (ax_history_ensure).
+ * connection closes, so a crashed migrator never leaves it held.
  */
 #include "migrate.h"
 
@@ -380,17 +379,6 @@ run_locked(PGconn *c, const ax_migration *set, size_t n, int *applied)
 			(*applied)++;
 	}
 	free(a.done);
-	/* Every start of a standalone home and every `axctl db up` /
-	 * `migrate` also keeps the history's month partitions ahead of time
-	 * (0014_history_partitions.sql), so inserts stay out of the default
-	 * partition even without the `axctl db maintain` cron job. */
-	if (rv == AX_OK)
-		rv = exec_simple(
-		    c,
-		    "DO $$BEGIN IF to_regprocedure("
-		    "'ax_history_ensure(integer)') IS NOT NULL THEN "
-		    "PERFORM ax_history_ensure(3); END IF; END$$",
-		    "creating the history partitions ahead");
 	return rv;
 }
 

@@ -46,12 +46,9 @@ col_str(PGresult *r, int row, int col, char *buf, size_t len)
 	"WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], "          \
 	"$3::int[], $4::bigint[], $5::bigint[], $6::text[]) "                 \
 	"AS u(iid, rid, num, due, adm, was)), "                               \
-	"ins AS (INSERT INTO attempts (run_id, instance_id, logical_time, "   \
-	"number, due_at, admitted_at) SELECT rid::uuid, iid, "                \
-	"ti.logical_time, "                                                   \
-	"num, ax_ts(due), ax_ts(adm) FROM u JOIN task_instances ti ON "       \
-	"ti.id = u.iid ORDER BY iid ON CONFLICT DO NOTHING "                  \
-	"RETURNING instance_id), "                                            \
+	"ins AS (INSERT INTO attempts (run_id, instance_id, number, due_at, " \
+	"admitted_at) SELECT rid::uuid, iid, num, ax_ts(due), ax_ts(adm) "    \
+	"FROM u ORDER BY iid ON CONFLICT DO NOTHING RETURNING instance_id), " \
 	"upd AS (UPDATE task_instances t SET "                                \
 	"try_number = greatest(t.try_number, u.num), state = 'READY', "       \
 	"reason = CASE WHEN u.was = 'READY' THEN t.reason END, "              \

@@ -32,7 +32,7 @@
 	"$5::bigint[], $6::bigint[], $7::text[], $8::int[], $9::text[], "     \
 	"$10::text[], $11::text[]) AS u(eid, ty, tm, dg, dr, ii, rid, att, "  \
 	"tr, rs, pl) "                                                        \
-	"ON CONFLICT (event_id, time) DO NOTHING"
+	"ON CONFLICT (event_id) DO NOTHING"
 
 /* From this many rows a batch goes through COPY: its three round trips
  * (lookup, COPY, data) cost more than they save below about 100 rows

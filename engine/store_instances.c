@@ -42,9 +42,8 @@
 	"k AS (SELECT u.*, ti.id AS iid FROM u JOIN task_instances ti "       \
 	"ON ti.dag_id = u.d AND ti.task = u.t "                               \
 	"AND ti.logical_time = ax_ts(u.lt) AND ti.shard = u.sh), "            \
-	"ins AS (INSERT INTO attempts (run_id, instance_id, logical_time, "   \
-	"number, due_at) SELECT rid::uuid, iid, ax_ts(lt), num, ax_ts(due) "  \
-	"FROM k "                                                             \
+	"ins AS (INSERT INTO attempts (run_id, instance_id, number, due_at) " \
+	"SELECT rid::uuid, iid, num, ax_ts(due) FROM k "                      \
 	"WHERE rid IS NOT NULL ORDER BY iid, num "                            \
 	"ON CONFLICT DO NOTHING RETURNING instance_id, number, run_id) "      \
 	"SELECT k.ord, k.iid, (ins.run_id IS NOT NULL)::int, "                \

@@ -329,10 +329,10 @@ make_run(void)
 	    "reason)");
 	ax_api_fixture_sql(
 	    &fx,
-	    "INSERT INTO attempts (run_id, instance_id, logical_time, "
-	    "number, state, due_at, log_path) SELECT gen_random_uuid(), "
-	    "id, logical_time, 1, 'RUNNING', now(), '%s' FROM "
-	    "task_instances WHERE task = 'b'",
+	    "INSERT INTO attempts (run_id, instance_id, number, "
+	    "state, due_at, log_path) SELECT gen_random_uuid(), "
+	    "id, 1, 'RUNNING', now(), '%s' FROM task_instances "
+	    "WHERE task = 'b'",
 	    logpath);
 	return ax_api_fixture_int(&fx,
 	                          "SELECT id FROM task_instances WHERE "

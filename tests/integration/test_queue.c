@@ -976,12 +976,11 @@ db_attempt(const char *t, const char *ti, const char *run_id, const char *st,
 	    "r.dag_id, '%s', r.logical_date, '%s', 1, 2 FROM dag_runs r "
 	    "RETURNING id",
 	    t, ti);
-	db_exec("INSERT INTO attempts (run_id, instance_id, logical_time, "
-	        "number, state, worker_id, due_at, dispatched_at) SELECT "
-	        "'%s', id, logical_time, 1, '%s', %s%s%s, now(), now() FROM "
-	        "task_instances WHERE id = %lld",
-	        run_id, st, wid ? "'" : "", wid ? wid : "NULL", wid ? "'" : "",
-	        (long long) iid);
+	db_exec("INSERT INTO attempts (run_id, instance_id, number, state, "
+	        "worker_id, due_at, dispatched_at) VALUES ('%s', %lld, 1, "
+	        "'%s', %s%s%s, now(), now())",
+	        run_id, (long long) iid, st, wid ? "'" : "",
+	        wid ? wid : "NULL", wid ? "'" : "");
 	return iid;
 }
 

@@ -741,14 +741,13 @@ Test(store, cached_plans_follow_table_growth)
 	          "expected the empty-table plan to scan:\n%s", plan);
 	free(plan);
 	int64_t iid = one_instance();
-	char    ins[384];
+	char    ins[256];
 	snprintf(
 	    ins, sizeof(ins),
-	    "WITH i AS (INSERT INTO attempts (run_id, instance_id, "
-	    "logical_time, number, due_at) SELECT gen_random_uuid(), ti.id, "
-	    "ti.logical_time, g, now() FROM task_instances ti, "
-	    "generate_series(1, 50000) g WHERE ti.id = %lld RETURNING 1) "
-	    "SELECT count(*) FROM i",
+	    "WITH i AS (INSERT INTO attempts (run_id, instance_id, number, "
+	    "due_at) SELECT gen_random_uuid(), %lld, g, now() FROM "
+	    "generate_series(1, 50000) g RETURNING 1) SELECT count(*) "
+	    "FROM i",
 	    (long long) iid);
 	cr_assert_eq(q64(ins), 50000);
 	for (int i = 0; i < 200; i++) {
@@ -756,18 +755,8 @@ Test(store, cached_plans_follow_table_growth)
 		             AX_OK, "%s", ax_err_detail());
 		PQclear(r);
 	}
-	/* the month partition (or the default one) that holds the rows */
-	char      scan[128];
-	PGresult *pr;
-	cr_assert_eq(ax_store_query(st,
-	                            "SELECT tableoid::regclass::text FROM "
-	                            "attempts LIMIT 1",
-	                            0, NULL, &pr),
-	             AX_OK, "%s", ax_err_detail());
-	snprintf(scan, sizeof(scan), "Seq Scan on %s ", PQgetvalue(pr, 0, 0));
-	PQclear(pr);
 	plan = cached_plan("lookup", arg[0]);
-	cr_assert(strstr(plan, scan) == NULL,
+	cr_assert(strstr(plan, "Seq Scan on attempts") == NULL,
 	          "the plan still scans attempts after it grew to 50,000 "
 	          "rows:\n%s",
 	          plan);
@@ -1312,15 +1301,10 @@ Test(store, events_copy_runs_again_past_a_concurrent_writer)
 			                      .time_us  = LOGICAL_US };
 	}
 	PQclear(PQexec(other, "BEGIN"));
-	/* the same event (id and time: event_log is unique on both, being
-	 * partitioned by time), as a re-send through another connection */
-	char ins[256];
-	snprintf(ins, sizeof(ins),
-	         "INSERT INTO event_log (event_id, type, time) VALUES "
-	         "('0190a6e0-0003-7000-8000-000000000007', 'other.writer', "
-	         "ax_ts(%lld))",
-	         (long long) LOGICAL_US);
-	PGresult *res = PQexec(other, ins);
+	PGresult *res = PQexec(other,
+	                       "INSERT INTO event_log (event_id, type) "
+	                       "VALUES ('0190a6e0-0003-7000-8000-"
+	                       "000000000007', 'other.writer')");
 	cr_assert_eq(PQresultStatus(res), PGRES_COMMAND_OK, "%s",
 	             PQerrorMessage(other));
 	PQclear(res);

@@ -1,4 +1,4 @@
--- 0016_pool_reserve_p0.sql - a named pool can keep part of its slots for
+-- 0014_pool_reserve_p0.sql - a named pool can keep part of its slots for
 -- P0 instances (tiers, DESIGN.md 6b).
 --
 -- The resource detector reads pools once at start: P0 instances may use
