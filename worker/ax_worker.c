@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+
 #include "ax_config.h"
 #include "clock.h"
 #include "config.h"
@@ -204,5 +206,9 @@ main(int argc, char **argv)
 		ax_log_error("ax-worker", "%s", ax_err_detail());
 	ax_worker_free(w); /* kills what still runs (second SIGTERM) */
 	ax_config_free(cfg);
+	/* nng frees a closed socket's pipes, and the request messages they
+	 * still hold, on its reaper thread after nng_close() returns: without
+	 * this the process could exit (and LeakSanitizer report) before. */
+	nng_fini();
 	return rv == AX_OK ? 0 : 1;
 }
