@@ -28,6 +28,28 @@ find_flag(const ax_api_flag *flags, const char *a, const char **inline_val)
 }
 
 int
+ax_api_cmd_sub(const char *tool, const char *const *subs, size_t n, int argc,
+               char **argv, void (*usage)(FILE *), int *rc)
+{
+	const char *sub = argc > 1 ? argv[1] : "";
+
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(sub, subs[i]) == 0)
+			return 1;
+	if (argc < 2 || strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		*rc = argc < 2 ? 2 : 0;
+		return 0;
+	}
+	fprintf(stderr, "%s: unknown subcommand '%s' (", tool, sub);
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr, "%s%s", i ? ", " : "", subs[i]);
+	fprintf(stderr, ")\n");
+	*rc = 2;
+	return 0;
+}
+
+int
 ax_api_cmd_parse(ax_api_cmd *cmd, int argc, char **argv,
                  const ax_api_flag *flags, int min_pos, int max_pos)
 {

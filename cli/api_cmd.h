@@ -40,6 +40,16 @@ typedef struct ax_api_cmd {
 } ax_api_cmd;
 
 /*
+ * Checks argv[1], the subcommand of tool (e.g. "axctl rule"), against
+ * subs[0..n). Returns 1 when it is one of them. Otherwise sets *rc and
+ * returns 0: with no subcommand, usage to stderr and *rc 2; for --help
+ * or -h, usage to stdout and *rc 0; for any other word, an error naming
+ * it and the known subcommands, and *rc 2.
+ */
+int ax_api_cmd_sub(const char *tool, const char *const *subs, size_t n,
+                   int argc, char **argv, void (*usage)(FILE *), int *rc);
+
+/*
  * Parses argv[1..argc) (argv[0] is the subcommand name) into cmd: the
  * common options, flags (terminated by a zeroed entry; NULL: none) and
  * between min_pos and max_pos positionals. Returns 0 when parsed, 2 after

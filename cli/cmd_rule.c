@@ -383,21 +383,11 @@ ax_cmd_rule(int argc, char **argv)
 		       { 0 },
 	};
 	json_t *out = NULL;
-	int     rc, known = 0, with_id;
+	int     rc, with_id;
 
-	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-		known |= !strcmp(sub, subs[i]);
-	if (argc < 2 || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
-	}
-	if (!known) {
-		fprintf(stderr,
-		        "axctl rule: unknown subcommand '%s' (add, list, rm, "
-		        "test)\n",
-		        sub);
-		return 2;
-	}
+	if (!ax_api_cmd_sub("axctl rule", subs, sizeof(subs) / sizeof(subs[0]),
+	                    argc, argv, usage, &rc))
+		return rc;
 	snprintf(prog, sizeof(prog), "axctl rule %s", sub);
 	a.cmd.prog = prog;
 	with_id    = !strcmp(sub, "rm");

@@ -255,21 +255,12 @@ ax_cmd_token(int argc, char **argv)
 		       { 0 },
 	};
 	json_t *out = NULL;
-	int     rc, known = 0;
+	int     rc;
 
-	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-		known |= !strcmp(sub, subs[i]);
-	if (argc < 2 || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
-	}
-	if (!known) {
-		fprintf(stderr,
-		        "axctl token: unknown subcommand '%s' (create, list, "
-		        "revoke)\n",
-		        sub);
-		return 2;
-	}
+	if (!ax_api_cmd_sub("axctl token", subs,
+	                    sizeof(subs) / sizeof(subs[0]), argc, argv, usage,
+	                    &rc))
+		return rc;
 	snprintf(prog, sizeof(prog), "axctl token %s", sub);
 	a.cmd.prog = prog;
 	rc         = ax_api_cmd_parse(&a.cmd, argc - 1, argv + 1, flags,
