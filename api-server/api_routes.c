@@ -11,6 +11,7 @@
 
 #include "api_commands.h"
 #include "api_dags.h"
+#include "api_explain.h"
 #include "api_misc.h"
 #include "api_rules.h"
 #include "api_runs.h"
@@ -45,6 +46,8 @@ const ax_api_route ax_api_routes[] = {
 	  "create backfill runs for a date range" },
 	{ "GET", "/api/v1/runs", ax_api_runs_list, V, "list DAG runs" },
 	{ "GET", "/api/v1/runs/{id}", ax_api_run_show, V, "one DAG run" },
+	{ "GET", "/api/v1/runs/{id}/explain", ax_api_run_explain, V,
+	  "why a run waits: what holds it, its timeline" },
 	{ "GET", "/api/v1/instances", ax_api_instances_list, V,
 	  "list task instances" },
 	{ "GET", "/api/v1/instances/{id}", ax_api_instance_show, V,
@@ -57,6 +60,8 @@ const ax_api_route ax_api_routes[] = {
 	  "mark a task instance success or failed" },
 	{ "GET", "/api/v1/instances/{id}/logs", ax_api_instance_logs, V,
 	  "log of an attempt: tail, offset, follow" },
+	{ "GET", "/api/v1/instances/{id}/explain", ax_api_instance_explain, V,
+	  "why an instance waits: what holds it, timeline, attempts" },
 	{ "GET", "/api/v1/instances/{id}/lineage", ax_api_instance_lineage, V,
 	  "upstream and downstream instances in the same run" },
 	{ "GET", "/api/v1/commands/{id}", ax_api_command_show, V,

@@ -13,6 +13,7 @@
 #include "cmd_dag.h"
 #include "cmd_dag_api.h"
 #include "cmd_events.h"
+#include "cmd_explain.h"
 #include "cmd_instance.h"
 #include "cmd_run.h"
 #include "cmd_worker.h"
@@ -35,6 +36,8 @@ static const ax_cmd commands[] = {
 	  "task instances: list, show, logs, kill, clear, mark" },
 	{ "worker", ax_cmd_worker, "workers: list" },
 	{ "events", ax_cmd_events, "the event log: query, --follow" },
+	{ "explain", ax_cmd_explain,
+	  "why an instance or run is not running: waits, attempts, timeline" },
 	{ "command", ax_cmd_command,
 	  "control commands: show (pending, applied, rejected), --wait" },
 	{ "db", ax_cmd_db, "database: up, down, status, migrate, psql" },
