@@ -16,6 +16,7 @@
 #include "api_rules.h"
 #include "api_runs.h"
 #include "api_tokens.h"
+#include "api_views.h"
 
 #define V AX_API_ROLE_VIEWER
 #define O AX_API_ROLE_OPERATOR
@@ -36,6 +37,10 @@ const ax_api_route ax_api_routes[] = {
 	  "one DAG with its active version" },
 	{ "GET", "/api/v1/dags/{name}/versions", ax_api_dag_versions, V,
 	  "versions of a DAG" },
+	{ "GET", "/api/v1/dags/{name}/grid", ax_api_dag_grid, V,
+	  "the newest runs by tasks, each cell the instance's state" },
+	{ "GET", "/api/v1/dags/{name}/graph", ax_api_dag_graph, V,
+	  "tasks with their dependencies, upstream and downstream DAGs" },
 	{ "POST", "/api/v1/dags/{name}/pause", ax_api_dag_pause, O,
 	  "pause a DAG" },
 	{ "POST", "/api/v1/dags/{name}/unpause", ax_api_dag_unpause, O,
@@ -67,6 +72,10 @@ const ax_api_route ax_api_routes[] = {
 	{ "GET", "/api/v1/commands/{id}", ax_api_command_show, V,
 	  "one control command: pending, applied (result) or rejected" },
 	{ "GET", "/api/v1/workers", ax_api_workers_list, V, "list workers" },
+	{ "GET", "/api/v1/queue", ax_api_queue_depth, V,
+	  "unfinished instances per channel and worker group" },
+	{ "GET", "/api/v1/me", ax_api_me, V,
+	  "the caller's token name and role" },
 	{ "GET", "/api/v1/events", ax_api_events_list, V, "query events" },
 	{ "POST", "/api/v1/tokens", ax_api_tokens_create, A,
 	  "create a bearer token (shown once in the answer)" },

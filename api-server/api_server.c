@@ -2,7 +2,8 @@
  * api_server.c - the ax-api HTTP server (see api_server.h): request
  * life cycle on libmicrohttpd in its epoll mode, the head deadline,
  * limits (connections, head and body size), routing, auth, answers,
- * metrics, and the pool of PostgreSQL connections.
+ * metrics, and the pool of PostgreSQL connections. A GET that no API
+ * route knows goes to the web UI's assets (api_ui.h).
  *
  * Threads: MHD's pool of epoll threads runs every callback of the
  * connections it accepted; one "ticker" thread of ours wakes suspended
@@ -26,6 +27,7 @@
 #include <time.h>
 
 #include "api_routes.h"
+#include "api_ui.h"
 #include "clock.h"
 #include "log.h"
 
@@ -356,6 +358,14 @@ dispatch(ax_api_server *s, struct MHD_Connection *c, const char *url,
 			    "%s is not served on %s; allowed: %s", method, url,
 			    m.allow);
 			r.allow = m.allow;
+		} else if ((!strcmp(method, "GET") ||
+		            !strcmp(method, "HEAD")) &&
+		           ax_api_ui_answer(
+		               url,
+		               MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+		                                           "If-None-Match"),
+		               &r)) {
+			/* the web UI (api_ui.h): assets and client routes */
 		} else {
 			ax_api_reply_error(&r, 404, "not_found",
 			                   "no route %s %s; see "

@@ -32,15 +32,16 @@
  * Answers, in this order of checks: 431 request line + headers over
  * max_header; 413 body over max_body (announced: at once; chunked: when
  * the body ends, or past 64 MiB on the fly); 400 a NUL (%00) or bad
- * UTF-8 in the path or query; 404 unknown path; 405 known path, other
- * method (with Allow); 400 a path {id} or {name} against its rule
- * (api_http.h); 401 missing/unknown token; 403 role below the route's;
- * 400 bad_utf8 body; 400 a body the route does not take (none, JSON
- * object, no fields: api_routes.h); then the handler's answer. Every
- * error body is JSON {"error": CODE, "detail": TEXT}. The exception is a
- * head so large that it overflows MHD's connection memory (2 x max_header +
- * 16 KiB, 48 KiB by default): MHD 0.9.75 answers that 431 itself, with a
- * fixed HTML text and no hook to replace it.
+ * UTF-8 in the path or query; a GET or HEAD of a path outside /api/
+ * that no route knows: the web UI (api_ui.h); 404 unknown path; 405
+ * known path, other method (with Allow); 400 a path {id} or {name}
+ * against its rule (api_http.h); 401 missing/unknown token; 403 role
+ * below the route's; 400 bad_utf8 body; 400 a body the route does not
+ * take (none, JSON object, no fields: api_routes.h); then the handler's
+ * answer. Every error body is JSON {"error": CODE, "detail": TEXT}.
+ * The exception is a head so large that it overflows MHD's connection memory
+ * (2 x max_header + 16 KiB, 48 KiB by default): MHD 0.9.75 answers that 431
+ * itself, with a fixed HTML text and no hook to replace it.
  */
 #ifndef AX_API_SERVER_H
 #define AX_API_SERVER_H

@@ -19,6 +19,7 @@ PKGS=(
 	prometheus # promtool: test_api checks /metrics with it
 	openssl # test_api_e2e makes a self-signed TLS certificate
 	patroni etcd-server python3-etcd # the ha suite: AX on a Patroni cluster (tests/ha)
+	chromium nodejs # the browser suite: the web UI in headless chromium (tests/browser)
 	# runtime: embedded PostgreSQL, time zone data
 	postgresql postgresql-contrib tzdata procps
 )
@@ -45,12 +46,34 @@ task_user() {
 }
 task_user
 
+# The browser suite's node packages (tests/browser/package-lock.json:
+# puppeteer-core, pinned), installed with `npm ci` into
+# tests/browser/node_modules; again only when the lock file changed.
+browser_deps() {
+	local dir lock stamp
+	dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+	lock="$dir/package-lock.json"
+	stamp="$dir/node_modules/.ax-lock-sha256"
+	[ -f "$lock" ] || return 0
+	if ! command -v npm >/dev/null 2>&1; then
+		# Debian's nodejs comes without npm; other nodejs builds bring it
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
+	fi
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(sha256sum "$lock" | cut -d' ' -f1)" ]; then
+		return 0
+	fi
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+	sha256sum "$lock" | cut -d' ' -f1 >"$stamp"
+	echo "install-deps.sh: installed the browser tests' node packages (tests/browser)"
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps.sh: all ${#PKGS[@]} packages present"
+	browser_deps
 	exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -63,3 +86,4 @@ if command -v pg_ctlcluster >/dev/null 2>&1 && [ -z "${AX_KEEP_SYSTEM_PG:-}" ]; 
 	done
 fi
 echo "install-deps.sh: installed ${missing[*]}"
+browser_deps

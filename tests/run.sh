@@ -2,7 +2,8 @@
 # Installs what AX needs, builds it with -Werror and runs the test suites.
 # This is the README's test command and what .ci/run runs.
 # Usage: tests/run.sh [--suite NAME]... [BUILD_DIR] (default build-test).
-# Without --suite: every suite but `ha` (unit, integration, e2e); the
+# Without --suite: every suite but `ha` (unit, integration, e2e,
+# browser: the web UI in headless chromium); the
 # test setup `default` in tests/meson.build leaves `ha` out. With --suite
 # NAME (repeatable): only those suites, e.g. `--suite ha`, AX on a Patroni
 # cluster for about 3 minutes (see docs/operations.md), which .ci/run runs
@@ -13,7 +14,7 @@ suites=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--suite)
-		[ $# -ge 2 ] || { echo "tests/run.sh: --suite needs a suite name (unit, integration, e2e, ha)" >&2; exit 2; }
+		[ $# -ge 2 ] || { echo "tests/run.sh: --suite needs a suite name (unit, integration, e2e, browser, ha)" >&2; exit 2; }
 		suites+=(--suite "$2")
 		shift 2
 		;;

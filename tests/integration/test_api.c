@@ -221,8 +221,12 @@ Test(api, bad_input_is_a_4xx_json_error)
 
 	expect_error(req("GET", "/api/v1/nope", fx.viewer, NULL, 0, 0), 404,
 	             "not_found", "unknown route");
-	expect_error(req("GET", "/", NULL, NULL, 0, 0), 404, "not_found",
+	/* GET / is the web UI's page (test_api_ui.c); other methods are
+	 * no route */
+	expect_error(req("POST", "/", NULL, NULL, 0, 0), 404, "not_found",
 	             "root");
+	expect_error(req("GET", "/api/v1", NULL, NULL, 0, 0), 404, "not_found",
+	             "the API's root");
 	expect_error(req("DELETE", "/api/v1/dags", fx.viewer, NULL, 0, 0), 405,
 	             "method_not_allowed", "wrong method");
 	cr_expect(strstr(hdrs, "Allow: ") != NULL, "%s", hdrs);

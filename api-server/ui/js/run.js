@@ -1,0 +1,116 @@
+// run.js - one DAG run: its facts, its instances by state, and the
+// explanation (GET /runs/{id}/explain: what the run waits for and the
+// decision timeline); where the server has no explain route, the run's
+// events. The explanation renderer is shared with instance.js.
+
+import { api, ApiError, qs } from './api.js';
+import { badge, h, kv, span, table, when } from './dom.js';
+
+export async function runPage(ctx, view) {
+  const id = ctx.params[0];
+  const [run, inst] = await Promise.all([
+    api(`/runs/${id}`, { signal: ctx.signal }),
+    api('/instances' + qs({ run: id, limit: 1000 }), { signal: ctx.signal }),
+  ]);
+  const expl = h('div', { id: 'explain' });
+  view.replaceChildren(
+    h('h1', null, h('a', { href: `/dags/${encodeURIComponent(run.dag)}` }, run.dag),
+      ` run ${run.id} `, badge(run.state)),
+    h('div', { class: 'card' }, kv([
+      ['Type', run.run_type], ['Logical date', when(run.logical_date)],
+      ['Interval', `${when(run.interval_start)} – ${when(run.interval_end)}`],
+      ['Started', when(run.started_at)], ['Ended', when(run.ended_at)],
+      ['Took', span(run.started_at, run.ended_at)],
+      ['Instances', Object.entries(run.instances_by_state || {})
+        .map(([st, n]) => `${st} ${n}`).join(', ')],
+      ['Params', Object.keys(run.conf || {}).length ? JSON.stringify(run.conf) : ''],
+    ])),
+    h('h2', null, 'Instances'),
+    table(['Task', 'State', 'Reason', 'Try', 'Started', 'Took'],
+      inst.instances.slice().sort((a, b) => a.id - b.id).map((i) => [
+        h('a', { href: `/instances/${i.id}` }, i.task + (i.shard_total > 1 ? ` [${i.shard}]` : '')),
+        badge(i.state), i.reason || '', `${i.try_number}/${i.max_tries}`,
+        when(i.started_at), span(i.started_at, i.ended_at)]), { id: 'run-instances' }),
+    h('h2', null, 'Why'), expl);
+  await explainInto(expl, `/runs/${id}/explain`, { run: id }, ctx.signal, run);
+}
+
+// Fills el with the explanation at path, or (no explain route on this
+// server) with what the row's reason says (a rule it names is looked
+// up) and the events that filter selects, else those of fallback.
+export async function explainInto(el, path, filter, signal, row, fallback) {
+  let ans;
+  try {
+    ans = await api(path, { signal });
+  } catch (x) {
+    if (!(x instanceof ApiError) || x.status !== 404) throw x;
+    let ev = await api('/events' + qs(Object.assign({ limit: 200 }, filter)), { signal });
+    if (!ev.events.length && fallback)
+      ev = await api('/events' + qs(Object.assign({ limit: 200 }, fallback)), { signal });
+    el.replaceChildren(await reasonView(row, signal),
+      h('p', { class: 'muted' }, 'Events (this server has no explanation):'),
+      eventsTable(ev.events));
+    return;
+  }
+  el.replaceChildren(explainView(ans));
+}
+
+// "PENDING: RULE_BLOCKED rule=3" and, when a rule is named, the rule.
+async function reasonView(row, signal) {
+  if (!row || !row.reason) return h('p', { id: 'explain-summary' }, row ? row.state : '');
+  const out = h('div', { class: 'card', id: 'explain-summary' },
+    h('strong', null, `${row.state}: ${row.reason}`));
+  const m = /rule=(\d+)/.exec(row.reason);
+  if (m) {
+    const rules = await api('/rules', { signal }).catch(() => null);
+    const r = rules && (rules.rules || []).find((x) => String(x.id) === m[1]);
+    if (r) out.append(h('p', null, `held by ${r.action} rule ${r.id}`,
+      r.note ? ` (“${r.note}”)` : '', ': ', h('code', null, JSON.stringify(r))));
+  }
+  return out;
+}
+
+// Any explanation document: its scalar members as facts, its summary
+// text first, every list of objects as a table; so a richer document
+// from a newer server still shows in full.
+export function explainView(e) {
+  const out = h('div', { class: 'card explain', 'data-explain': '1' });
+  const text = e.summary || e.text || e.why;
+  if (typeof text === 'string') out.append(h('p', { id: 'explain-summary' }, h('strong', null, text)));
+  const facts = [];
+  const lists = [];
+  for (const [k, v] of Object.entries(e)) {
+    if (v === e.summary || v === e.text || v === e.why) continue;
+    if (Array.isArray(v)) lists.push([k, v]);
+    else if (v && typeof v === 'object') facts.push([k, h('code', null, JSON.stringify(v))]);
+    else facts.push([k, String(v ?? '')]);
+  }
+  if (facts.length) out.append(kv(facts));
+  for (const [k, v] of lists) {
+    out.append(h('h2', null, k.replace(/_/g, ' ')));
+    if (!v.length) { out.append(h('p', { class: 'muted' }, 'none')); continue; }
+    if (v.every((x) => typeof x !== 'object' || x === null)) {
+      out.append(h('ul', { class: 'waits' }, v.map((x) => h('li', null, String(x)))));
+      continue;
+    }
+    const cols = [...new Set(v.flatMap((x) => Object.keys(x || {})))];
+    out.append(table(cols, v.map((x) => cols.map((c) => cell(x[c]))),
+      { 'data-list': k }));
+  }
+  return out;
+}
+
+function cell(v) {
+  if (v === null || v === undefined) return '';
+  if (typeof v === 'object') return h('code', null, JSON.stringify(v));
+  return String(v);
+}
+
+export function eventsTable(events) {
+  return table(['#', 'Time', 'Type', 'Reason', 'DAG', 'Run', 'Instance', 'Payload'],
+    events.map((e) => [String(e.id), when(e.time), e.type, e.reason || '', e.dag || '',
+      e.dag_run_id ? h('a', { href: `/runs/${e.dag_run_id}` }, String(e.dag_run_id)) : '',
+      e.instance_id ? h('a', { href: `/instances/${e.instance_id}` }, String(e.instance_id)) : '',
+      e.payload && Object.keys(e.payload).length ? h('code', null, JSON.stringify(e.payload)) : '']),
+    { class: 'list events' });
+}
