@@ -77,6 +77,12 @@ static const cfg_key cfg_keys[] = {
 	  "are read from PostgreSQL on first use" },
 	{ "queue.address", CFG_ADDRESS, "tcp://127.0.0.1:7710",
 	  "where the queue service listens for workers" },
+	{ "queue.dispatch_ahead", CFG_DURATION, "50ms",
+	  "an attempt prepared ahead of its due instant is sent this long "
+	  "before it to a worker that starts it at the instant itself (the "
+	  "dispatch record and the reply leave the start's path; the slot "
+	  "is taken that much sooner); at most half of queue.ack_timeout; "
+	  "0: sent at the instant" },
 	{ "queue.ack_timeout", CFG_DURATION, "2s",
 	  "re-send an unacknowledged message after this long" },
 	{ "queue.drain_hand_back", CFG_BOOL, "false",

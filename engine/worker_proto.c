@@ -349,6 +349,8 @@ ax_wproto_dispatch(const Ax__Dispatch *d)
 	RANGE("Dispatch", "slots", d->slots, 0, AX_WPROTO_SLOTS_MAX);
 	RANGE("Dispatch", "timeout_ms", d->timeout_ms, 0, ms_max);
 	RANGE("Dispatch", "kill_grace_ms", d->kill_grace_ms, 0, ms_max);
+	RANGE("Dispatch", "start_after_us", d->start_after_us, 0,
+	      AX_WPROTO_START_AFTER_MAX);
 	RANGE("Dispatch", "logical_time_us", d->logical_time_us,
 	      AX_WPROTO_TIME_MIN, AX_WPROTO_TIME_MAX);
 	RANGE("Dispatch", "env", d->n_env, 0, AX_WPROTO_LABELS_MAX);

@@ -35,6 +35,9 @@
 #define AX_WPROTO_LABELS_MAX    256    /* labels, task types, env entries */
 #define AX_WPROTO_PATH_MAX      4096   /* log paths, workdirs */
 #define AX_WPROTO_TEXT_MAX      65536  /* error texts, label values */
+/* Dispatch.start_after_us: the queue sends at most queue.dispatch_ahead
+ * (up to 1 s) early; a minute leaves room and refuses nonsense. */
+#define AX_WPROTO_START_AFTER_MAX (60LL * 1000000)
 /* instants: years 0001-9999 in UTC microseconds */
 #define AX_WPROTO_TIME_MIN (-62135596800LL * 1000000)
 #define AX_WPROTO_TIME_MAX (253402300800LL * 1000000 - 1)

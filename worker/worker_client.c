@@ -8,10 +8,12 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ax_config.h"
@@ -54,13 +56,18 @@ typedef struct wreq {
 	size_t            nacks;
 } wreq;
 
-/* A running attempt. */
+/* A running attempt, or one received ahead of its start (pend != NULL:
+ * not started yet, ex NULL). Both count as held by this worker: their
+ * slots are used and they are in the running sets it reports. */
 typedef struct wrun {
 	char     run_id[AX_EXEC_RUN_ID_MAX];
 	ax_exec *ex;
 	int      killed; /* kill asked by the queue */
 	int      handed; /* killed to hand back: not reported */
 	int      slots;
+	uint8_t *pend;     /* its Dispatch, packed (owned), until it starts */
+	size_t   pend_len; /* bytes in pend */
+	int64_t  start_mono; /* pend: mono us at which it starts */
 } wrun;
 
 typedef struct wstarted {
@@ -494,9 +501,81 @@ bad_dispatch(ax_worker *w, const Ax__Dispatch *d)
 	done_add(w, d->run_id);
 }
 
+/*
+ * Keeps d (a copy) to start at start_mono: the queue sent it ahead of its
+ * due instant (Dispatch.start_after_us). Returns 0 when it could not be
+ * kept (no memory): the caller starts it at once, a little early, rather
+ * than lose it.
+ */
+static int
+pend_one(ax_worker *w, const Ax__Dispatch *d, int64_t start_mono)
+{
+	size_t   len = ax__dispatch__get_packed_size(d);
+	uint8_t *buf = malloc(len ? len : 1);
+	wrun    *v = buf ? realloc(w->run, (w->nrun + 1) * sizeof(*v)) : NULL;
+
+	if (v == NULL) {
+		free(buf);
+		return 0;
+	}
+	ax__dispatch__pack(d, buf);
+	w->run = v;
+	v      = &w->run[w->nrun++];
+	memset(v, 0, sizeof(*v));
+	snprintf(v->run_id, AX_EXEC_RUN_ID_MAX, "%s", d->run_id);
+	v->slots      = d->slots > 0 ? d->slots : 1;
+	v->pend       = buf;
+	v->pend_len   = len;
+	v->start_mono = start_mono;
+	return 1;
+}
+
+/* Takes the entry of a dispatch not started yet out of w->run (its
+ * Dispatch is freed; x is overwritten by the last entry). */
+static void
+pend_drop(ax_worker *w, wrun *x)
+{
+	free(x->pend);
+	*x = w->run[--w->nrun];
+}
+
+/* Starts the held dispatches whose instant has come (now, mono us);
+ * returns the earliest instant of those still held (INT64_MAX: none). */
+static int64_t
+pend_start_due(ax_worker *w, int64_t now)
+{
+	int64_t next = INT64_MAX;
+
+	for (size_t i = 0; i < w->nrun;) {
+		wrun         *x = &w->run[i];
+		Ax__Dispatch *d;
+		if (x->pend == NULL || x->start_mono > now) {
+			if (x->pend != NULL && x->start_mono < next)
+				next = x->start_mono;
+			i++;
+			continue;
+		}
+		d = ax__dispatch__unpack(NULL, x->pend_len, x->pend);
+		if (d == NULL) { /* our own bytes: only memory can fail */
+			out_result(w, x->run_id, 2, -1, 0, 0,
+			           ax_clock_utc_us(),
+			           "out of memory at the start", "", NULL);
+			done_add(w, x->run_id);
+		}
+		pend_drop(w, x); /* entry i is now another one: look again */
+		if (d != NULL) {
+			start_one(w, d); /* appends its running entry */
+			ax__dispatch__free_unpacked(d, NULL);
+		}
+	}
+	return next;
+}
+
 static void
 on_dispatches(ax_worker *w, const Ax__DispatchBatch *b)
 {
+	int64_t now = ax_clock_mono_us();
+
 	for (size_t i = 0; i < b->n_dispatches; i++) {
 		const Ax__Dispatch *d = b->dispatches[i];
 		if (d->run_id == NULL || !*d->run_id)
@@ -512,6 +591,9 @@ on_dispatches(ax_worker *w, const Ax__DispatchBatch *b)
 			bad_dispatch(w, d);
 			continue;
 		}
+		if (d->start_after_us > 0 &&
+		    pend_one(w, d, now + d->start_after_us))
+			continue;
 		start_one(w, d);
 	}
 }
@@ -596,6 +678,7 @@ send_register(ax_worker *w)
 	reg.task_types        = types;
 	reg.n_running_run_ids = nrunning;
 	reg.running_run_ids   = running;
+	reg.start_after       = 1; /* see pend_one */
 	w->session            = 0;
 	rq_send(w, RQ_CTL, K_REGISTER, &m, w->retry_us);
 	free(running);
@@ -725,6 +808,13 @@ kill_run(ax_worker *w, const char *run_id)
 	x->killed = 1;
 	ax_logf(AX_LOG_INFO, COMP, "KILL", NULL, "%s: killed on request",
 	        run_id);
+	if (x->pend != NULL) { /* never started: it ends here */
+		out_result(w, run_id, 4, -1, 0, 0, ax_clock_utc_us(),
+		           "killed on request before it started", "", NULL);
+		done_add(w, run_id);
+		pend_drop(w, x);
+		return;
+	}
 	ax_exec_kill(x->ex, run_id);
 }
 
@@ -759,6 +849,22 @@ lease_renewed(ax_worker *w, int64_t sent_at)
 	w->lease_base = sent_at;
 	for (size_t e = 0; e < NEXEC; e++)
 		ax_exec_set_lease(w->ex[e], sent_at + w->lease_ttl_us);
+}
+
+/* A dispatch not started yet goes back to the queue with the handed
+ * ones (Deregister); x is taken out of w->run. */
+static void
+hand_pending(ax_worker *w, wrun *x)
+{
+	char *id = strdup(x->run_id);
+
+	if (id != NULL &&
+	    AX_GROW(w->handed, w->chanded, w->nhanded + 1) == AX_OK)
+		w->handed[w->nhanded++] = id;
+	else
+		free(id);
+	done_add(w, x->run_id);
+	pend_drop(w, x);
 }
 
 static void
@@ -808,9 +914,16 @@ done_ctl(ax_worker *w)
 			w->hand_back = 1;
 			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 			        "handing back %zu attempts", w->nrun);
-			for (size_t i = 0; i < w->nrun; i++) {
-				w->run[i].handed = 1;
-				ax_exec_kill(w->run[i].ex, w->run[i].run_id);
+			for (size_t i = 0; i < w->nrun;) {
+				wrun *x = &w->run[i];
+				if (x->pend != NULL) {
+					/* never started: handed as it is */
+					hand_pending(w, x);
+					continue;
+				}
+				x->handed = 1;
+				ax_exec_kill(x->ex, x->run_id);
+				i++;
 			}
 		}
 	} else if (kind == K_DEREGISTER) {
@@ -876,6 +989,21 @@ fence(ax_worker *w, int64_t now)
 	        (long long) (w->lease_ttl_us / AX_USEC_PER_MSEC), w->nrun);
 	for (size_t e = 0; e < NEXEC; e++)
 		ax_exec_fence(w->ex[e], lapsed);
+	/* a dispatch not started yet never starts: it may be handed to
+	 * another worker now, like the running ones */
+	for (size_t i = 0; i < w->nrun;) {
+		wrun *x = &w->run[i];
+		if (x->pend == NULL) {
+			i++;
+			continue;
+		}
+		out_result(w, x->run_id, 2, -1, 0, 0, ax_clock_utc_us(),
+		           "worker fenced: lease lapsed before the task "
+		           "started",
+		           "", NULL);
+		done_add(w, x->run_id);
+		pend_drop(w, x);
+	}
 	w->fences++;
 	w->leased        = 0;
 	w->registered    = 0;
@@ -890,8 +1018,11 @@ fence(ax_worker *w, int64_t now)
 static int64_t
 step(ax_worker *w, int64_t now)
 {
-	int64_t next = now + AX_USEC_PER_SEC;
+	int64_t next = pend_start_due(w, now);
 	int     used = slots_used(w);
+
+	if (next > now + AX_USEC_PER_SEC)
+		next = now + AX_USEC_PER_SEC;
 
 	if (!w->registered) {
 		if (rq_idle(w, RQ_CTL) && now >= w->next_register)
@@ -929,8 +1060,8 @@ ax_worker_run(ax_worker *w, int stop_fd)
 	struct pollfd pf[2 + NEXEC];
 
 	for (;;) {
-		int64_t now = ax_clock_mono_us(), next, dl;
-		int     to;
+		int64_t         now = ax_clock_mono_us(), next, dl;
+		struct timespec to;
 
 		/* The clock first: after a stop (SIGSTOP, a stalled host)
 		 * nothing is started or reported before this check. */
@@ -972,8 +1103,12 @@ ax_worker_run(ax_worker *w, int stop_fd)
 		for (size_t e = 0; e < NEXEC; e++)
 			if ((dl = ax_exec_next_deadline(w->ex[e])) < next)
 				next = dl;
-		to       = next <= now ? 0 : (int) ((next - now + 999) / 1000);
-		pf[0].fd = w->evfd;
+		/* to the microsecond: a dispatch held for its instant
+		 * starts on it, not up to a millisecond later */
+		dl           = next <= now ? 0 : next - now;
+		to.tv_sec    = (time_t) (dl / AX_USEC_PER_SEC);
+		to.tv_nsec   = (long) (dl % AX_USEC_PER_SEC) * 1000;
+		pf[0].fd     = w->evfd;
 		pf[0].events = POLLIN;
 		pf[1].fd     = stop_fd;
 		pf[1].events = POLLIN;
@@ -981,7 +1116,7 @@ ax_worker_run(ax_worker *w, int stop_fd)
 			pf[2 + e].fd     = ax_exec_fd(w->ex[e]);
 			pf[2 + e].events = POLLIN;
 		}
-		if (poll(pf, 2 + NEXEC, to) < 0 && errno != EINTR)
+		if (ppoll(pf, 2 + NEXEC, &to, NULL) < 0 && errno != EINTR)
 			return ax_err_set(AX_EIO, "poll: %s", strerror(errno));
 		if (pf[0].revents & POLLIN) {
 			uint64_t v;
@@ -1226,6 +1361,8 @@ ax_worker_free(ax_worker *w)
 	for (size_t i = 0; i < w->nhanded; i++)
 		free(w->handed[i]);
 	free(w->handed);
+	for (size_t i = 0; i < w->nrun; i++)
+		free(w->run[i].pend);
 	free(w->run);
 	free(w->cred);
 	free(w);

@@ -281,6 +281,8 @@ timers(ax_queue *q)
 
 	if ((a = QATT(q->held.head, heln)) != NULL)
 		next = a->release_mono;
+	if (q->early_retry != 0 && q->early_retry < next)
+		next = q->early_retry;
 	if ((a = QATT(q->unacked.head, un)) != NULL && a->ack_deadline < next)
 		next = a->ack_deadline;
 	if ((w = QWORKER(q->leases.head, ln)) != NULL && w->lease_mono < next)
@@ -476,8 +478,16 @@ queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 		q->lease_grace_us = 0;
 	q->hb_us     = ax_config_duration_us(ctx->cfg, "worker.heartbeat");
 	q->hand_back = ax_config_bool(ctx->cfg, "queue.drain_hand_back");
+	q->dispatch_ahead_us =
+	    ax_config_duration_us(ctx->cfg, "queue.dispatch_ahead");
 	if (q->ack_timeout_us <= 0)
 		q->ack_timeout_us = 2 * AX_USEC_PER_SEC;
+	/* held on a worker longer than half the ack timeout, a dispatch
+	 * would be sent again before its Started could answer it */
+	if (q->dispatch_ahead_us > q->ack_timeout_us / 2)
+		q->dispatch_ahead_us = q->ack_timeout_us / 2;
+	if (q->dispatch_ahead_us < 0)
+		q->dispatch_ahead_us = 0;
 	if (q->lease_us <= 0)
 		q->lease_us = 10 * AX_USEC_PER_SEC;
 	if (q->hb_us <= 0)

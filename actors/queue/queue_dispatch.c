@@ -38,9 +38,16 @@
  *
  * Prepared attempts: an attempt whose due_at is still ahead (the time
  * detector prepares runs scheduler.prepare_ahead early) waits on the held
- * list, sorted by due instant, and is queued when the instant comes: the
- * actor's deadline includes the list's head, so a release is as punctual
- * as any timer here. A held attempt can be canceled like a queued one.
+ * list, sorted by due instant, and is queued queue.dispatch_ahead before
+ * the instant: the actor's deadline includes the list's head, so a
+ * release is as punctual as any timer here. A worker that said it holds
+ * a dispatch for its instant (Register.start_after) is then sent it at
+ * once with the time left (Dispatch.start_after_us), so the dispatch
+ * record's commit and the reply are behind it when the instant comes and
+ * the start waits only for the worker's own timer; the attempt's slot is
+ * taken that much sooner, and its dispatched_at is the instant it may
+ * start. A worker that cannot hold one is sent it only once it is due.
+ * A held attempt can be canceled like a queued one.
  */
 #include "queue_internal.h"
 
@@ -220,6 +227,7 @@ static int
 fill_pick(ax_queue *q, qworker *w, qfill *f)
 {
 	int32_t free_ = w->pull_free;
+	int64_t now   = ax_clock_mono_us();
 
 	f->w = w;
 	f->n = 0;
@@ -245,6 +253,15 @@ fill_pick(ax_queue *q, qworker *w, qfill *f)
 		int32_t s;
 		if (a == NULL)
 			break;
+		if (a->start_mono > now && !w->start_after) {
+			/* sent ahead (see "Prepared attempts"), but w would
+			 * start it at once: w takes nothing before it is due,
+			 * a wait of at most queue.dispatch_ahead */
+			if (q->early_retry == 0 ||
+			    a->start_mono < q->early_retry)
+				q->early_retry = a->start_mono;
+			break;
+		}
 		s = a->slots > w->slots ? w->slots : a->slots;
 		if (s > free_)
 			break;
@@ -253,6 +270,12 @@ fill_pick(ax_queue *q, qworker *w, qfill *f)
 		axq_heap_remove(a);
 		STAT(q, st_depth[a->ch], -1);
 		axq_att_link_worker(q, a, w);
+		if (a->start_mono > now) { /* the instant it may start */
+			a->dispatched_at_us += a->start_mono - now;
+			if (a->ar != NULL &&
+			    a->dispatched_at_us < a->ar->due_at_us)
+				a->dispatched_at_us = a->ar->due_at_us;
+		}
 		f->batch[f->n++] = a;
 	}
 	return 1;
@@ -304,6 +327,7 @@ fill_send(ax_queue *q, qfill *f)
 	Ax__DispatchBatch        b    = AX__DISPATCH_BATCH__INIT;
 	qctx                    *c    = w->parked;
 	size_t                   e    = 0;
+	int64_t                  now  = ax_clock_mono_us();
 
 	axq_unpark(q, w);
 	if (ds == NULL || dp == NULL || env == NULL || envp == NULL ||
@@ -317,6 +341,10 @@ fill_send(ax_queue *q, qfill *f)
 		for (size_t i = 0; i < n; i++) {
 			fill_dispatch(q, batch[i], &ds[i], &env[e], &envp[e],
 			              &src);
+			/* counted from now: the record's commit is behind */
+			if (w->start_after && batch[i]->start_mono > now)
+				ds[i].start_after_us =
+				    batch[i]->start_mono - now;
 			if (batch[i]->ar != NULL)
 				e += batch[i]->ar->n_env;
 			dp[i] = &ds[i];
@@ -574,7 +602,8 @@ held_before(const ax_list_node *a, const ax_list_node *b)
 
 /*
  * An attempt prepared ahead of its due instant (scheduler.prepare_ahead)
- * waits on the held list until then; any other goes to its queue now.
+ * waits on the held list until queue.dispatch_ahead before it, and
+ * remembers the instant (start_mono); any other goes to its queue now.
  * The list is sorted by release time; attempts arrive almost in that
  * order, so the insertion walks back from the tail a step or two.
  */
@@ -582,15 +611,17 @@ static void
 att_hold_or_enqueue(ax_queue *q, qatt *a)
 {
 	int64_t utc = ax_clock_utc_us(), wait = a->ar->due_at_us - utc;
+	int64_t mono = ax_clock_mono_us();
 
-	if (wait < HOLD_MIN_US) {
+	if (wait > HOLD_MAX_US)
+		wait = HOLD_MAX_US; /* a clock step: never hold for long */
+	a->start_mono = wait >= HOLD_MIN_US ? mono + wait : 0;
+	if (wait - q->dispatch_ahead_us < HOLD_MIN_US) {
 		axq_att_enqueue(q, a);
 		return;
 	}
-	if (wait > HOLD_MAX_US)
-		wait = HOLD_MAX_US; /* a clock step: never hold for long */
 	a->state        = ST_HELD;
-	a->release_mono = ax_clock_mono_us() + wait;
+	a->release_mono = mono + wait - q->dispatch_ahead_us;
 	ax_list_insert_sorted(&q->held, &a->heln, held_before);
 }
 
@@ -766,8 +797,9 @@ axq_on_cancel(ax_queue *q, const Ax__CancelInstance *ci)
 
 /* ------------------------------------------------------------- timers */
 
-/* Queues the held attempts whose due instant has come (now, mono us) and
- * answers the Pulls they were routed to. The timers run it first. */
+/* Queues the held attempts whose release came (now, mono us: their due
+ * instant less queue.dispatch_ahead) and answers the Pulls they were
+ * routed to. The timers run it first. */
 void
 axq_held_release(ax_queue *q, int64_t now)
 {
@@ -780,6 +812,17 @@ axq_held_release(ax_queue *q, int64_t now)
 	       a->release_mono <= now) {
 		ax_list_remove(&q->held, &a->heln);
 		axq_att_enqueue(q, a);
+	}
+	if (q->early_retry != 0 && q->early_retry <= now) {
+		/* a worker that cannot hold a dispatch passed over one not
+		 * due yet (fill_pick): the parked Pulls try again now */
+		q->early_retry = 0;
+		for (ax_list_node *x = q->park_dl.head; x != NULL;
+		     x               = x->next) {
+			qworker *w = QWORKER(x, pdn);
+			if (w->pull_free > w->quota)
+				want_fill(q, w, w->pull_free - w->quota);
+		}
 	}
 	axq_fill_flush(q);
 }

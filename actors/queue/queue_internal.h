@@ -72,7 +72,8 @@ struct qatt {
 	ax_list_node               un;           /* q->unacked (DISPATCHED) */
 	ax_list_node               rn;           /* q->retired (DONE) */
 	ax_list_node               heln;         /* q->held (ST_HELD) */
-	int64_t                    release_mono; /* ST_HELD: due, mono us */
+	int64_t                    release_mono; /* ST_HELD: mono us */
+	int64_t                    start_mono;   /* due, mono us (or 0) */
 	int64_t                    ack_deadline; /* mono us */
 	int64_t                    retire_at;    /* mono us */
 	int64_t                    dispatched_at_us, started_at_us; /* UTC */
@@ -126,6 +127,7 @@ struct qworker {
 	int          held;       /* its reports whose ack waits for a commit */
 	int64_t      held_until; /* mono us: its report channel was blocked */
 	int32_t      nresend;    /* its attempts with resend set */
+	int          start_after; /* holds a dispatch for its instant */
 };
 
 struct qgroup {
@@ -176,6 +178,7 @@ struct ax_queue {
 	ax_actor              *self;
 	int64_t aging_us, ack_timeout_us, lease_us, hb_us, retain_us;
 	int64_t lease_grace_us;
+	int64_t dispatch_ahead_us; /* queue.dispatch_ahead */
 	int     hand_back;
 	char    addr[256];
 
@@ -216,6 +219,7 @@ struct ax_queue {
 	int64_t   reconcile_at;  /* mono us: next try to load them */
 	int64_t   db_down_until; /* mono us: no dispatch (not recordable) */
 	int       fill_blocked;  /* a Pull waits for the database */
+	int64_t   early_retry;   /* mono us: fill the Pulls again (0: no) */
 	ax_list   doubt_dl; /* workers with in-doubt attempts, by deadline */
 
 	_Atomic int      drop_acks;

@@ -460,6 +460,7 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 	w->draining     = 0;
 	w->slots        = r->slots;
 	w->reserve_p0   = r->reserve_p0;
+	w->start_after  = r->start_after;
 	w->cpu_milli    = r->cpu_milli;
 	w->memory_bytes = r->memory_bytes;
 	w->session = ++q->session_ctr ^ ((uint64_t) ax_clock_utc_us() << 20);

@@ -76,6 +76,8 @@ static _Atomic int confirm_on = 1;
  * worker's heartbeat out of the way raise both). */
 static const char *q_lease = "1s", *w_heartbeat = "200ms",
                   *q_ack_timeout = "500ms", *q_dsn = "";
+/* queue.dispatch_ahead (NULL: the default) */
+static const char *q_dispatch_ahead;
 /* worker.reserve_p0 of the workers started next */
 static const char *w_reserve_p0 = "0";
 /* worker.cpu_milli of the workers started next ("0": the machine's) */
@@ -150,6 +152,10 @@ start_queue(const char *aging, const char *hand_back)
 	             AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "queue.ack_timeout", q_ack_timeout),
 	             AX_OK);
+	if (q_dispatch_ahead != NULL)
+		cr_assert_eq(ax_config_set(cfg, "queue.dispatch_ahead",
+		                           q_dispatch_ahead),
+		             AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "scheduler.aging_interval", aging),
 	             AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "queue.drain_hand_back", hand_back),
@@ -1028,9 +1034,12 @@ typedef struct peer {
 	const char *id, *host;
 	int32_t     pid;
 	uint64_t    session, seq;
-	char        got[64][40]; /* run_ids dispatched to it, in order */
+	char        got[64][40];   /* run_ids dispatched to it, in order */
+	int64_t     got_mono[64];  /* when each came, mono us */
+	int64_t     got_after[64]; /* its Dispatch.start_after_us */
 	size_t      ngot;
-	int         no_ack; /* receives dispatches, never acknowledges */
+	int         no_ack;      /* receives dispatches, never acknowledges */
+	int         start_after; /* Register.start_after */
 } peer;
 
 static void
@@ -1082,6 +1091,7 @@ peer_register(peer *p, char **running, size_t n)
 	reg.slots             = 8;
 	reg.n_running_run_ids = n;
 	reg.running_run_ids   = running;
+	reg.start_after       = p->start_after;
 	p->session            = 0;
 	r                     = peer_call(p, &m);
 	cr_assert_eq(r->body_case, AX__QUEUE_MESSAGE__BODY_REGISTER_REPLY);
@@ -1110,9 +1120,12 @@ peer_pull(peer *p, int ms)
 			for (size_t i = 0; i < b->n_dispatches && i < 64;
 			     i++) {
 				acks[i] = b->dispatches[i]->run_id;
-				if (p->ngot < 64)
-					snprintf(p->got[p->ngot++], 40, "%s",
-					         acks[i]);
+				if (p->ngot == 64)
+					continue;
+				p->got_mono[p->ngot] = ax_clock_mono_us();
+				p->got_after[p->ngot] =
+				    b->dispatches[i]->start_after_us;
+				snprintf(p->got[p->ngot++], 40, "%s", acks[i]);
 			}
 			if (b->n_dispatches > 0 && !p->no_ack) {
 				Ax__WorkerMessage a = AX__WORKER_MESSAGE__INIT;
@@ -1327,6 +1340,82 @@ Test(queue, dispatches_due_together_to_two_workers_share_one_transaction)
 /* ------------------------------------------ ownership of a dispatch */
 
 #define RX "01890000-0000-7000-8000-0000000000c1"
+
+/* The index of run_id's first dispatch to p, or -1. */
+static int
+peer_first(const peer *p, const char *run_id)
+{
+	for (size_t i = 0; i < p->ngot; i++)
+		if (strcmp(p->got[i], run_id) == 0)
+			return (int) i;
+	return -1;
+}
+
+#define RE1 "01890000-0000-7000-8000-0000000000e1"
+#define RE2 "01890000-0000-7000-8000-0000000000e2"
+
+/*
+ * An attempt prepared ahead of its due instant is sent
+ * queue.dispatch_ahead early to a worker that holds a dispatch for its
+ * instant (Register.start_after), with the time left to wait
+ * (Dispatch.start_after_us): the record and the reply are out of the
+ * start's way. A worker that does not say so is sent it only once it is
+ * due, never early.
+ */
+Test(queue, prepared_attempt_goes_ahead_only_to_a_worker_that_waits)
+{
+	peer    a, b;
+	int64_t due_mono;
+	int     k;
+
+	q_lease          = "10s";
+	q_ack_timeout    = "2s";
+	q_dispatch_ahead = "1s";
+	start_queue("30s", "false");
+	peer_open(&a, "wa", "ha", 101);
+	a.start_after = 1;
+	peer_register(&a, NULL, 0);
+	due_mono = ax_clock_mono_us() + 1500 * AX_USEC_PER_MSEC;
+	send_attempt(&(att) { .run_id      = RE1,
+	                      .instance_id = 81,
+	                      .due_in_us   = 1500 * AX_USEC_PER_MSEC });
+	peer_pull(&a, 1300);
+	k = peer_first(&a, RE1);
+	cr_assert_geq(k, 0, "RE1 not sent ahead of its instant");
+	cr_expect_lt(a.got_mono[k], due_mono - 300 * AX_USEC_PER_MSEC,
+	             "RE1 sent %lld ms before its instant",
+	             (long long) (due_mono - a.got_mono[k]) / 1000);
+	cr_expect_gt(a.got_after[k], 0, "no start_after_us");
+	/* it may start at its instant, not sooner */
+	cr_expect_geq(a.got_mono[k] + a.got_after[k], due_mono - 2000,
+	              "told to start %lld us before the instant",
+	              (long long) (due_mono - a.got_mono[k] - a.got_after[k]));
+	peer_heartbeat(&a, (char *[]) { RE1 }, 1);
+
+	peer_open(&b, "wb", "hb", 102); /* b.start_after = 0 */
+	peer_register(&b, NULL, 0);
+	due_mono = ax_clock_mono_us() + 1500 * AX_USEC_PER_MSEC;
+	send_attempt(&(att) { .run_id      = RE2,
+	                      .instance_id = 82,
+	                      .due_in_us   = 1500 * AX_USEC_PER_MSEC });
+	peer_pull(&b, 2500);
+	k = peer_first(&b, RE2);
+	cr_assert_geq(k, 0, "RE2 never sent to the worker that cannot wait");
+	cr_expect_geq(b.got_mono[k], due_mono - 2000,
+	              "RE2 sent %lld us before its instant to a worker "
+	              "that starts it at once",
+	              (long long) (due_mono - b.got_mono[k]));
+	cr_expect_lt(b.got_mono[k], due_mono + 500 * AX_USEC_PER_MSEC,
+	             "RE2 sent %lld ms late",
+	             (long long) (b.got_mono[k] - due_mono) / 1000);
+	cr_expect_eq(b.got_after[k], 0);
+	nng_close(a.s);
+	nng_close(b.s);
+	stop_all();
+	q_lease          = "1s";
+	q_ack_timeout    = "500ms";
+	q_dispatch_ahead = NULL;
+}
 
 /*
  * Worker A receives x and never acknowledges it (its Started lost), but

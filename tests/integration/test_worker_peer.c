@@ -23,10 +23,14 @@
 #define R_TIMEOUT "01890000-0000-7000-8000-0000000000c2"
 #define R_PATH    "01890000-0000-7000-8000-0000000000c3"
 #define R_ENV     "01890000-0000-7000-8000-0000000000c4"
+#define R_HELD    "01890000-0000-7000-8000-0000000000c5"
+#define R_KILL    "01890000-0000-7000-8000-0000000000c6"
+#define R_FAR     "01890000-0000-7000-8000-0000000000c7"
 
 static char       dir[64], addr[128];
 static nng_socket rep;
 static pid_t      worker = -1;
+static int        reg_start_after; /* of the last Register answered */
 
 static void
 setup(void)
@@ -148,6 +152,7 @@ answer_register(int32_t lease_ms, int wait_s)
 		if (ax_clock_mono_us() > end)
 			return 0;
 	}
+	reg_start_after          = m->register_->start_after;
 	q.reply_to_seq           = m->seq;
 	q.body_case              = AX__QUEUE_MESSAGE__BODY_REGISTER_REPLY;
 	q.register_reply         = &rr;
@@ -266,5 +271,146 @@ Test(worker_peer, bad_dispatches_fail_by_name_and_good_ones_run)
 	/* nothing was written outside the log directory */
 	snprintf(path, sizeof(path), "%s/escaped", dir);
 	cr_expect_neq(stat(path, &sb), 0, "%s exists", path);
+	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
+}
+
+/* Answers m (not a Pull) as the queue would: a HeartbeatReply carrying
+ * cancel (NULL: none), or an Ack. */
+static void
+answer_other(const Ax__WorkerMessage *m, char *cancel)
+{
+	Ax__QueueMessage   hq = AX__QUEUE_MESSAGE__INIT;
+	Ax__HeartbeatReply hr = AX__HEARTBEAT_REPLY__INIT;
+
+	if (m->body_case != AX__WORKER_MESSAGE__BODY_HEARTBEAT) {
+		answer_ack(m->seq);
+		return;
+	}
+	hq.reply_to_seq    = m->seq;
+	hq.body_case       = AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
+	hq.heartbeat_reply = &hr;
+	hr.acked_seq       = m->seq;
+	if (cancel != NULL) {
+		hr.n_cancel_run_ids = 1;
+		hr.cancel_run_ids   = &cancel;
+	}
+	answer(&hq);
+}
+
+/*
+ * A dispatch sent ahead of its instant (Dispatch.start_after_us, which
+ * the worker says it honours in Register.start_after) starts no sooner
+ * than that long after it was sent. One held for longer counts as the
+ * worker's (its heartbeat lists it) and, killed before its instant, ends
+ * KILLED without ever starting. A delay past the protocol's bound is
+ * refused by name.
+ */
+Test(worker_peer, dispatch_sent_ahead_starts_at_its_instant_and_dies_unstarted)
+{
+	Ax__WorkerMessage *m;
+	Ax__DispatchBatch  b = AX__DISPATCH_BATCH__INIT;
+	Ax__Dispatch       d[3], *dp[3];
+	int64_t sent_utc = 0, sent_mono = 0, end, started_utc = 0, seen = 0;
+	int     sent = 0, held_done = 0, kill_done = 0, far_done = 0;
+	int     listed = 0, kill_sent = 0;
+
+	cr_assert(answer_register(10000, 10));
+	cr_expect(reg_start_after, "Register.start_after is not set");
+	d[0]                = dispatch(R_HELD);
+	d[0].start_after_us = 400 * AX_USEC_PER_MSEC;
+	d[1]                = dispatch(R_KILL);
+	d[1].start_after_us = 30 * AX_USEC_PER_SEC;
+	d[2]                = dispatch(R_FAR);
+	d[2].start_after_us = 61 * AX_USEC_PER_SEC; /* bound: 60 s */
+	for (int i = 0; i < 3; i++)
+		dp[i] = &d[i];
+	end = ax_clock_mono_us() + 20 * AX_USEC_PER_SEC;
+	while ((!held_done || !kill_done || !far_done) &&
+	       ax_clock_mono_us() < end) {
+		m = next_request();
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
+			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
+			dq.reply_to_seq     = m->seq;
+			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+			dq.dispatch =
+			    &(Ax__DispatchBatch) AX__DISPATCH_BATCH__INIT;
+			if (!sent) {
+				dq.dispatch    = &b;
+				b.n_dispatches = 3;
+				b.dispatches   = dp;
+				sent_utc       = ax_clock_utc_us();
+				sent_mono      = ax_clock_mono_us();
+				sent           = 1;
+			}
+			answer(&dq);
+		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_REPORT) {
+			Ax__Report *rp = m->report;
+			for (size_t i = 0; i < rp->n_started; i++) {
+				const char *id = rp->started[i]->run_id;
+				cr_expect_str_neq(id, R_KILL,
+				                  "a killed held dispatch "
+				                  "started");
+				if (strcmp(id, R_HELD) == 0) {
+					started_utc =
+					    rp->started[i]->started_at_us;
+					seen = ax_clock_mono_us();
+				}
+			}
+			for (size_t i = 0; i < rp->n_results; i++) {
+				Ax__Result *r = rp->results[i];
+				if (strcmp(r->run_id, R_HELD) == 0) {
+					cr_expect_eq(r->status, 1, "%s",
+					             r->error);
+					held_done++;
+				} else if (strcmp(r->run_id, R_KILL) == 0) {
+					cr_expect_eq(r->status, 4, "%s",
+					             r->error);
+					cr_expect(strstr(r->error,
+					                 "before it started"),
+					          "%s", r->error);
+					kill_done++;
+				} else if (strcmp(r->run_id, R_FAR) == 0) {
+					cr_expect_eq(r->status, 2, "%s",
+					             r->error);
+					cr_expect(
+					    strstr(r->error,
+					           "Dispatch.start_after_us"),
+					    "%s", r->error);
+					far_done++;
+				}
+			}
+			answer_ack(m->seq);
+		} else {
+			char *cancel = NULL;
+			if (m->body_case ==
+			    AX__WORKER_MESSAGE__BODY_HEARTBEAT) {
+				Ax__Heartbeat *hb = m->heartbeat;
+				for (size_t i = 0; i < hb->n_running_run_ids;
+				     i++)
+					listed +=
+					    strcmp(hb->running_run_ids[i],
+					           R_KILL) == 0;
+				/* once the other one ran and R_KILL was
+				 * listed as the worker's */
+				if (held_done && listed && !kill_sent) {
+					cancel    = R_KILL;
+					kill_sent = 1;
+				}
+			}
+			answer_other(m, cancel);
+		}
+		ax__worker_message__free_unpacked(m, NULL);
+	}
+	cr_assert_eq(held_done, 1, "the held dispatch did not end once");
+	cr_expect_geq(started_utc, sent_utc + 400 * AX_USEC_PER_MSEC,
+	              "started %lld us after it was sent: before its "
+	              "instant",
+	              (long long) (started_utc - sent_utc));
+	cr_expect_geq(seen - sent_mono, 400 * AX_USEC_PER_MSEC,
+	              "Started came %lld us after the send",
+	              (long long) (seen - sent_mono));
+	cr_expect(listed > 0, "a heartbeat did not list the held dispatch");
+	cr_expect_eq(kill_done, 1, "the held dispatch was not killed once");
+	cr_expect_eq(far_done, 1, "start_after_us past 60 s not refused");
 	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
 }
