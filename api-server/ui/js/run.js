@@ -70,34 +70,60 @@ async function reasonView(row, signal) {
   return out;
 }
 
-// Any explanation document: its scalar members as facts, its summary
-// text first, every list of objects as a table; so a richer document
-// from a newer server still shows in full.
+// An explanation document (docs/explain.md): state and summary, what it
+// waits on, the attempts and the timeline with the time between steps;
+// any other member still shows (scalars under "facts", lists as tables),
+// so a richer document from a newer server is never hidden.
 export function explainView(e) {
   const out = h('div', { class: 'card explain', 'data-explain': '1' });
-  const text = e.summary || e.text || e.why;
-  if (typeof text === 'string') out.append(h('p', { id: 'explain-summary' }, h('strong', null, text)));
+  out.append(h('p', { id: 'explain-summary' }, e.state ? badge(e.state) : null, ' ',
+    e.reason ? h('code', null, e.reason) : null, ' ',
+    typeof e.summary === 'string' ? h('strong', null, e.summary) : null));
+  const known = new Set(['state', 'reason', 'summary', 'waiting_for', 'timeline']);
+  const wf = Array.isArray(e.waiting_for) ? e.waiting_for : null;
+  if (wf) {
+    out.append(h('h2', null, 'Waits on'), wf.length
+      ? h('ul', { class: 'waits', id: 'waiting-for' }, wf.map((w) =>
+        h('li', null, w.kind ? h('span', { class: 'badge' }, w.kind) : null, ' ',
+          w.text || JSON.stringify(w))))
+      : h('p', { class: 'muted', id: 'waiting-for' }, 'nothing: it is running or has ended'));
+  }
   const facts = [];
   const lists = [];
   for (const [k, v] of Object.entries(e)) {
-    if (v === e.summary || v === e.text || v === e.why) continue;
+    if (known.has(k)) continue;
     if (Array.isArray(v)) lists.push([k, v]);
     else if (v && typeof v === 'object') facts.push([k, h('code', null, JSON.stringify(v))]);
     else facts.push([k, String(v ?? '')]);
   }
-  if (facts.length) out.append(kv(facts));
-  for (const [k, v] of lists) {
-    out.append(h('h2', null, k.replace(/_/g, ' ')));
-    if (!v.length) { out.append(h('p', { class: 'muted' }, 'none')); continue; }
-    if (v.every((x) => typeof x !== 'object' || x === null)) {
-      out.append(h('ul', { class: 'waits' }, v.map((x) => h('li', null, String(x)))));
-      continue;
-    }
-    const cols = [...new Set(v.flatMap((x) => Object.keys(x || {})))];
-    out.append(table(cols, v.map((x) => cols.map((c) => cell(x[c]))),
-      { 'data-list': k }));
+  for (const [k, v] of lists) out.append(listView(k, v));
+  if (Array.isArray(e.timeline)) {
+    out.append(h('h2', null, 'Timeline'), table(['Time', '+', 'Type', 'Reason', 'What'],
+      e.timeline.map((t) => [when(t.time), gap(t.since_previous_us), t.type || '',
+        t.reason || '', t.text || '']), { id: 'timeline' }));
   }
+  if (facts.length) out.append(h('details', null, h('summary', null, 'facts'), kv(facts)));
   return out;
+}
+
+function listView(k, v) {
+  const box = h('div', null, h('h2', null, k.replace(/_/g, ' ')));
+  if (!v.length) box.append(h('p', { class: 'muted' }, 'none'));
+  else if (v.every((x) => typeof x !== 'object' || x === null))
+    box.append(h('ul', { class: 'waits' }, v.map((x) => h('li', null, String(x)))));
+  else {
+    const cols = [...new Set(v.flatMap((x) => Object.keys(x || {})))];
+    box.append(table(cols, v.map((x) => cols.map((c) => cell(x[c]))), { 'data-list': k }));
+  }
+  return box;
+}
+
+// Microseconds between steps as "7us", "48ms", "2.4s".
+function gap(us) {
+  if (typeof us !== 'number' || !us) return '';
+  if (us < 1000) return `${us}us`;
+  if (us < 1e6) return `${Math.round(us / 1000)}ms`;
+  return `${(us / 1e6).toFixed(1)}s`;
 }
 
 function cell(v) {
