@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "dag_registry.h"
+#include "hash.h"
 #include "store_rules.h"
 
 int
@@ -71,13 +72,11 @@ axrd_rules_load(rd_state *st)
 static uint64_t
 rules_signature(const rd_state *st, int64_t now)
 {
-	uint64_t h =
-	    1469598103934665603ULL ^ (st->rules_gen * 0x9e3779b97f4a7c15ULL);
+	uint64_t h = ax_hash_u64(st->rules_gen);
 
 	for (size_t i = 0; i < st->nrules; i++)
 		if (ax_rule_applies(&st->rules[i], now))
-			h = (h ^ (uint64_t) st->rules[i].id) *
-			    1099511628211ULL;
+			h = ax_hash_u64(h ^ (uint64_t) st->rules[i].id);
 	return h;
 }
 
