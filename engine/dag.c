@@ -539,6 +539,8 @@ spec_json(const ax_task_spec *s)
 	/* only when written: the DAGs without it keep their hashes */
 	if (s->run_as != NULL)
 		json_object_set_new(o, "run_as", json_string(s->run_as));
+	if (s->preemptible)
+		json_object_set_new(o, "preemptible", json_true());
 	return o;
 }
 
@@ -643,9 +645,12 @@ ax_template_to_json(const ax_task_template *t)
 		                                        "routing",
 		                                        "retries.backoff",
 		                                        "retries.delay",
-		                                        "retries.max_delay" };
+		                                        "retries.max_delay",
+		                                        NULL,
+		                                        "preemptible" };
+	/* run_as (bit 15) was never listed: templates keep their hashes */
 	for (size_t i = 0; set && i < sizeof(bits) / sizeof(bits[0]); i++)
-		if (t->spec.set & (1u << i))
+		if (bits[i] != NULL && (t->spec.set & (1u << i)))
 			json_array_append_new(set, json_string(bits[i]));
 	json_object_set_new(o, "set", set ? set : json_null());
 	return o;
@@ -929,11 +934,12 @@ jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
 	char          p[256];
 
 	ax_task_spec_defaults(s);
-	s->set      = (1u << AX_TF_COUNT_) - 1;
-	s->type     = jr_str(r, o, "type", ptr, 0);
-	s->run_as   = jr_str(r, o, "run_as", ptr, 1);
-	s->command  = jr_str(r, o, "command", ptr, 1);
-	s->priority = (int) jr_int(r, o, "priority", ptr);
+	s->set         = (1u << AX_TF_COUNT_) - 1;
+	s->type        = jr_str(r, o, "type", ptr, 0);
+	s->run_as      = jr_str(r, o, "run_as", ptr, 1);
+	s->preemptible = json_is_true(json_object_get(o, "preemptible"));
+	s->command     = jr_str(r, o, "command", ptr, 1);
+	s->priority    = (int) jr_int(r, o, "priority", ptr);
 	s->channel =
 	    (ax_channel) jr_enum(r, o, "channel", ptr, channel_name_i, 4);
 	s->worker_group = jr_str(r, o, "worker_group", ptr, 1);

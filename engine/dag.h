@@ -179,7 +179,8 @@ enum {
 	AX_TF_RETRY_DELAY   = 1u << 13,
 	AX_TF_RETRY_MAX     = 1u << 14,
 	AX_TF_RUN_AS        = 1u << 15,
-	AX_TF_COUNT_        = 16, /* number of bits */
+	AX_TF_PREEMPTIBLE   = 1u << 16,
+	AX_TF_COUNT_        = 17, /* number of bits */
 };
 
 /*
@@ -205,6 +206,9 @@ typedef struct ax_task_spec {
 	ax_kvs      env;
 	const char *run_as; /* user to run as; NULL: the worker's default */
 	ax_pos      run_as_pos;
+	/* 1: the queue may stop a running attempt for a waiting instance of
+	 * a higher tier (preemption); default 0 */
+	int preemptible;
 } ax_task_spec;
 
 typedef struct ax_task_template ax_task_template;

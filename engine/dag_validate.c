@@ -150,6 +150,8 @@ merge_spec(ax_dagset *set, ax_task_spec *dst, const ax_task_spec *src)
 		dst->run_as     = src->run_as;
 		dst->run_as_pos = src->run_as_pos;
 	}
+	if (b & AX_TF_PREEMPTIBLE)
+		dst->preemptible = src->preemptible;
 	dst->set |= b;
 	if (merge_kvs(set, &dst->params, &src->params) != 0 ||
 	    merge_kvs(set, &dst->env, &src->env) != 0)
@@ -450,6 +452,14 @@ resolve_task(vctx *v, ax_dag *d, ax_task *t)
 		ERR(set, t->name_pos.line ? t->name_pos : t->pos,
 		    "task '%s' has no command; set 'command' or use a "
 		    "'template' that has one",
+		    t->name ? t->name : "?");
+	/* nothing ranks above P0: the flag could never apply, and a
+	 * reader would believe a critical link may be stopped */
+	if (t->eff.preemptible && d->impact == AX_IMPACT_P0)
+		ERR(set, t->name_pos.line ? t->name_pos : t->pos,
+		    "task '%s' is preemptible but its DAG has impact P0, "
+		    "which no tier can preempt; remove 'preemptible' or "
+		    "lower the DAG's impact",
 		    t->name ? t->name : "?");
 	check_spec_names(set, &t->spec, t->pos);
 }

@@ -959,12 +959,14 @@ parse_spec(ld *l, const map *m, ax_task_spec *s)
 			    s->run_as);
 		s->set |= AX_TF_RUN_AS;
 	}
+	if (get_bool(l, m, "preemptible", &s->preemptible) == 1)
+		s->set |= AX_TF_PREEMPTIBLE;
 }
 
 #define SPEC_KEYS                                                             \
 	"type", "command", "priority", "channel", "worker_group", "pool",     \
 	    "retries", "timeout", "resources", "shards", "routing", "params", \
-	    "env", "run_as"
+	    "env", "run_as", "preemptible"
 
 static const char *const task_keys[]     = { "name", "template", "depends_on",
 	                                     SPEC_KEYS };
@@ -973,7 +975,7 @@ static const char *const template_keys[] = { "kind", "name", "description",
 static const char *const defaults_keys[] = {
 	"type",    "priority", "channel",   "worker_group", "pool",
 	"retries", "timeout",  "resources", "shards",       "routing",
-	"params",  "env",      "run_as"
+	"params",  "env",      "run_as",    "preemptible"
 };
 static const char *const dag_keys[]         = { "kind",        "name",
 	                                        "owner",       "impact",

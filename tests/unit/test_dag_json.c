@@ -55,7 +55,8 @@ static const char *const yaml =
     "  - {dag: ods.orders, mode: same_period}\n"
     "  - {dag: other, mode: latest_success}\n"
     "tasks:\n"
-    "  - {name: x, command: echo x}\n"
+    "  - {name: x, command: echo x, preemptible: true}\n"
+    "  - {name: x2, command: echo x2, preemptible: false}\n"
     "---\n"
     "kind: DAG\n"
     "name: once\n"
@@ -130,6 +131,15 @@ Test(dag_json, round_trip_every_feature)
 	cr_assert_eq(w->schedule.every_us, 90LL * 1000000);
 	cr_assert_eq(w->n_deps, 2);
 	cr_assert_eq(w->deps[1].mode, AX_DEP_LATEST_SUCCESS);
+	cr_assert_eq(w->tasks[0].eff.preemptible, 1);
+	cr_assert_eq(w->tasks[1].eff.preemptible, 0);
+	/* written only when true: DAGs without it keep their hashes */
+	json_t *wj = ax_dag_to_json(w);
+	char   *ws = json_dumps(wj, JSON_SORT_KEYS | JSON_COMPACT);
+	cr_assert_not_null(strstr(ws, "\"preemptible\":true"));
+	cr_assert_null(strstr(ws, "\"preemptible\":false"));
+	free(ws);
+	json_decref(wj);
 	ax_dagset_free(back);
 	ax_dagset_free(set);
 }

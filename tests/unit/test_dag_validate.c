@@ -425,6 +425,25 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 		  "",
 		  "t.yaml:4:50: error: 'memory' must be a size up to 4Ti such "
 		  "as 512Mi, 2Gi or 1G, got 'lots'" },
+		{ "preemptible_not_bool",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, preemptible: yes}\n"
+		  "",
+		  "t.yaml:4:43: error: 'preemptible' must be true or false, "
+		  "got 'yes'" },
+		{ "preemptible_on_p0",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "impact: P0\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, preemptible: true}\n"
+		  "",
+		  "t.yaml:5:12: error: task 'a' is preemptible but its DAG "
+		  "has "
+		  "impact P0, which no tier can preempt; remove 'preemptible' "
+		  "or lower the DAG's impact" },
 	};
 	return cr_make_param_array(struct vcase, cases,
 	                           sizeof(cases) / sizeof(cases[0]));
