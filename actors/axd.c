@@ -72,6 +72,7 @@
 #include "dag_registry.h"
 #include "dependency_detector.h"
 #include "event_emitter.h"
+#include "history.h"
 #include "instance_generator.h"
 #include "log.h"
 #include "migrate.h"
@@ -107,6 +108,7 @@ typedef struct axd {
 	pthread_t                    main_thread; /* woken by on_fenced */
 	ax_store_sched_leader       *leader;      /* NULL: not connected */
 	int64_t                      poll_us;     /* scheduler.standby_poll */
+	int64_t                      history_due; /* mono: next ensure */
 	ax_dag_registry             *reg;
 	ax_pipeline_ctx              ctx;
 	ax_actor_system             *sys;
@@ -416,6 +418,45 @@ on_fenced(void *arg, int64_t fence, int64_t epoch)
 	pthread_kill(d->main_thread, SIGUSR1);
 }
 
+/* How often the leader creates event_log's months ahead: a missed month
+ * sends its events into the default partition, from which that month can
+ * no longer be made a partition (history.h); an hour is far inside the
+ * months ahead, and a check costs a connection and a catalog look-up. */
+#define HISTORY_ENSURE_US (3600 * AX_USEC_PER_SEC)
+
+/*
+ * Keeps event_log's month partitions ahead (history.partitions_ahead),
+ * on a connection of its own, once an hour while leading. A failure is
+ * logged and tried again at the next renewal; it never stops leading.
+ */
+static void
+history_ensure(axd *d)
+{
+	ax_store *s;
+	int       created = 0;
+	ax_err    rv;
+
+	if (ax_clock_mono_us() < d->history_due)
+		return;
+	d->history_due = ax_clock_mono_us() + HISTORY_ENSURE_US;
+	if ((rv = ax_store_open(d->dsn, &s)) == AX_OK) {
+		rv = ax_history_ensure(
+		    s, (int) ax_config_int(d->cfg, "history.partitions_ahead"),
+		    &created);
+		ax_store_close(s);
+	}
+	if (rv != AX_OK) {
+		d->history_due = ax_clock_mono_us() + d->ttl_us;
+		ax_logf(AX_LOG_WARN, COMP, "DB_UNAVAILABLE", NULL,
+		        "creating the event_log partitions ahead failed, "
+		        "retrying later: %s",
+		        ax_err_detail());
+	} else if (created > 0)
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "created %d event_log month partition(s) ahead",
+		        created);
+}
+
 /* What ended lead(). */
 enum { LEAD_STOP = 0, LEAD_LOST = 1 };
 
@@ -458,6 +499,7 @@ lead(axd *d)
 		                                   d->epoch, d->ttl_us);
 		if (rv == AX_OK) {
 			last_ok = ax_clock_mono_us();
+			history_ensure(d);
 			continue;
 		}
 		if (rv == AX_EFENCED || rv == AX_EDBCONN)

@@ -9,7 +9,8 @@
  *                the others at info, so logs stay readable under load;
  *   "event_log"  events not yet persisted by their producer
  *                (persisted = 0) are inserted into event_log in batches
- *                (ON CONFLICT (event_id) DO NOTHING: re-sends are no-ops).
+ *                (ON CONFLICT (event_id, time) DO NOTHING: a re-send
+ *                carries its envelope's id and time, so it is a no-op).
  *   "pub"        every event on the nng PUB socket events.pub (topic =
  *                type, then a NUL byte, then the event as JSON; see
  *                sink_pub.h and docs/events.md);

@@ -1,5 +1,6 @@
 /*
- * cmd_db.c - `axctl db up | down | status | migrate | psql`.
+ * cmd_db.c - `axctl db up | down | status | migrate | psql | maintain |
+ * archive | restore`.
  *
  * Role: the operator's handle on AX's database. Without a DSN it manages
  * the embedded PostgreSQL cluster under the AX home (engine/pg_embed.h);
@@ -11,6 +12,12 @@
  * `up` leaves a running, migrated database; `up`, `down` and `migrate` are
  * idempotent.
  *
+ * History (engine/history.h): `maintain` is the retention job (cron,
+ * daily): event months ahead created, event months past
+ * history.retention_days detached, older finished runs deleted in
+ * batches; `archive` writes old runs and event months to files and
+ * removes them; `restore` copies files back.
+ *
  * Workload: one command per process.
  */
 #include "cmd_db.h"
@@ -20,8 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "config.h"
+#include "history.h"
 #include "log.h"
 #include "migrate.h"
 #include "store.h"
@@ -44,6 +55,26 @@ usage(FILE *f)
 	    "  migrate   apply pending migrations (idempotent)\n"
 	    "  psql [ARGS...]\n"
 	    "            run psql on the database (ARGS go to psql)\n"
+	    "  maintain [--config FILE]\n"
+	    "            retention (run daily from cron): create the event\n"
+	    "            log partitions of the months ahead, detach the "
+	    "event\n"
+	    "            months that ended more than history.retention_days\n"
+	    "            ago (default 180) and delete the finished runs "
+	    "(with\n"
+	    "            instances and attempts) older than that; unfinished\n"
+	    "            runs are kept\n"
+	    "  archive --to DIR [--before YYYY-MM-DD] [--config FILE]\n"
+	    "            write the finished runs older than --before "
+	    "(default:\n"
+	    "            the retention limit) to DIR/<table>_runs_*.csv.gz "
+	    "and\n"
+	    "            the event months that end by then (and detached "
+	    "ones)\n"
+	    "            to DIR/event_log_pYYYYMM.csv.gz, then remove them\n"
+	    "  restore FILE...\n"
+	    "            copy archive files back (runs, then instances, then\n"
+	    "            attempts, then events)\n"
 	    "\n"
 	    "Options:\n"
 	    "  --home DIR  AX home holding the embedded cluster in DIR/pg\n"
@@ -353,6 +384,195 @@ cmd_psql(ax_db_where *w, char **extra, int nextra)
 	return 1;
 }
 
+/* Options of maintain / archive; positional arguments go to files. */
+typedef struct hist_opts {
+	const char  *config;
+	const char  *to;
+	const char  *before;
+	const char **files;
+	int          nfiles;
+} hist_opts;
+
+static int
+hist_parse(const char *cmd, char **extra, int nextra, hist_opts *o)
+{
+	for (int k = 0; k < nextra; k++) {
+		const char *a = extra[k], **dst = NULL;
+		if (strcmp(a, "--config") == 0)
+			dst = &o->config;
+		else if (strcmp(a, "--to") == 0 && strcmp(cmd, "archive") == 0)
+			dst = &o->to;
+		else if (strcmp(a, "--before") == 0 &&
+		         strcmp(cmd, "archive") == 0)
+			dst = &o->before;
+		else if (a[0] != '-' && strcmp(cmd, "restore") == 0) {
+			o->files[o->nfiles++] = a;
+			continue;
+		}
+		if (dst == NULL) {
+			fprintf(stderr,
+			        "axctl db %s: unexpected argument '%s'; run "
+			        "`axctl db --help`\n",
+			        cmd, a);
+			return 2;
+		}
+		if (k + 1 >= nextra) {
+			fprintf(stderr, "axctl db %s: %s needs a value\n", cmd,
+			        a);
+			return 2;
+		}
+		*dst = extra[++k];
+	}
+	return 0;
+}
+
+/* "YYYY-MM-DD" as UTC midnight in microseconds; -1 when malformed. */
+static int
+parse_day(const char *s, int64_t *us)
+{
+	struct tm tm = { 0 };
+	int       y, m, d, n = 0;
+	if (sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) != 3 || s[n] != '\0' ||
+	    n != 10 || y < 1970 || m < 1 || m > 12 || d < 1 || d > 31)
+		return -1;
+	tm.tm_year = y - 1900;
+	tm.tm_mon  = m - 1;
+	tm.tm_mday = d;
+	time_t t   = timegm(&tm);
+	if (tm.tm_mday != d) /* 2025-02-30 normalised into March */
+		return -1;
+	*us = (int64_t) t * 1000000;
+	return 0;
+}
+
+static void
+hist_print(void *arg, const char *what, const char *name, const char *path,
+           int64_t rows)
+{
+	(void) arg;
+	if (strcmp(what, "kept") == 0)
+		printf("kept:     %lld %s older than the limit: they stay "
+		       "until they finish\n",
+		       (long long) rows, name);
+	else if (strcmp(what, "archived") == 0)
+		printf("archived: %s (%lld rows) -> %s\n", name,
+		       (long long) rows, path);
+	else if (strcmp(what, "detached") == 0)
+		printf("detached: %s\n", name);
+	else
+		printf("%-9s %lld %s\n", what, (long long) rows, name);
+}
+
+/* Loads the configuration and opens the store for a history command. */
+static int
+hist_open(const char *cmd, ax_db_where *w, const hist_opts *o, ax_config **cfg,
+          ax_store **st)
+{
+	ax_err rv;
+	if ((rv = ax_config_load(o->config, cfg)) != AX_OK)
+		return fail(cmd, rv);
+	if ((rv = ax_db_where_up(w)) != AX_OK ||
+	    (rv = ax_store_open(w->dsn, st)) != AX_OK) {
+		ax_config_free(*cfg);
+		return fail(cmd, rv);
+	}
+	return 0;
+}
+
+static int
+cmd_maintain(ax_db_where *w, const hist_opts *o)
+{
+	ax_config *cfg;
+	ax_store  *st;
+	int        rc;
+	ax_err     rv;
+
+	if ((rc = hist_open("maintain", w, o, &cfg, &st)) != 0)
+		return rc;
+	rv = ax_history_maintain(
+	    st, (int) ax_config_int(cfg, "history.retention_days"),
+	    (int) ax_config_int(cfg, "history.partitions_ahead"), hist_print,
+	    NULL);
+	ax_store_close(st);
+	ax_config_free(cfg);
+	return rv != AX_OK ? fail("maintain", rv) : 0;
+}
+
+static int
+cmd_archive(ax_db_where *w, const hist_opts *o)
+{
+	ax_config *cfg;
+	ax_store  *st;
+	int64_t    before = 0;
+	int        rc;
+	ax_err     rv;
+
+	if (o->to == NULL) {
+		fprintf(stderr,
+		        "axctl db archive: --to DIR is required (the "
+		        "directory the files go to)\n");
+		return 2;
+	}
+	if (o->before != NULL && parse_day(o->before, &before) != 0) {
+		fprintf(stderr,
+		        "axctl db archive: --before '%s': expected a date "
+		        "YYYY-MM-DD (UTC), e.g. 2026-01-01\n",
+		        o->before);
+		return 2;
+	}
+	if ((rc = hist_open("archive", w, o, &cfg, &st)) != 0)
+		return rc;
+	rv = AX_OK;
+	if (o->before == NULL)
+		rv = ax_history_cutoff(
+		    (int) ax_config_int(cfg, "history.retention_days"),
+		    ax_clock_utc_us(), &before);
+	if (rv == AX_OK)
+		rv = ax_history_archive(st, before, o->to, hist_print, NULL);
+	ax_store_close(st);
+	ax_config_free(cfg);
+	return rv != AX_OK ? fail("archive", rv) : 0;
+}
+
+static int
+cmp_rank(const void *a, const void *b)
+{
+	int x = ax_history_restore_rank(*(const char *const *) a);
+	int y = ax_history_restore_rank(*(const char *const *) b);
+	return x != y
+	    ? x - y
+	    : strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+static int
+cmd_restore(ax_db_where *w, hist_opts *o)
+{
+	ax_config *cfg;
+	ax_store  *st;
+	int        rc;
+	ax_err     rv = AX_OK;
+
+	if (o->nfiles == 0) {
+		fprintf(stderr,
+		        "axctl db restore: name the archive files "
+		        "(DIR/<table>_pYYYYMM.csv.gz)\n");
+		return 2;
+	}
+	/* runs before their instances before their attempts */
+	qsort(o->files, (size_t) o->nfiles, sizeof(*o->files), cmp_rank);
+	if ((rc = hist_open("restore", w, o, &cfg, &st)) != 0)
+		return rc;
+	for (int k = 0; k < o->nfiles && rv == AX_OK; k++) {
+		int64_t rows = 0;
+		if ((rv = ax_history_restore(st, o->files[k], &rows)) == AX_OK)
+			printf("restored: %s (%lld rows)\n", o->files[k],
+			       (long long) rows);
+	}
+	ax_store_close(st);
+	ax_config_free(cfg);
+	return rv != AX_OK ? fail("restore", rv) : 0;
+}
+
 static ax_log_level
 log_level(void)
 {
@@ -386,6 +606,11 @@ ax_cmd_db(int argc, char **argv)
 		if (sub != NULL && strcmp(sub, "psql") == 0) {
 			if (strcmp(a, "--") != 0 || nextra > 0)
 				extra[nextra++] = (char *) a;
+		} else if (sub != NULL &&
+		           (strcmp(sub, "maintain") == 0 ||
+		            strcmp(sub, "archive") == 0 ||
+		            strcmp(sub, "restore") == 0)) {
+			extra[nextra++] = (char *) a;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
 			free(extra);
@@ -409,13 +634,21 @@ ax_cmd_db(int argc, char **argv)
 	}
 	if (strcmp(sub, "up") != 0 && strcmp(sub, "down") != 0 &&
 	    strcmp(sub, "status") != 0 && strcmp(sub, "migrate") != 0 &&
-	    strcmp(sub, "psql") != 0) {
+	    strcmp(sub, "psql") != 0 && strcmp(sub, "maintain") != 0 &&
+	    strcmp(sub, "archive") != 0 && strcmp(sub, "restore") != 0) {
 		fprintf(stderr,
 		        "axctl db: unknown command '%s'; expected up, down, "
-		        "status, migrate or psql\n",
+		        "status, migrate, psql, maintain, archive or "
+		        "restore\n",
 		        sub);
 		free(extra);
 		return 2;
+	}
+	hist_opts ho = { .files = (const char **) extra };
+	if (strcmp(sub, "psql") != 0 &&
+	    (rc = hist_parse(sub, extra, nextra, &ho)) != 0) {
+		free(extra);
+		return rc;
 	}
 	ax_log_init(log_level(), 2);
 	if ((rv = ax_db_where_init(&w, home, dsn)) != AX_OK) {
@@ -430,6 +663,12 @@ ax_cmd_db(int argc, char **argv)
 		rc = cmd_status(&w);
 	else if (strcmp(sub, "migrate") == 0)
 		rc = cmd_migrate(&w);
+	else if (strcmp(sub, "maintain") == 0)
+		rc = cmd_maintain(&w, &ho);
+	else if (strcmp(sub, "archive") == 0)
+		rc = cmd_archive(&w, &ho);
+	else if (strcmp(sub, "restore") == 0)
+		rc = cmd_restore(&w, &ho);
 	else
 		rc = cmd_psql(&w, extra, nextra);
 	ax_db_where_fini(&w);

@@ -12,6 +12,7 @@ PKGS=(
 	libpq-dev libyaml-dev
 	libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
 	uuid-dev
+	zlib1g-dev # history archive files (engine/history.c)
 	# tests
 	libcriterion-dev
 	git # .ci/run: the format check lists the tracked files

@@ -174,6 +174,17 @@ static const cfg_key cfg_keys[] = {
 	  "slots of a named pool that is not in the pools table" },
 	{ "events.buffer", CFG_INT, "100000",
 	  "events the emitter buffers while event_log is unreachable" },
+	/* Platform teams keep six months of instance history for audit and
+	 * capacity planning; older history fills the disk and lengthens the
+	 * history's index scans, and leaves only through `axctl db maintain`
+	 * / `axctl db archive`. Too short a setting deletes what an audit
+	 * still needs (archive first to keep files). */
+	{ "history.retention_days", CFG_INT, "180",
+	  "`axctl db maintain` deletes finished runs (with instances and "
+	  "attempts) older than this many days and detaches event months "
+	  "that ended before then; `axctl db archive` writes them to files" },
+	{ "history.partitions_ahead", CFG_INT, "3",
+	  "months of event_log partitions created ahead of the current one" },
 };
 
 #define N_KEYS       (sizeof(cfg_keys) / sizeof(cfg_keys[0]))

@@ -6,7 +6,8 @@
  * a newer database or an edited migration, then apply each pending file in
  * its own transaction, statement by statement so that a failure names the
  * statement and its line in the file. The lock is released when the
- * connection closes, so a crashed migrator never leaves it held.
+ * connection closes, so a crashed migrator never leaves it held. Last, it
+ * creates event_log's month partitions ahead (ax_history_ensure).
  */
 #include "migrate.h"
 
@@ -379,6 +380,17 @@ run_locked(PGconn *c, const ax_migration *set, size_t n, int *applied)
 			(*applied)++;
 	}
 	free(a.done);
+	/* Every start of a standalone home and every `axctl db up` /
+	 * `migrate` also keeps event_log's month partitions ahead of time
+	 * (0015_event_log_partitions.sql), so inserts stay out of the
+	 * default partition even without the `axctl db maintain` cron job. */
+	if (rv == AX_OK)
+		rv = exec_simple(
+		    c,
+		    "DO $$BEGIN IF to_regprocedure("
+		    "'ax_history_ensure(integer)') IS NOT NULL THEN "
+		    "PERFORM ax_history_ensure(3); END IF; END$$",
+		    "creating the event_log partitions ahead");
 	return rv;
 }
 

@@ -8,6 +8,7 @@
 #include "store_events.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
 	"$5::bigint[], $6::bigint[], $7::text[], $8::int[], $9::text[], "     \
 	"$10::text[], $11::text[]) AS u(eid, ty, tm, dg, dr, ii, rid, att, "  \
 	"tr, rs, pl) "                                                        \
-	"ON CONFLICT (event_id) DO NOTHING"
+	"ON CONFLICT (event_id, time) DO NOTHING"
 
 /* From this many rows a batch goes through COPY: its three round trips
  * (lookup, COPY, data) cost more than they save below about 100 rows
@@ -46,14 +47,18 @@
  * SELECT FROM unnest(...) ON CONFLICT (array parsing, a dag lookup per
  * row, speculative insertion). COPY has no ON CONFLICT, so the ids that
  * already exist are looked up first (with the DAG ids, one statement),
- * and a batch never carries an id twice. An id committed by another
- * writer after the lookup fails the COPY on the unique key; the batch
+ * and a batch never carries an id twice. event_log is unique per
+ * (event_id, time) (partitioned by month, 0015): the look-up names the
+ * batch's first and last event time, so it reads the one or two months
+ * that can hold a re-sent row, not every month kept. An id committed by
+ * another writer after the lookup fails the COPY on the unique key; the batch
  * then runs again (see ax_store_insert_events) and leaves it out.
  */
 #define SQL_EV_KNOWN                                                          \
 	"SELECT 'd', name, id FROM dags WHERE name = ANY($1::text[]) "        \
 	"UNION ALL SELECT 'e', event_id::text, 0 FROM event_log "             \
-	"WHERE event_id = ANY($2::uuid[])"
+	"WHERE event_id = ANY($2::uuid[]) AND time >= ax_ts($3::bigint) "     \
+	"AND time <= ax_ts($4::bigint)"
 #define SQL_COPY_EV                                                           \
 	"COPY event_log (event_id, type, time, dag_id, dag_run_id, "          \
 	"instance_id, run_id, attempt, trace_id, reason, payload) FROM STDIN"
@@ -299,7 +304,9 @@ events_copy(ax_store *s, const ax_store_event_row *rows, size_t n,
             size_t *inserted, size_t *skipped)
 {
 	ax_sqlarr    a[2];
-	const char  *p[2];
+	const char  *p[4];
+	char         tlo[24], thi[24];
+	int64_t      tmin = INT64_MAX, tmax = INT64_MIN;
 	PGresult    *r   = NULL;
 	size_t       bad = 0, good = 0, nd = 0, nk = 0;
 	const char **ids = NULL, **dags = NULL, **known = NULL;
@@ -311,7 +318,7 @@ events_copy(ax_store *s, const ax_store_event_row *rows, size_t n,
 	ax_err       rv;
 
 	if ((rv = ax_store_prepare_once(s, "ax_sa.ev_known", SQL_EV_KNOWN,
-	                                2)) != AX_OK)
+	                                4)) != AX_OK)
 		return rv;
 	ids  = calloc(n, sizeof(*ids));
 	dags = calloc(n, sizeof(*dags));
@@ -330,6 +337,10 @@ events_copy(ax_store *s, const ax_store_event_row *rows, size_t n,
 			skip[i] = 1;
 			continue;
 		}
+		if (e->time_us < tmin)
+			tmin = e->time_us;
+		if (e->time_us > tmax)
+			tmax = e->time_us;
 		pos[good]   = (ev_pos) { e->event_id, i };
 		ids[good++] = e->event_id;
 		if (nonempty(e->dag) != NULL)
@@ -354,8 +365,12 @@ events_copy(ax_store *s, const ax_store_event_row *rows, size_t n,
 		if (i == 0 || strcasecmp(ids[i], ids[i - 1]) != 0)
 			ax_sqlarr_text(&a[1], ids[i]);
 	rv = ax_sqlarr_end_all(a, p, 2);
+	snprintf(tlo, sizeof(tlo), "%lld", (long long) tmin);
+	snprintf(thi, sizeof(thi), "%lld", (long long) tmax);
+	p[2] = tlo;
+	p[3] = thi;
 	if (rv == AX_OK)
-		rv = ax_store_query_prepared(s, "ax_sa.ev_known", 2, p, &r);
+		rv = ax_store_query_prepared(s, "ax_sa.ev_known", 4, p, &r);
 	ax_sqlarr_fini_all(a, 2);
 	if (rv != AX_OK)
 		goto out;

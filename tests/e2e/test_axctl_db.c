@@ -1,10 +1,12 @@
 /*
  * test_axctl_db.c - `axctl db` driven as a user drives it: the real axctl
  * binary (path in $AXCTL, set by tests/meson.build), a real embedded
- * cluster in a temp home, and a harness cluster for `--dsn`.
+ * cluster in a temp home, and a harness cluster for `--dsn`; the history
+ * commands (maintain, archive, restore) and their bad input.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <libpq-fe.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,4 +199,77 @@ Test(axctl_db, usage_errors_exit_2)
 	cr_assert_eq(axctl("db", "up", "down", NULL), 2);
 	cr_assert_eq(axctl("db", "--help", NULL), 0);
 	HAS(out, "migrate");
+}
+
+/* Runs sql on dsn, asserting success. */
+static void
+pq_exec(const char *dsn, const char *sql)
+{
+	PGconn   *c = PQconnectdb(dsn);
+	PGresult *r = PQexec(c, sql);
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK ||
+	              PQresultStatus(r) == PGRES_TUPLES_OK,
+	          "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+Test(axctl_db, history_archive_restore_maintain_and_bad_input)
+{
+	ax_test_pg *pg;
+	char        dir[128], f1[192], f2[192], bad[192];
+	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
+	const char *dsn = ax_test_pg_dsn(pg);
+
+	AX_CLI_EXPECT_RC(, 0, "db", "migrate", "--dsn", dsn);
+	/* one finished run of 2025-01 with an instance, and its event */
+	pq_exec(dsn,
+	        "INSERT INTO dags (name) VALUES ('h'); INSERT INTO "
+	        "dag_versions (dag_id, version, content_hash, yaml, "
+	        "definition) SELECT id, 1, repeat('a', 64), 'x', '{}' FROM "
+	        "dags; INSERT INTO dag_runs (dag_id, dag_version_id, "
+	        "run_type, logical_date, interval_start, interval_end, state) "
+	        "SELECT d.id, v.id, 'manual', '2025-01-10', '2025-01-10', "
+	        "'2025-01-10', 'SUCCESS' FROM dags d JOIN dag_versions v ON "
+	        "v.dag_id = d.id; INSERT INTO task_instances (dag_run_id, "
+	        "dag_id, task, logical_time, state) SELECT id, dag_id, 't', "
+	        "logical_date, 'SUCCESS' FROM dag_runs; SELECT "
+	        "ax_part_create('event_log', '2025-01-01'); INSERT INTO "
+	        "event_log (event_id, type, time) VALUES (gen_random_uuid(), "
+	        "'old', '2025-01-10')");
+
+	/* bad input: usage errors exit 2, bad directories 1 */
+	AX_CLI_EXPECT_RC(, 2, "db", "archive", "--dsn", dsn);
+	HAS(err, "--to DIR is required");
+	AX_CLI_EXPECT_RC(, 2, "db", "archive", "--dsn", dsn, "--to", "/tmp",
+	                 "--before", "2025-02-30");
+	HAS(err, "expected a date YYYY-MM-DD");
+	AX_CLI_EXPECT_RC(, 1, "db", "archive", "--dsn", dsn, "--to",
+	                 "/nonexistent/dir", "--before", "2025-03-01");
+	HAS(err, "/nonexistent/dir is not a writable directory");
+	AX_CLI_EXPECT_RC(, 2, "db", "restore", "--dsn", dsn);
+	HAS(err, "name the archive files");
+	snprintf(bad, sizeof(bad), "%s/event_log_p202501.csv.gz", home);
+	AX_CLI_EXPECT_RC(, 1, "db", "restore", "--dsn", dsn, bad);
+	HAS(err, bad);
+
+	snprintf(dir, sizeof(dir), "%s/archive", home);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	AX_CLI_EXPECT_RC(, 0, "db", "archive", "--dsn", dsn, "--to", dir,
+	                 "--before", "2025-03-01");
+	HAS(out, "archived: dag_runs (1 rows)");
+	HAS(out, "archived: task_instances (1 rows)");
+	HAS(out, "archived: event_log_p202501 (1 rows)");
+	snprintf(f1, sizeof(f1), "%s/task_instances_runs_1-1.csv.gz", dir);
+	snprintf(f2, sizeof(f2), "%s/dag_runs_runs_1-1.csv.gz", dir);
+	/* given instances first: restore puts the runs before them */
+	AX_CLI_EXPECT_RC(, 0, "db", "restore", "--dsn", dsn, f1, f2);
+	HAS(out, "restored: ");
+	AX_CLI_EXPECT_RC(, 1, "db", "restore", "--dsn", dsn, f2);
+	HAS(err, "nothing restored");
+
+	/* retention: the restored run is older than 180 days */
+	AX_CLI_EXPECT_RC(, 0, "db", "maintain", "--dsn", dsn);
+	HAS(out, "deleted   1 runs");
+	ax_test_pg_stop(pg);
 }

@@ -1301,10 +1301,15 @@ Test(store, events_copy_runs_again_past_a_concurrent_writer)
 			                      .time_us  = LOGICAL_US };
 	}
 	PQclear(PQexec(other, "BEGIN"));
-	PGresult *res = PQexec(other,
-	                       "INSERT INTO event_log (event_id, type) "
-	                       "VALUES ('0190a6e0-0003-7000-8000-"
-	                       "000000000007', 'other.writer')");
+	/* the same event (id and time: event_log is unique per both, 0015)
+	 * from another writer */
+	char oins[256];
+	snprintf(oins, sizeof(oins),
+	         "INSERT INTO event_log (event_id, type, time) VALUES "
+	         "('0190a6e0-0003-7000-8000-000000000007', 'other.writer', "
+	         "ax_ts(%lld))",
+	         (long long) LOGICAL_US);
+	PGresult *res = PQexec(other, oins);
 	cr_assert_eq(PQresultStatus(res), PGRES_COMMAND_OK, "%s",
 	             PQerrorMessage(other));
 	PQclear(res);
