@@ -9,7 +9,11 @@
  * (P50 / P99 / max), dispatched_at - due_at and started_at -
  * dispatched_at (P99). --executor noop (default) completes inside the
  * worker; --executor process runs /bin/true through bash as the task
- * user, so env-ready includes a fork and exec.
+ * user, so env-ready includes a fork and exec. The queue sends these
+ * attempts queue.dispatch_ahead before their instant to a worker that
+ * holds them for it: their dispatched_at is that instant, so decision is
+ * about 0 and env-ready is the worker's start after it (the dispatch
+ * record and the reply were done before).
  */
 #include <errno.h>
 #include <inttypes.h>
