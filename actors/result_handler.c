@@ -16,6 +16,11 @@
  * When PostgreSQL is unreachable the batch is kept (bounded) and run
  * again from a tick: the queue acknowledged these results already, so
  * dropping them would lose outcomes.
+ *
+ * Throughput: every committed outcome (instances finished by state,
+ * retries scheduled) is counted in memory and published in
+ * component_stats at most once a second (stats_publish), for ax-api's
+ * ax_instances_finished_total and ax_instance_retries_total.
  */
 #include "result_handler.h"
 
@@ -31,11 +36,23 @@
 #include "hooks.h"
 #include "store.h"
 #include "store_attempts.h"
+#include "store_stats.h"
 
 #define COMP         AX_A_RESULT_HANDLER
 #define RH_CHAIN_MAX 4
 #define RH_EV_MAX    6 /* events per run_id and batch */
 #define RH_RETRY_US  AX_USEC_PER_SEC
+#define RH_STATS_US  AX_USEC_PER_SEC /* component_stats period */
+
+/* Instance states counted as finished (ax_instances_finished_total) and
+ * their component_stats keys; "retries" counts retries scheduled. */
+static const ax_ti_state fin_states[] = { AX_TI_SUCCESS, AX_TI_FAILED,
+	                                  AX_TI_TIMEOUT, AX_TI_CANCELED };
+#define RH_NFIN (sizeof(fin_states) / sizeof(fin_states[0]))
+static const char *const fin_keys[RH_NFIN + 1] = {
+	"finished.SUCCESS",  "finished.FAILED", "finished.TIMEOUT",
+	"finished.CANCELED", "retries",
+};
 
 typedef struct rh_state {
 	const ax_pipeline_ctx *ctx;
@@ -43,6 +60,11 @@ typedef struct rh_state {
 	ax_flow_pending        pending;
 	uint64_t results, succeeded, failed, retried, late, duplicates;
 	uint64_t confirmed; /* ResultsCommitted sent up to this queue_seq */
+	/* committed outcomes (fin_keys order), what was last published of
+	 * them, and when the next publication may run (mono us) */
+	int64_t fin[RH_NFIN + 1], fin_pub[RH_NFIN + 1];
+	int64_t stats_due;
+	int     stats_written;
 } rh_state;
 
 typedef struct rh_ev {
@@ -647,6 +669,59 @@ after_commit(ax_actor *self, rh_run *x)
 	}
 }
 
+/* Counts x's committed outcome for the throughput counters. */
+static void
+count_outcome(rh_state *st, const rh_run *x)
+{
+	if (x->retry)
+		st->fin[RH_NFIN]++;
+	if (!x->succeeded && !x->finished)
+		return;
+	for (size_t k = 0; k < RH_NFIN; k++)
+		if (x->ti == fin_states[k])
+			st->fin[k]++;
+}
+
+/*
+ * Publishes the throughput counters in component_stats (component
+ * "result_handler", for ax-api's /metrics): at most once per RH_STATS_US,
+ * only when a value changed, never while results wait for the database
+ * (they share its connection). Arms the actor's deadline for the next
+ * publication when a change is still to be written.
+ */
+static void
+stats_publish(ax_actor *self, rh_state *st)
+{
+	ax_store_stat rows[RH_NFIN + 1];
+	size_t        n   = 0;
+	int64_t       now = ax_clock_mono_us();
+
+	if (st->ctx->dsn == NULL || st->pending.n > 0)
+		return;
+	for (size_t k = 0; k <= RH_NFIN; k++)
+		if (!st->stats_written || st->fin[k] != st->fin_pub[k])
+			rows[n++] = (ax_store_stat) { .component = COMP,
+				                      .key       = fin_keys[k],
+				                      .value = st->fin[k] };
+	if (n == 0)
+		return;
+	if (now < st->stats_due) {
+		ax_actor_set_deadline(self, st->stats_due);
+		return;
+	}
+	st->stats_due = now + RH_STATS_US;
+	if ((st->store == NULL &&
+	     ax_store_open(st->ctx->dsn, &st->store) != AX_OK) ||
+	    ax_store_stats_put(st->store, rows, n) != AX_OK) {
+		ax_logf(AX_LOG_DEBUG, COMP, NULL, NULL,
+		        "component_stats not written: %s", ax_err_detail());
+		ax_actor_set_deadline(self, st->stats_due);
+		return;
+	}
+	memcpy(st->fin_pub, st->fin, sizeof(st->fin));
+	st->stats_written = 1;
+}
+
 /* Runs a batch of results (cmds owned by the caller). */
 static ax_err
 run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
@@ -691,6 +766,7 @@ run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 			continue;
 		}
 		after_commit(self, &b.runs[i]);
+		count_outcome(st, &b.runs[i]);
 	}
 out:
 	ax_strmap_free(b.by_id, NULL);
@@ -793,15 +869,21 @@ static ax_err
 rh_batch_end(ax_actor *self, void *state)
 {
 	rh_state *st = state;
-	return ax_flow_pending_run(self, st, &st->pending, run_cmds);
+	ax_err    rv = ax_flow_pending_run(self, st, &st->pending, run_cmds);
+	stats_publish(self, st);
+	return rv;
 }
 
 static ax_err
 rh_tick(ax_actor *self, void *state, int64_t now)
 {
 	rh_state *st = state;
+	ax_err    rv = AX_OK;
 	(void) now;
-	return ax_flow_pending_retry(self, st, &st->pending, run_cmds);
+	if (st->pending.n > 0)
+		rv = ax_flow_pending_retry(self, st, &st->pending, run_cmds);
+	stats_publish(self, st);
+	return rv;
 }
 
 /* Frees what the state holds (the pipeline frees the state). */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api_routes.h"
+#include "hist.h"
 #include "store.h"
 
 static const unsigned codes[] = { 200, 201, 202, 204, 400, 401, 403, 404,
@@ -273,5 +274,192 @@ ax_api_metrics_render_starving(struct ax_store *st, ax_buf *b)
 	              "# TYPE ax_instances_waiting_admission gauge\n"
 	              "ax_instances_waiting_admission %lld\n",
 	              waiting);
+	return AX_OK;
+}
+
+/* ------------------------------------------------- scheduling metrics */
+
+static const char *const sched_channels[] = { "P0", "Px", "k8s", "biz" };
+#define NCH (sizeof(sched_channels) / sizeof(sched_channels[0]))
+
+/* The latency families: component_stats key part, metric, help. */
+static const struct {
+	const char *key, *name, *help;
+} lat_families[] = {
+	{ "decision", "ax_scheduling_decision_seconds",
+	  "Scheduling decision time: dispatched - due, per attempt at its "
+	  "first start, by channel." },
+	{ "env_ready", "ax_scheduling_env_ready_seconds",
+	  "Environment ready time: started - dispatched (the worker's fork "
+	  "or container start), by channel." },
+	{ "e2e", "ax_scheduling_end_to_end_seconds",
+	  "Scheduling latency end to end: started - due, by channel." },
+};
+#define NLAT (sizeof(lat_families) / sizeof(lat_families[0]))
+
+/* Appends s as a label value (backslash, quote and newline escaped). */
+static void
+label_value(ax_buf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			ax_buf_printf(b, "\\\\");
+		else if (*s == '"')
+			ax_buf_printf(b, "\\\"");
+		else if (*s == '\n')
+			ax_buf_printf(b, "\\n");
+		else
+			ax_buf_printf(b, "%c", *s);
+	}
+}
+
+static int
+channel_of(const char *s, size_t len)
+{
+	for (size_t c = 0; c < NCH; c++)
+		if (strlen(sched_channels[c]) == len &&
+		    strncmp(s, sched_channels[c], len) == 0)
+			return (int) c;
+	return -1;
+}
+
+static void
+render_latency(PGresult *res, ax_buf *b)
+{
+	ax_hist h[NLAT][NCH];
+	char    pre[64], lab[32];
+
+	memset(h, 0, sizeof(h));
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *k = PQgetvalue(res, i, 1);
+		long long   v = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		if (strcmp(PQgetvalue(res, i, 0), "queue") != 0 ||
+		    strncmp(k, "lat.", 4) != 0)
+			continue;
+		for (size_t f = 0; f < NLAT; f++)
+			for (size_t c = 0; c < NCH; c++) {
+				snprintf(pre, sizeof(pre), "lat.%s.%s",
+				         lat_families[f].key,
+				         sched_channels[c]);
+				(void) ax_hist_set(&h[f][c], pre, k, v);
+			}
+	}
+	for (size_t f = 0; f < NLAT; f++) {
+		ax_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n",
+		              lat_families[f].name, lat_families[f].help,
+		              lat_families[f].name);
+		for (size_t c = 0; c < NCH; c++) {
+			snprintf(lab, sizeof(lab), "channel=\"%s\"",
+			         sched_channels[c]);
+			ax_hist_render(b, lat_families[f].name, lab, &h[f][c]);
+		}
+	}
+}
+
+/* ax_queue_depth{channel,group} from the keys depth.<channel>.<group>. */
+static void
+render_depth(PGresult *res, ax_buf *b)
+{
+	ax_buf_printf(b,
+	              "# HELP ax_queue_depth Attempts queued in axd's queue "
+	              "service (rendered, waiting for a worker's pull), by "
+	              "channel and worker group.\n"
+	              "# TYPE ax_queue_depth gauge\n");
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *k = PQgetvalue(res, i, 1), *dot;
+		if (strcmp(PQgetvalue(res, i, 0), "queue") != 0 ||
+		    strncmp(k, "depth.", 6) != 0 ||
+		    (dot = strchr(k + 6, '.')) == NULL ||
+		    channel_of(k + 6, (size_t) (dot - (k + 6))) < 0)
+			continue;
+		ax_buf_printf(b, "ax_queue_depth{channel=\"%.*s\",group=\"",
+		              (int) (dot - (k + 6)), k + 6);
+		label_value(b, dot + 1);
+		ax_buf_printf(b, "\"} %s\n", PQgetvalue(res, i, 2));
+	}
+}
+
+/* ax_worker_slots{group,kind} from slots_used.<group> / slots_free.<g>. */
+static void
+render_slots(PGresult *res, ax_buf *b)
+{
+	ax_buf_printf(b,
+	              "# HELP ax_worker_slots Slots of live workers, used and "
+	              "free, by worker group (axd's queue service).\n"
+	              "# TYPE ax_worker_slots gauge\n");
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *k = PQgetvalue(res, i, 1), *kind = NULL;
+		if (strcmp(PQgetvalue(res, i, 0), "queue") != 0)
+			continue;
+		if (strncmp(k, "slots_used.", 11) == 0)
+			kind = "used";
+		else if (strncmp(k, "slots_free.", 11) == 0)
+			kind = "free";
+		if (kind == NULL || k[11] == '\0')
+			continue;
+		ax_buf_printf(b, "ax_worker_slots{group=\"");
+		label_value(b, k + 11);
+		ax_buf_printf(b, "\",kind=\"%s\"} %s\n", kind,
+		              PQgetvalue(res, i, 2));
+	}
+}
+
+/* The value of component comp's key, 0 when absent. */
+static long long
+stat_of(PGresult *res, const char *comp, const char *key)
+{
+	for (int i = 0; i < PQntuples(res); i++)
+		if (strcmp(PQgetvalue(res, i, 0), comp) == 0 &&
+		    strcmp(PQgetvalue(res, i, 1), key) == 0)
+			return strtoll(PQgetvalue(res, i, 2), NULL, 10);
+	return 0;
+}
+
+ax_err
+ax_api_metrics_render_sched(struct ax_store *st, ax_buf *b)
+{
+	static const char *const fin[] = { "SUCCESS", "FAILED", "TIMEOUT",
+		                           "CANCELED" };
+	PGresult                *res;
+	char                     key[64];
+	ax_err                   rv = ax_store_query(
+	                      st,
+	                      "SELECT component, key, value FROM component_stats WHERE "
+	                                        "component IN ('queue', 'result_handler') ORDER BY component, "
+	                                        "key",
+	                      0, NULL, &res);
+
+	if (rv != AX_OK)
+		return rv;
+	render_latency(res, b);
+	render_depth(res, b);
+	render_slots(res, b);
+	ax_buf_printf(b,
+	              "# HELP ax_worker_heartbeat_losses_total Workers whose "
+	              "lease lapsed without a heartbeat (their attempts went "
+	              "UNKNOWN).\n"
+	              "# TYPE ax_worker_heartbeat_losses_total counter\n"
+	              "ax_worker_heartbeat_losses_total %lld\n",
+	              stat_of(res, "queue", "lease_losses"));
+	ax_buf_printf(b,
+	              "# HELP ax_instances_finished_total Task instances "
+	              "that reached a final state, by state (committed by "
+	              "axd's result handler; a retried failure is counted "
+	              "in ax_instance_retries_total instead).\n"
+	              "# TYPE ax_instances_finished_total counter\n");
+	for (size_t i = 0; i < sizeof(fin) / sizeof(fin[0]); i++) {
+		snprintf(key, sizeof(key), "finished.%s", fin[i]);
+		ax_buf_printf(b,
+		              "ax_instances_finished_total{state=\"%s\"} "
+		              "%lld\n",
+		              fin[i], stat_of(res, "result_handler", key));
+	}
+	ax_buf_printf(b,
+	              "# HELP ax_instance_retries_total Retries scheduled "
+	              "after a failed, timed out or lost attempt.\n"
+	              "# TYPE ax_instance_retries_total counter\n"
+	              "ax_instance_retries_total %lld\n",
+	              stat_of(res, "result_handler", "retries"));
+	PQclear(res);
 	return AX_OK;
 }

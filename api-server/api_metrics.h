@@ -3,7 +3,10 @@
  * route, in the Prometheus text format.
  *
  * Role: api_server.c records every answered request; GET /metrics
- * (api_misc.c) renders them together with gauges read from PostgreSQL.
+ * (api_misc.c) renders them together with what axd's actors publish in
+ * component_stats (scheduling latency, queue depth, slots, throughput,
+ * starvation, sink counters): memory counters of axd, never a scan of
+ * the history tables.
  * Invariants: fixed-size arrays indexed by route (the route table is
  * const), one mutex; recording costs a lock and a few increments.
  */
@@ -54,5 +57,18 @@ ax_err ax_api_metrics_render_sinks(struct ax_store *st, ax_buf *b);
  * of rows; errors as ax_store_query.
  */
 ax_err ax_api_metrics_render_starving(struct ax_store *st, ax_buf *b);
+
+/*
+ * Appends the scheduling metrics that axd's actors count in memory and
+ * publish in component_stats (components "queue" and "result_handler"):
+ * the latency histograms ax_scheduling_decision_seconds,
+ * ax_scheduling_env_ready_seconds and ax_scheduling_end_to_end_seconds
+ * {channel} (every channel present, empty when axd has not written it),
+ * ax_queue_depth{channel,group}, ax_worker_slots{group,kind},
+ * ax_worker_heartbeat_losses_total, ax_instances_finished_total{state}
+ * and ax_instance_retries_total. One query of component_stats (a few
+ * hundred rows at most), never task_instances; errors as ax_store_query.
+ */
+ax_err ax_api_metrics_render_sched(struct ax_store *st, ax_buf *b);
 
 #endif /* AX_API_METRICS_H */

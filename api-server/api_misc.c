@@ -2,9 +2,11 @@
  * api_misc.c - /healthz, /metrics, workers and events routes of ax-api
  * (see api_misc.h).
  *
- * /metrics reads its gauges with one query per scrape (counts grouped by
- * state); on very large task_instances tables that is a scan, which is
- * acceptable at scrape intervals of 15 s or more.
+ * /metrics reads what axd's actors count in memory and publish in
+ * component_stats (api_metrics.c) and the small workers table: a few
+ * queries of a few hundred rows at most, whatever the size of the
+ * history (task_instances, dag_runs, attempts, event_log are never read
+ * by a scrape).
  */
 #include "api_misc.h"
 
@@ -62,41 +64,13 @@ gauge(ax_api_req *q, ax_buf *b, const char *name, const char *help,
 void
 ax_api_metrics_text(ax_api_req *q, ax_api_resp *r)
 {
-	static const char *const ti_states[] = {
-		"PENDING", "READY",    "RUNNING", "SUCCESS", "FAILED",
-		"TIMEOUT", "CANCELED", "SKIPPED", "UNKNOWN", NULL
-	};
-	static const char *const run_states[] = { "QUEUED",   "RUNNING",
-		                                  "SUCCESS",  "FAILED",
-		                                  "CANCELED", NULL };
-	static const char *const channels[]   = { "P0", "Px", "k8s", "biz",
-		                                  NULL };
-	static const char *const w_states[]   = { "ACTIVE", "DRAINING", "LOST",
-		                                  "GONE", NULL };
-	ax_buf                   b            = { 0 };
-	ax_err                   rv           = AX_OK;
+	static const char *const w_states[] = { "ACTIVE", "DRAINING", "LOST",
+		                                "GONE", NULL };
+	ax_buf                   b          = { 0 };
+	ax_err                   rv         = AX_OK;
 
 	ax_api_metrics_render(ax_api_server_metrics(q->srv), &b);
-	if (rv == AX_OK)
-		rv = gauge(q, &b, "ax_task_instances",
-		           "Task instances by state.", "state",
-		           "SELECT state, count(*) FROM task_instances "
-		           "GROUP BY state ORDER BY state",
-		           ti_states);
-	if (rv == AX_OK)
-		rv = gauge(q, &b, "ax_dag_runs", "DAG runs by state.", "state",
-		           "SELECT state, count(*) FROM dag_runs "
-		           "GROUP BY state ORDER BY state",
-		           run_states);
-	if (rv == AX_OK)
-		rv = gauge(q, &b, "ax_queue_depth",
-		           "Task instances READY (admitted, waiting for a "
-		           "worker), by channel.",
-		           "channel",
-		           "SELECT channel, count(*) FROM task_instances "
-		           "WHERE state = 'READY' GROUP BY channel "
-		           "ORDER BY channel",
-		           channels);
+	/* the workers table: one row per worker, written by the queue */
 	if (rv == AX_OK)
 		rv =
 		    gauge(q, &b, "ax_workers", "Workers by state.", "state",
@@ -104,14 +78,7 @@ ax_api_metrics_text(ax_api_req *q, ax_api_resp *r)
 		          "ORDER BY state",
 		          w_states);
 	if (rv == AX_OK)
-		rv = gauge(q, &b, "ax_worker_slots",
-		           "Slots of ACTIVE workers, used and free.", "kind",
-		           "SELECT k, v FROM (SELECT 'used' AS k, "
-		           "coalesce(sum(used_slots), 0) AS v FROM workers "
-		           "WHERE state = 'ACTIVE' UNION ALL SELECT 'free', "
-		           "coalesce(sum(greatest(slots - used_slots, 0)), 0) "
-		           "FROM workers WHERE state = 'ACTIVE') x ORDER BY k",
-		           NULL);
+		rv = ax_api_metrics_render_sched(q->st, &b);
 	if (rv == AX_OK)
 		rv = ax_api_metrics_render_sinks(q->st, &b);
 	if (rv == AX_OK)

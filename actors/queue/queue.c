@@ -24,7 +24,10 @@
  *                      with aging, held attempts, routing, Pull replies,
  *                      ack timeouts and resends;
  *  - queue_reconcile.c the record of dispatches and the reconciliation
- *                      after a start or takeover.
+ *                      after a start or takeover;
+ *  - queue_stats.c     its metrics: latency histograms, depth and slots
+ *                      per group, lease losses, published in
+ *                      component_stats for /metrics.
  *
  * The actor sends without blocking (send_nonblock): resource_detector is
  * upstream of us, so a blocking send could close a cycle of full inboxes.
@@ -247,7 +250,7 @@ axq_forward(ax_queue *q, const qatt *a, const char *run_id, int status,
 static void
 timers(ax_queue *q)
 {
-	int64_t  now = ax_clock_mono_us(), next = INT64_MAX;
+	int64_t  now = ax_clock_mono_us(), next = INT64_MAX, t;
 	qatt    *a;
 	qworker *w;
 	qctx    *c;
@@ -303,6 +306,8 @@ timers(ax_queue *q)
 		next = q->reconcile_at;
 	if (q->fill_blocked && q->db_down_until < next)
 		next = q->db_down_until;
+	if ((t = axq_stats_publish(q, now)) < next)
+		next = t;
 	ax_actor_set_deadline(q->self, next == INT64_MAX ? 0 : next);
 }
 

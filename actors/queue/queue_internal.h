@@ -7,7 +7,8 @@
  * contexts, hand-off, requests, Pull long poll, deferred acks);
  * queue_workers.c workers, groups and leases; queue_dispatch.c attempts,
  * the heaps and dispatch; queue_reconcile.c records dispatches and
- * settles, after a start, the attempts a worker may hold. The overview
+ * settles, after a start, the attempts a worker may hold; queue_stats.c
+ * counts and publishes the queue's metrics. The overview
  * and the invariants are at the top of queue.c. Everything here runs on
  * the queue actor's thread only, except the hand-off fields of ax_queue
  * (under mu).
@@ -21,6 +22,7 @@
 #include <stdint.h>
 
 #include "heap.h"
+#include "hist.h"
 #include "hmap.h"
 #include "list.h"
 #include "log.h"
@@ -32,6 +34,12 @@
 #define DISPATCH_MAX 256                 /* dispatches per Pull reply */
 #define ITEM_WAKE    (AX_ITEM_USER + 50) /* empty: "drain the hand-off" */
 #define DB_RETRY_US  AX_USEC_PER_SEC     /* see axq_record_dispatches */
+
+/* Scheduling latency kinds (DESIGN.md 3): decision = dispatched - due,
+ * environment ready = started - dispatched, end to end = started - due. */
+enum { AXQ_LAT_DECISION = 0, AXQ_LAT_ENV_READY, AXQ_LAT_E2E, AXQ_LAT_KINDS };
+
+#define AXQ_STATS_US AX_USEC_PER_SEC /* component_stats period */
 
 typedef struct qatt    qatt;
 typedef struct qworker qworker;
@@ -142,6 +150,9 @@ struct qgroup {
 	int64_t          sent_cpu, sent_mem;
 	int              cap_dirty, cap_sent;
 	ax_list_node     cn; /* q->cap_dirty (cap_dirty) */
+	/* last published (queue_stats.c): depth per channel, slots */
+	int64_t pub_depth[AX_QUEUE_NCHANNELS], pub_used, pub_free;
+	int     pub_ok; /* its rows were written once since the start */
 };
 
 enum { OP_IDLE = 0, OP_RECV, OP_HANDED, OP_SEND };
@@ -221,6 +232,15 @@ struct ax_queue {
 	int       fill_blocked;  /* a Pull waits for the database */
 	int64_t   early_retry;   /* mono us: fill the Pulls again (0: no) */
 	ax_list   doubt_dl; /* workers with in-doubt attempts, by deadline */
+
+	/* scheduling latency per kind (AXQ_LAT_*) and channel, observed at
+	 * an attempt's first STARTED; what was last published of it and
+	 * the next publication (queue_stats.c) */
+	ax_hist lat[AXQ_LAT_KINDS][AX_QUEUE_NCHANNELS];
+	ax_hist lat_pub[AXQ_LAT_KINDS][AX_QUEUE_NCHANNELS];
+	int64_t stats_due;     /* mono us */
+	int     stats_written; /* every row written once since the start */
+	int64_t pub_lease_losses;
 
 	_Atomic int      drop_acks;
 	_Atomic uint64_t st_depth[AX_QUEUE_NCHANNELS], st_dispatches,
@@ -388,6 +408,17 @@ void axq_on_started(ax_queue *q, qworker *w, const char *wid,
                     const Ax__Started *s);
 void axq_on_result(ax_queue *q, qworker *w, const char *wid,
                    const Ax__Result *r);
+
+/* ---------------------------------------------------------- queue_stats.c */
+
+/* a's first STARTED (started_at: the worker's UTC us): its three
+ * latencies go into q->lat of its channel. */
+void axq_lat_observe(ax_queue *q, const qatt *a, int64_t started_at);
+
+/* Publishes the queue's metrics in component_stats when their period
+ * came (now: mono us); returns the next instant to call it (mono us),
+ * INT64_MAX when there is no database. */
+int64_t axq_stats_publish(ax_queue *q, int64_t now);
 
 /* ------------------------------------------------ queue_reconcile.c */
 

@@ -582,8 +582,11 @@ axq_on_started(ax_queue *q, qworker *w, const char *wid, const Ax__Started *s)
 	a = ax_hmap_get(&q->runs, s->run_id);
 	if (a != NULL && w != NULL)
 		axq_ack_dispatch(q, w, a->run_id);
-	if (a != NULL && a->state != ST_DONE)
+	if (a != NULL && a->state != ST_DONE) {
+		if (a->started_at_us == 0) /* its first start, not a re-send */
+			axq_lat_observe(q, a, s->started_at_us);
 		a->started_at_us = s->started_at_us;
+	}
 	axq_forward(q, a, s->run_id, AX__ATTEMPT_STATUS__ATTEMPT_STARTED, wid,
 	            NULL, s->started_at_us, NULL);
 }

@@ -5,11 +5,16 @@
  * instance list / show / logs / kill / clear, events), and ax-api over
  * TLS with a self-signed certificate checked with libcurl.
  *
+ * At the end, the live /metrics: the scheduling latency histograms and
+ * counters the pipeline published, and every metric the Grafana
+ * dashboard (deploy/grafana/ax.json) names.
+ *
  * Every wait polls axctl (or PostgreSQL for the task's pid file) with a
  * deadline, so a stuck pipeline fails the test with the daemons' logs
  * instead of hanging it. Budget: well under 90 s for both tests.
  */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -27,6 +32,7 @@
 
 static ax_e2e *e;
 static char    out[262144], err[16384];
+static char    api_url[64], api_token[AX_API_TOKEN_LEN]; /* start_stack */
 
 static void
 setup(void)
@@ -196,13 +202,11 @@ write_file(const char *name, const char *text, char *path, size_t len)
 static void
 start_stack(void)
 {
-	char url[64], token[AX_API_TOKEN_LEN];
-
 	e = ax_e2e_new(1, NULL);
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
-	ax_e2e_start_api_token(e, AX_API_ROLE_ADMIN, "e2e", url, sizeof(url),
-	                       token);
+	ax_e2e_start_api_token(e, AX_API_ROLE_ADMIN, "e2e", api_url,
+	                       sizeof(api_url), api_token);
 	setenv("AX_HOME", e->st.home, 1);
 }
 
@@ -462,6 +466,168 @@ clear_reruns_downstream(int64_t run)
 	             "the cleared run is SUCCESS again");
 }
 
+/* The value of the sample `series` (name{labels} as printed) in the
+ * exposition text m, -1 when absent. */
+static double
+sample(const char *m, const char *series)
+{
+	size_t      n = strlen(series);
+	const char *p = m;
+
+	while ((p = strstr(p, series)) != NULL) {
+		if ((p == m || p[-1] == '\n') && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+		p += n;
+	}
+	return -1;
+}
+
+/* Every metric name an expression of the Grafana dashboard names (ax_*
+ * identifiers in "expr" strings anywhere in the JSON). */
+static void
+dashboard_metrics(json_t *j, char names[][96], size_t *n, size_t max)
+{
+	const char *k;
+	json_t     *v;
+	size_t      i;
+
+	if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+		    dashboard_metrics(v, names, n, max);
+		return;
+	}
+	if (!json_is_object(j))
+		return;
+	json_object_foreach(j, k, v)
+	{
+		if (strcmp(k, "expr") != 0 || !json_is_string(v)) {
+			dashboard_metrics(v, names, n, max);
+			continue;
+		}
+		const char *x = json_string_value(v);
+		for (const char *p = x; (p = strstr(p, "ax_")) != NULL;) {
+			size_t len  = strspn(p,
+			                     "abcdefghijklmnopqrstuvwxyz"
+			                      "0123456789_");
+			int    word = p == x ||
+			    !(isalnum((unsigned char) p[-1]) || p[-1] == '_');
+			if (word && *n < max && len < 96) {
+				memcpy(names[*n], p, len);
+				names[(*n)++][len] = '\0';
+			}
+			p += len;
+		}
+	}
+}
+
+/*
+ * After the runs above, the live /metrics of ax-api: the scheduling
+ * latency histograms counted every start (decision, environment ready,
+ * end to end, on channel Px), instances finished by state, slots of the
+ * one worker; promtool accepts the text; and every metric an expression
+ * of deploy/grafana/ax.json names is on it (name, or name with the
+ * _bucket / _sum / _count of a histogram).
+ */
+static void
+metrics_are_live(void)
+{
+	ax_e2e_answer a;
+	const char   *dash     = getenv("AX_GRAFANA_JSON");
+	int64_t       deadline = ax_clock_mono_us() + 15 * AX_USEC_PER_SEC;
+	char(*names)[96]       = calloc(256, 96);
+	size_t       nn        = 0;
+	json_error_t je;
+
+	cr_assert_not_null(names);
+	for (;;) { /* published at most once a second */
+		ax_e2e_http(api_url, api_token, "GET", "/metrics", NULL, 0,
+		            NULL, &a);
+		cr_assert_eq(a.status, 200, "%s", a.body);
+		if (sample(a.body,
+		           "ax_scheduling_end_to_end_seconds_count{"
+		           "channel=\"Px\"}") >= 8 &&
+		    sample(a.body,
+		           "ax_instances_finished_total{state="
+		           "\"SUCCESS\"}") >= 6 &&
+		    sample(a.body,
+		           "ax_event_sink_dropped_total{sink="
+		           "\"event_log\",reason=\"buffer_full\"}") >= 0)
+			break;
+		check_deadline(deadline, "the scheduling metrics on /metrics");
+	}
+	cr_assert_lt(a.len, sizeof(a.body) - 1, "/metrics was truncated");
+	cr_log_info(
+	    "/metrics: %zu bytes; end to end Px count %g, SUCCESS %g", a.len,
+	    sample(a.body,
+	           "ax_scheduling_end_to_end_seconds_count{"
+	           "channel=\"Px\"}"),
+	    sample(a.body, "ax_instances_finished_total{state=\"SUCCESS\"}"));
+	cr_expect_geq(sample(a.body,
+	                     "ax_scheduling_decision_seconds_count{"
+	                     "channel=\"Px\"}"),
+	              8, "%s", a.body);
+	cr_expect_geq(sample(a.body,
+	                     "ax_scheduling_env_ready_seconds_count{"
+	                     "channel=\"Px\"}"),
+	              8, "%s", a.body);
+	cr_expect_gt(sample(a.body,
+	                    "ax_scheduling_env_ready_seconds_sum{"
+	                    "channel=\"Px\"}"),
+	             0, "%s", a.body);
+	cr_expect_eq(sample(a.body,
+	                    "ax_scheduling_decision_seconds_count{"
+	                    "channel=\"P0\"}"),
+	             0, "%s", a.body);
+	cr_expect_geq(
+	    sample(a.body, "ax_instances_finished_total{state=\"CANCELED\"}"),
+	    1, "the killed task: %s", a.body);
+	cr_expect_geq(sample(a.body,
+	                     "ax_worker_slots{group=\"default\","
+	                     "kind=\"free\"}"),
+	              1, "%s", a.body);
+	cr_expect_eq(sample(a.body, "ax_worker_heartbeat_losses_total"), 0,
+	             "%s", a.body);
+	if (access("/usr/bin/promtool", X_OK) == 0) {
+		char path[PATH_MAX + 32], cmd[2 * PATH_MAX];
+		snprintf(path, sizeof(path), "%s/metrics.txt", e->st.home);
+		FILE *f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fwrite(a.body, 1, a.len, f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd),
+		         "promtool check metrics < '%s' 2>&1", path);
+		cr_expect_eq(system(cmd), 0, "promtool check metrics failed");
+	} else
+		cr_log_warn("promtool not installed: format not checked");
+	cr_assert_not_null(dash, "AX_GRAFANA_JSON is not set");
+	json_t *j = json_load_file(dash, 0, &je);
+	cr_assert_not_null(j, "%s:%d: %s", dash, je.line, je.text);
+	dashboard_metrics(j, names, &nn, 256);
+	json_decref(j);
+	cr_assert_geq(nn, 12, "%s names too few metrics (%zu)", dash, nn);
+	for (size_t i = 0; i < nn; i++) {
+		char   base[96], t[160];
+		size_t l = strlen(names[i]);
+		snprintf(base, sizeof(base), "%s", names[i]);
+		static const char *const sfx[] = { "_bucket", "_sum",
+			                           "_count" };
+		for (size_t k = 0; k < 3; k++) {
+			size_t sl = strlen(sfx[k]);
+			if (l > sl && strcmp(base + l - sl, sfx[k]) == 0)
+				base[l - sl] = '\0';
+		}
+		snprintf(t, sizeof(t), "\n# TYPE %s ", base);
+		cr_expect(strstr(a.body, t) != NULL,
+		          "%s names %s, which /metrics does not serve", dash,
+		          names[i]);
+		snprintf(t, sizeof(t), "\n%s", names[i]);
+		cr_expect(strstr(a.body, t) != NULL,
+		          "%s names %s: no sample of it on /metrics", dash,
+		          names[i]);
+	}
+	free(names);
+}
+
 Test(api_e2e, axctl_drives_the_pipeline)
 {
 	int64_t run;
@@ -471,6 +637,7 @@ Test(api_e2e, axctl_drives_the_pipeline)
 	kill_ends_task();
 	clear_reruns_downstream(run);
 	pause_holds_runs(run);
+	metrics_are_live();
 }
 
 /* ---- TLS ---------------------------------------------------------------- */

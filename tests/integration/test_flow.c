@@ -847,20 +847,20 @@ Test(flow, tiers_aging_lets_a_low_tier_through_after_its_wait)
 	                 "a fresh P3 went before a fresh P0");
 }
 
-/* Waits up to 10 s for the resource detector's component_stats row key
- * to hold want. */
+/* Waits up to 10 s for the component_stats row (comp, key) to hold
+ * want; wait_stat: the resource detector's. */
 static int
-wait_stat(const char *key, int64_t want)
+wait_comp_stat(const char *comp, const char *key, int64_t want)
 {
-	const char *p[1] = { key };
+	const char *p[2] = { comp, key };
 	int64_t     got  = -1;
 	for (int i = 0; i < 1000; i++) {
 		got = -1;
 		(void) ax_store_query_int64(
 		    db,
 		    "SELECT coalesce((SELECT value FROM component_stats WHERE "
-		    "component = 'resource_detector' AND key = $1), -1)",
-		    1, p, &got);
+		    "component = $1 AND key = $2), -1)",
+		    2, p, &got);
 		if (got == want)
 			return 1;
 		ax_clock_sleep_us(10000);
@@ -868,6 +868,12 @@ wait_stat(const char *key, int64_t want)
 	cr_log_error("%s = %lld, want %lld", key, (long long) got,
 	             (long long) want);
 	return 0;
+}
+
+static int
+wait_stat(const char *key, int64_t want)
+{
+	return wait_comp_stat("resource_detector", key, want);
 }
 
 /*
@@ -1354,6 +1360,13 @@ Test(flow, result_retry_exponential_then_failed)
 	cr_assert_eq(q64("SELECT count(*) FROM attempts WHERE state = "
 	                 "'FAILED'"),
 	             3);
+	/* the throughput counters, published from memory: one instance
+	 * finished FAILED, two retries; nothing else */
+	cr_assert(wait_comp_stat(AX_A_RESULT_HANDLER, "finished.FAILED", 1));
+	cr_assert(wait_comp_stat(AX_A_RESULT_HANDLER, "retries", 2));
+	cr_assert_eq(q64("SELECT value FROM component_stats WHERE component "
+	                 "= 'result_handler' AND key = 'finished.SUCCESS'"),
+	             0);
 }
 
 Test(flow, result_timeout_and_unknown_then_late_success)

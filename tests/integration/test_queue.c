@@ -1292,12 +1292,15 @@ Test(queue, worker_that_never_returns_loses_its_attempts_after_lease_and_grace)
 #define RD2 "01890000-0000-7000-8000-0000000000d2"
 #define RD3 "01890000-0000-7000-8000-0000000000d3"
 #define RD4 "01890000-0000-7000-8000-0000000000d4"
+#define RD5 "01890000-0000-7000-8000-0000000000d5"
 
 /*
  * Attempts due at the same instant and routed to two parked workers
  * leave together: the dispatches to both workers are recorded in one
  * transaction (one commit before the replies, not one commit per worker
  * answered before it), and each worker gets its share (2 slots each).
+ * Then the latency split the queue publishes: an attempt due 3 s ago
+ * counts about 3 s of decision and a short environment ready.
  */
 Test(queue, dispatches_due_together_to_two_workers_share_one_transaction)
 {
@@ -1332,6 +1335,49 @@ Test(queue, dispatches_due_together_to_two_workers_share_one_transaction)
 	v = db_text("%s", sql);
 	cr_expect_str_eq(v, "2 workers, 1 transaction(s)",
 	                 "dispatches recorded: %s", v);
+	free(v);
+	/* The latency split the queue publishes (component_stats, for
+	 * /metrics), per attempt at its first start: one more attempt, due
+	 * 3 s ago, has a decision (dispatched - due) of about 3 s, while its
+	 * environment (started - dispatched: a fork) is ready in far less,
+	 * like the four due on time. */
+	int64_t late = db_attempt("b1", "READY", RD5, "QUEUED", NULL);
+	send_attempt(
+	    &(att) { .run_id      = RD5,
+	             .instance_id = late,
+	             .due_at_us   = ax_clock_utc_us() - 3 * AX_USEC_PER_SEC });
+	cr_assert(wait_rec(RD5, STARTED, 10000, NULL), "RD5 did not start");
+	static const char *const sums[][2] = {
+		{ "lat.decision.%.count", "5" },
+		{ "lat.env_ready.%.count", "5" },
+		{ "lat.e2e.%.count", "5" },
+		{ "lat.decision.%.b11", "1" },
+		{ "lat.e2e.%.b11", "1" },
+	};
+	for (int t = 0; t < 500; t++) { /* published once a second */
+		v        = db_text("SELECT coalesce(sum(value), 0) FROM "
+		                          "component_stats WHERE component = 'queue' AND "
+		                          "key LIKE '%s'",
+		                   sums[0][0]);
+		int done = strcmp(v, "5") == 0;
+		free(v);
+		if (done)
+			break;
+		ax_clock_sleep_us(10000);
+	}
+	for (size_t k = 0; k < sizeof(sums) / sizeof(sums[0]); k++) {
+		v = db_text("SELECT coalesce(sum(value), 0) FROM "
+		            "component_stats WHERE component = 'queue' AND "
+		            "key LIKE '%s'",
+		            sums[k][0]);
+		cr_expect_str_eq(v, sums[k][1], "%s", sums[k][0]);
+		free(v);
+	}
+	/* every environment ready within 2.5 s: buckets 0..10 hold all */
+	v = db_text("SELECT coalesce(sum(value), 0) FROM component_stats "
+	            "WHERE component = 'queue' AND key ~ '%s'",
+	            "^lat\\.env_ready\\.[^.]+\\.b([0-9]|10)$");
+	cr_expect_str_eq(v, "5", "environment ready within 2.5 s");
 	free(v);
 	stop_all();
 	db_stop();
