@@ -480,10 +480,12 @@ start_stack(standalone *sa)
 	if ((rv = ax_stack_start_workers(&sa->st)) != AX_OK ||
 	    (rv = start_group_workers(sa)) != AX_OK)
 		return fail("workers", rv);
+	/* The token before ax-api: once /healthz answers, a client finds
+	 * admin.token in the home (written after, a fast client read none). */
+	ensure_admin_token(sa);
 	if ((rv = ax_stack_start_api(&sa->st, &api_up, why, sizeof(why))) !=
 	    AX_OK)
 		return fail("ax-api", rv);
-	ensure_admin_token(sa);
 	print_where(sa, api_up, why);
 	return 0;
 }
