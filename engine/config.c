@@ -3,8 +3,10 @@
  *
  * The file is a YAML mapping; nested mappings make dotted keys
  * (database: {dsn: x} is database.dsn). Values are scalars; keys of type
- * `names` also take a YAML list of names (stored as "a, b"). The table
- * below is the single list of keys: adding a key is adding a row.
+ * `names` also take a YAML list of names (stored as "a, b"), keys of
+ * type `amounts` a mapping of names to whole amounts ({gpu: 2, ssd: 1},
+ * stored as "gpu=2, ssd=1", engine/resources.h). The table below is the
+ * single list of keys: adding a key is adding a row.
  */
 #include "config.h"
 
@@ -18,6 +20,7 @@
 #include "ax_config.h"
 #include "clock.h"
 #include "log.h"
+#include "resources.h"
 #include "suggest.h"
 
 typedef enum {
@@ -27,8 +30,9 @@ typedef enum {
 	CFG_BOOL,
 	CFG_ADDRESS,
 	CFG_LEVEL,
-	CFG_NAME,  /* one name: letters, digits, '_', '.', '-' */
-	CFG_NAMES, /* names: a YAML list, or "a, b" */
+	CFG_NAME,    /* one name: letters, digits, '_', '.', '-' */
+	CFG_NAMES,   /* names: a YAML list, or "a, b" */
+	CFG_AMOUNTS, /* name -> amount: a YAML mapping, or "a=1, b=2" */
 } cfg_type;
 
 typedef struct {
@@ -107,6 +111,10 @@ static const cfg_key cfg_keys[] = {
 	{ "worker.memory_mb", CFG_INT, "0",
 	  "memory this worker offers to tasks, MiB; 0 = the machine's "
 	  "physical memory" },
+	{ "worker.resources", CFG_AMOUNTS, "",
+	  "named resources this worker offers to tasks, e.g. {gpu: 2} "
+	  "(whole amounts; tasks declaring resources: {gpu: 1} are admitted "
+	  "only where enough is free)" },
 	{ "worker.server", CFG_ADDRESS, "tcp://127.0.0.1:7710",
 	  "queue service address" },
 	{ "worker.heartbeat", CFG_DURATION, "2s", "heartbeat interval" },
@@ -304,6 +312,10 @@ check_value(const cfg_key *k, const char *v)
 		return AX_OK;
 	case CFG_NAMES:
 		return check_names(k, v);
+	case CFG_AMOUNTS: {
+		ax_res_set set;
+		return ax_res_parse(v, k->key, &set);
+	}
 	case CFG_LEVEL:
 		if (ax_log_level_parse(v) < 0)
 			return ax_err_set(
@@ -400,6 +412,52 @@ is_list_key(const char *key)
 	return k != NULL && k->type == CFG_NAMES;
 }
 
+static int
+is_amounts_key(const char *key)
+{
+	const cfg_key *k = find_key(key, NULL);
+	return k != NULL && k->type == CFG_AMOUNTS;
+}
+
+/* Sets an amounts key from a YAML mapping of scalars ("a=1, b=2"). */
+static ax_err
+set_amounts(ax_config *cfg, yaml_document_t *doc, yaml_node_t *map,
+            const char *key)
+{
+	size_t len = 1;
+	char  *buf;
+	ax_err rv;
+
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+	     p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(doc, p->value);
+		if (kn == NULL || vn == NULL || kn->type != YAML_SCALAR_NODE ||
+		    vn->type != YAML_SCALAR_NODE)
+			return ax_err_set(
+			    AX_ECONFIG,
+			    "key '%s': write a mapping of names to whole "
+			    "amounts, e.g. {gpu: 2}",
+			    key);
+		len += kn->data.scalar.length + vn->data.scalar.length + 3;
+	}
+	if ((buf = calloc(1, len)) == NULL)
+		return AX_ENOMEM;
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+	     p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(doc, p->value);
+		if (p != map->data.mapping.pairs.start)
+			strcat(buf, ", ");
+		strcat(buf, (const char *) kn->data.scalar.value);
+		strcat(buf, "=");
+		strcat(buf, (const char *) vn->data.scalar.value);
+	}
+	rv = ax_config_set(cfg, key, buf);
+	free(buf);
+	return rv;
+}
+
 /* Sets a list key from a YAML sequence of scalars (joined by ", "). */
 static ax_err
 set_list(ax_config *cfg, yaml_document_t *doc, yaml_node_t *seq,
@@ -459,6 +517,11 @@ load_mapping(ax_config *cfg, yaml_document_t *doc, yaml_node_t *map,
 			                          "keys must be plain names"));
 		snprintf(key, sizeof(key), "%s%s%s", prefix,
 		         *prefix ? "." : "", (char *) kn->data.scalar.value);
+		if (vn->type == YAML_MAPPING_NODE && is_amounts_key(key)) {
+			if ((rv = set_amounts(cfg, doc, vn, key)) != AX_OK)
+				return at_node(path, vn, rv);
+			continue;
+		}
 		if (vn->type == YAML_MAPPING_NODE) {
 			rv = load_mapping(cfg, doc, vn, key, path, depth + 1);
 			if (rv != AX_OK)
@@ -688,7 +751,7 @@ ax_config_describe(void *file)
 {
 	static const char *const types[] = { "string", "int",     "duration",
 		                             "bool",   "address", "level",
-		                             "name",   "names" };
+		                             "name",   "names",   "amounts" };
 	FILE                    *f       = file;
 	for (size_t i = 0; i < N_KEYS; i++) {
 		char env[128];

@@ -524,10 +524,13 @@ spec_json(const ax_task_spec *s)
 	json_object_set_new(o, "timeout",
 	                    s->timeout_us ? dur_json(s->timeout_us)
 	                                  : json_null());
-	json_object_set_new(o, "resources",
-	                    json_pack("{s:i, s:I}", "cpu_milli", s->cpu_milli,
-	                              "memory_bytes",
-	                              (json_int_t) s->memory_bytes));
+	json_t *res = json_pack("{s:i, s:I}", "cpu_milli", s->cpu_milli,
+	                        "memory_bytes", (json_int_t) s->memory_bytes);
+	/* only when written: the DAGs without named resources keep their
+	 * hashes */
+	if (res != NULL && s->res.n > 0)
+		json_object_set_new(res, "named", kvs_json(&s->res));
+	json_object_set_new(o, "resources", res);
 	json_object_set_new(o, "shards", json_integer(s->shards));
 	json_object_set_new(o, "routing",
 	                    json_pack("{s:s, s:o, s:o}", "strategy",
@@ -957,6 +960,8 @@ jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
 	if ((res = jr_obj(r, o, "resources", ptr)) != NULL) {
 		s->cpu_milli    = (int) jr_int(r, res, "cpu_milli", p);
 		s->memory_bytes = jr_int(r, res, "memory_bytes", p);
+		if (json_object_get(res, "named") != NULL)
+			jr_kvs(r, res, "named", p, &s->res);
 	}
 	s->shards = (int) jr_int(r, o, "shards", ptr);
 	snprintf(p, sizeof(p), "%s/routing", ptr);

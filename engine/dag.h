@@ -200,8 +200,11 @@ typedef struct ax_task_spec {
 	int64_t     timeout_us;   /* 0: none */
 	int         cpu_milli;    /* 0: unspecified; 1000 = one core */
 	int64_t     memory_bytes; /* 0: unspecified */
-	int         shards;       /* default 1 */
-	ax_routing  routing;      /* default round_robin */
+	ax_kvs      res;     /* named resources (resources: {gpu: 1}): name ->
+	                        whole amount 1..AX_RES_AMOUNT_MAX, at most
+	                        AX_RES_MAX; merged name by name like env */
+	int         shards;  /* default 1 */
+	ax_routing  routing; /* default round_robin */
 	ax_kvs      params;
 	ax_kvs      env;
 	const char *run_as; /* user to run as; NULL: the worker's default */

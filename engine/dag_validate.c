@@ -15,6 +15,7 @@
 #include "cron.h"
 #include "dag_params.h"
 #include "render.h"
+#include "resources.h"
 #include "suggest.h"
 #include "tz.h"
 
@@ -154,7 +155,8 @@ merge_spec(ax_dagset *set, ax_task_spec *dst, const ax_task_spec *src)
 		dst->preemptible = src->preemptible;
 	dst->set |= b;
 	if (merge_kvs(set, &dst->params, &src->params) != 0 ||
-	    merge_kvs(set, &dst->env, &src->env) != 0)
+	    merge_kvs(set, &dst->env, &src->env) != 0 ||
+	    merge_kvs(set, &dst->res, &src->res) != 0)
 		return -1;
 	return 0;
 }
@@ -461,6 +463,11 @@ resolve_task(vctx *v, ax_dag *d, ax_task *t)
 		    "which no tier can preempt; remove 'preemptible' or "
 		    "lower the DAG's impact",
 		    t->name ? t->name : "?");
+	if (t->eff.res.n > AX_RES_MAX)
+		ERR(set, t->name_pos.line ? t->name_pos : t->pos,
+		    "task '%s' needs %zu named resources with its defaults "
+		    "and template; at most %d are allowed (merge some)",
+		    t->name ? t->name : "?", t->eff.res.n, AX_RES_MAX);
 	check_spec_names(set, &t->spec, t->pos);
 }
 

@@ -25,6 +25,7 @@
 
 #include "clock.h"
 #include "dag_params.h"
+#include "resources.h"
 #include "suggest.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -770,13 +771,84 @@ parse_cpu(const char *s, int *milli)
 
 static const char *const resources_keys[] = { "cpu", "memory" };
 
+/*
+ * The named resources of a resources mapping (every key but cpu and
+ * memory, e.g. gpu: 1) into s->res, as name -> whole amount. A key a
+ * typo away from memory is refused (a named resource "memroy" would wait
+ * for workers offering it); cpu is too short to tell (gpu is one letter
+ * off).
+ */
+static void
+parse_named(ld *l, const map *m, ax_task_spec *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		n += strcmp(sval(m->p[i].k), "cpu") != 0 &&
+		    strcmp(sval(m->p[i].k), "memory") != 0;
+	if (n == 0)
+		return;
+	if (n > AX_RES_MAX) {
+		ERR(l, node_pos(l, m->p[0].k),
+		    "resources names %zu named resources; at most %d are "
+		    "allowed (merge some)",
+		    n, AX_RES_MAX);
+		return;
+	}
+	s->res.v = ax_dagset_alloc(l->set, n * sizeof(ax_kv));
+	s->res.n = 0;
+	for (size_t i = 0; s->res.v != NULL && i < m->n; i++) {
+		yaml_node_t *k = m->p[i].k, *val = m->p[i].v;
+		const char  *name = sval(k), *sug;
+		char        *end;
+		long long    x;
+
+		if (strcmp(name, "cpu") == 0 || strcmp(name, "memory") == 0)
+			continue;
+		if ((sug = ax_suggest(name, resources_keys + 1, 1)) != NULL) {
+			ERR(l, node_pos(l, k),
+			    "unknown key '%s' in resources; did you mean "
+			    "'%s'? (other names are named resources, e.g. "
+			    "gpu: 1)",
+			    name, sug);
+			continue;
+		}
+		if (!ax_res_name_ok(name)) {
+			ERR(l, node_pos(l, k),
+			    "'%s' is not a resource name: use letters, "
+			    "digits, '_', '.', '-' (up to %d), e.g. gpu: 1",
+			    name, AX_RES_NAME_MAX);
+			continue;
+		}
+		if (want_scalar(l, val, name, "a whole number") != 0)
+			continue;
+		errno = 0;
+		x     = strtoll(sval(val), &end, 10);
+		if (errno != 0 || end == sval(val) || *end != '\0' || x < 1 ||
+		    x > AX_RES_AMOUNT_MAX) {
+			ERR(l, node_pos(l, val),
+			    "resources.%s must be a whole number from 1 to "
+			    "%d, "
+			    "got '%s'",
+			    name, AX_RES_AMOUNT_MAX, sval(val));
+			continue;
+		}
+		ax_kv *kv = &s->res.v[s->res.n++];
+		memset(kv, 0, sizeof(*kv));
+		kv->key     = adup(l, k);
+		kv->key_pos = node_pos(l, k);
+		kv->value   = adup(l, val);
+		kv->pos     = node_pos(l, val);
+	}
+}
+
 static void
 parse_resources(ld *l, yaml_node_t *v, ax_task_spec *s)
 {
 	map m;
 	if (map_load(l, v, "resources", &m) != 0)
 		return;
-	check_keys(l, &m, resources_keys, N_OF(resources_keys), "resources");
+	parse_named(l, &m, s);
 	yaml_node_t *c = get(&m, "cpu"), *mem = get(&m, "memory");
 	if (c != NULL && want_scalar(l, c, "cpu", "a number") == 0) {
 		if (parse_cpu(sval(c), &s->cpu_milli) != 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "resources.h"
 
 /* Length of s when it is at most max bytes with no control characters
  * (tab aside), else -1. */
@@ -138,6 +139,17 @@ check_register(const Ax__Register *r)
 		     AX_WPROTO_NAME_MAX);
 		TEXT("Register", "labels value", r->labels[i]->value,
 		     AX_WPROTO_TEXT_MAX);
+	}
+	RANGE("Register", "resources", r->n_resources, 0, AX_RES_MAX);
+	for (size_t i = 0; i < r->n_resources; i++) {
+		if (!ax_res_name_ok(r->resources[i]->key))
+			return ax_err_set(
+			    AX_EPROTO,
+			    "Register.resources key '%.64s' is not "
+			    "a resource name",
+			    r->resources[i]->key ? r->resources[i]->key : "");
+		RANGE("Register", "resources value", r->resources[i]->value, 1,
+		      AX_RES_AMOUNT_MAX);
 	}
 	RANGE("Register", "task_types", r->n_task_types, 0,
 	      AX_WPROTO_LABELS_MAX);

@@ -172,6 +172,7 @@ main(int argc, char **argv)
 		.cpu_milli = ax_config_int(cfg, "worker.cpu_milli"),
 		.memory_bytes =
 		    ax_config_int(cfg, "worker.memory_mb") * (1LL << 20),
+		.resources    = ax_config_str(cfg, "worker.resources"),
 		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),

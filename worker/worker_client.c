@@ -23,6 +23,7 @@
 #include "task_env.h"
 #include "task_records.h"
 #include "log.h"
+#include "resources.h"
 #include "worker.pb-c.h"
 #include "worker_proto.h"
 
@@ -77,6 +78,7 @@ typedef struct wstarted {
 
 struct ax_worker {
 	ax_worker_opts o;
+	ax_res_set     res; /* named resources offered (o.resources) */
 	char           id[256];
 	char           host[128];
 	char           log_dir[1024];
@@ -649,9 +651,11 @@ reap(ax_worker *w)
 static void
 send_register(ax_worker *w)
 {
-	Ax__WorkerMessage m       = AX__WORKER_MESSAGE__INIT;
-	Ax__Register      reg     = AX__REGISTER__INIT;
-	char             *types[] = { "bash", "noop" };
+	Ax__WorkerMessage             m   = AX__WORKER_MESSAGE__INIT;
+	Ax__Register                  reg = AX__REGISTER__INIT;
+	Ax__Register__ResourcesEntry  resv[AX_RES_MAX];
+	Ax__Register__ResourcesEntry *resp[AX_RES_MAX];
+	char                         *types[] = { "bash", "noop" };
 	char **running  = calloc(w->nrun + w->nores + 1, sizeof(char *));
 	size_t nrunning = 0;
 
@@ -663,16 +667,26 @@ send_register(ax_worker *w)
 		running[nrunning++] = w->run[i].run_id;
 	for (size_t i = 0; i < w->nores; i++)
 		running[nrunning++] = w->ores[i].run_id;
-	m.body_case           = AX__WORKER_MESSAGE__BODY_REGISTER;
-	m.register_           = &reg;
-	reg.worker_id         = w->id;
-	reg.worker_group      = (char *) w->o.group;
-	reg.hostname          = w->host;
-	reg.pid               = (int32_t) getpid();
-	reg.slots             = w->o.slots;
-	reg.reserve_p0        = w->o.reserve_p0;
-	reg.cpu_milli         = w->o.cpu_milli;
-	reg.memory_bytes      = w->o.memory_bytes;
+	m.body_case      = AX__WORKER_MESSAGE__BODY_REGISTER;
+	m.register_      = &reg;
+	reg.worker_id    = w->id;
+	reg.worker_group = (char *) w->o.group;
+	reg.hostname     = w->host;
+	reg.pid          = (int32_t) getpid();
+	reg.slots        = w->o.slots;
+	reg.reserve_p0   = w->o.reserve_p0;
+	reg.cpu_milli    = w->o.cpu_milli;
+	reg.memory_bytes = w->o.memory_bytes;
+	reg.n_resources  = (size_t) w->res.n;
+	reg.resources    = resp;
+	for (int i = 0; i < w->res.n; i++) {
+		Ax__Register__ResourcesEntry e =
+		    AX__REGISTER__RESOURCES_ENTRY__INIT;
+		e.key   = w->res.v[i].name;
+		e.value = w->res.v[i].amount;
+		resv[i] = e;
+		resp[i] = &resv[i];
+	}
 	reg.version           = AX_VERSION;
 	reg.n_task_types      = 2;
 	reg.task_types        = types;
@@ -1218,9 +1232,14 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 		                  (long long) (o->memory_bytes >> 20),
 		                  (long long) AX_WPROTO_CPU_MILLI_MAX,
 		                  (long long) (AX_WPROTO_MEMORY_MAX >> 20));
+	ax_res_set res;
+	if (ax_res_parse(o->resources ? o->resources : "", "worker.resources",
+	                 &res) != AX_OK)
+		return ax_err_set(AX_EINVAL, "worker: %s", ax_err_detail());
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		return ax_err_set(AX_ENOMEM, "worker");
 	w->o    = *o;
+	w->res  = res;
 	w->evfd = -1;
 	/* what the machine has, unless the configuration offers less (a
 	 * machine shared with other services) */

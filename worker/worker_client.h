@@ -78,6 +78,8 @@ typedef struct ax_worker_opts {
 	int32_t     reserve_p0;   /* of slots, kept for P0 (0..slots) */
 	int64_t     cpu_milli;    /* offered to tasks; 0: online CPUs */
 	int64_t     memory_bytes; /* offered to tasks; 0: physical memory */
+	const char *resources;    /* worker.resources, "gpu=2, ssd=1"; NULL or
+	                             "": none */
 	int64_t     heartbeat_us; /* heartbeat period */
 	int64_t     kill_grace_us;  /* TERM -> KILL when a dispatch says 0 */
 	int64_t     poll_us;        /* long-poll length; 0: 10 s */

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "dependency_internal.h"
+#include "resources.h"
 #include "store_deps.h"
 
 /* --- DAG versions -------------------------------------------------------
@@ -209,10 +210,12 @@ axdd_spill_drain(dd *d)
 void
 axdd_send_ready(dd *d, drun *r, size_t t, int32_t j)
 {
-	const ax_task    *k   = &r->v->e->dag->tasks[t];
-	Ax__Command       cmd = AX__COMMAND__INIT;
-	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
-	Ax__InstanceRef   ref;
+	const ax_task                     *k   = &r->v->e->dag->tasks[t];
+	Ax__Command                        cmd = AX__COMMAND__INIT;
+	Ax__InstanceReady                  rd  = AX__INSTANCE_READY__INIT;
+	Ax__InstanceRef                    ref;
+	Ax__InstanceReady__ResourcesEntry  resv[AX_RES_MAX];
+	Ax__InstanceReady__ResourcesEntry *resp[AX_RES_MAX];
 
 	fill_ref(r, t, j, &ref);
 	rd.instance = &ref;
@@ -221,12 +224,23 @@ axdd_send_ready(dd *d, drun *r, size_t t, int32_t j)
 	    (char *) ax_flow_db_channel(ax_channel_name(k->eff.channel));
 	rd.worker_group =
 	    (char *) (k->eff.worker_group ? k->eff.worker_group : "default");
-	rd.pool            = (char *) (k->eff.pool ? k->eff.pool : "");
-	rd.due_at_us       = r->due_us;
-	rd.slots           = 1;
-	rd.impact          = (char *) ax_impact_name(r->v->e->dag->impact);
-	rd.cpu_milli       = k->eff.cpu_milli;
-	rd.memory_bytes    = k->eff.memory_bytes;
+	rd.pool         = (char *) (k->eff.pool ? k->eff.pool : "");
+	rd.due_at_us    = r->due_us;
+	rd.slots        = 1;
+	rd.impact       = (char *) ax_impact_name(r->v->e->dag->impact);
+	rd.cpu_milli    = k->eff.cpu_milli;
+	rd.memory_bytes = k->eff.memory_bytes;
+	/* named resources (validated by the DAG loader: at most AX_RES_MAX) */
+	for (size_t i = 0; i < k->eff.res.n && i < AX_RES_MAX; i++) {
+		Ax__InstanceReady__ResourcesEntry e =
+		    AX__INSTANCE_READY__RESOURCES_ENTRY__INIT;
+		e.key   = (char *) k->eff.res.v[i].key;
+		e.value = strtoll(k->eff.res.v[i].value, NULL, 10);
+		resv[i] = e;
+		resp[i] = &resv[i];
+		rd.n_resources++;
+	}
+	rd.resources       = resp;
 	cmd.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
 	cmd.instance_ready = &rd;
 	if (d->spill_head < d->nspill ||

@@ -27,6 +27,7 @@
 #include "list.h"
 #include "log.h"
 #include "queue_service.h"
+#include "resources.h"
 #include "routing.h"
 #include "store.h"
 #include "worker.pb-c.h"
@@ -109,6 +110,7 @@ struct qworker {
 	int32_t      slots, used, load_x100;
 	int32_t      reserve_p0; /* of slots, kept for P0 (Register) */
 	int64_t      cpu_milli, memory_bytes; /* offered (Register) */
+	ax_res_set   res; /* named resources offered (Register) */
 	char        *hostname;
 	int32_t      pid;
 	int64_t      lease_mono, registered_at_us, heartbeat_at_us;
@@ -148,6 +150,7 @@ struct qgroup {
 	ax_list          parked;  /* waiting workers (qworker.pkn) */
 	int32_t          sent_total, sent_free, sent_p0;
 	int64_t          sent_cpu, sent_mem;
+	ax_res_set       sent_res; /* named resources last sent */
 	int              cap_dirty, cap_sent;
 	ax_list_node     cn; /* q->cap_dirty (cap_dirty) */
 	/* last published (queue_stats.c): depth per channel, slots */

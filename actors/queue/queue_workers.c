@@ -65,6 +65,18 @@ axq_cap_mark(ax_queue *q, qgroup *g)
 	}
 }
 
+/* Whether two sums of named resources hold the same amounts. */
+static int
+res_same(const ax_res_set *a, const ax_res_set *b)
+{
+	if (a->n != b->n)
+		return 0;
+	for (int i = 0; i < a->n; i++)
+		if (ax_res_get(b, a->v[i].name) != a->v[i].amount)
+			return 0;
+	return 1;
+}
+
 /* Sends WorkerCapacity for every group whose totals changed in this
  * batch (coalesced: one per group per batch). */
 void
@@ -73,9 +85,10 @@ axq_cap_flush(ax_queue *q)
 	qgroup *g;
 
 	while ((g = QGROUP(ax_list_pop(&q->cap_dirty), cn)) != NULL) {
-		int32_t total = 0, free_ = 0, p0 = 0;
-		int64_t cpu = 0, mem = 0;
-		g->cap_dirty = 0;
+		int32_t    total = 0, free_ = 0, p0 = 0;
+		int64_t    cpu = 0, mem = 0;
+		ax_res_set res = { .n = 0 };
+		g->cap_dirty   = 0;
 		for (ax_list_node *n = g->members.head; n != NULL;
 		     n               = n->next) {
 			qworker *w = QWORKER(n, gn);
@@ -85,11 +98,15 @@ axq_cap_flush(ax_queue *q)
 			p0 += w->reserve_p0;
 			cpu += w->cpu_milli;
 			mem += w->memory_bytes;
+			for (int i = 0; i < w->res.n; i++) /* full: dropped */
+				(void) ax_res_add(&res, w->res.v[i].name,
+				                  w->res.v[i].amount);
 			free_ += w->slots > w->used ? w->slots - w->used : 0;
 		}
 		if (g->cap_sent && total == g->sent_total &&
 		    free_ == g->sent_free && p0 == g->sent_p0 &&
-		    cpu == g->sent_cpu && mem == g->sent_mem)
+		    cpu == g->sent_cpu && mem == g->sent_mem &&
+		    res_same(&res, &g->sent_res))
 			continue;
 		Ax__Command        cmd = AX__COMMAND__INIT;
 		Ax__WorkerCapacity wc  = AX__WORKER_CAPACITY__INIT;
@@ -103,6 +120,18 @@ axq_cap_flush(ax_queue *q)
 		wc.cpu_milli           = cpu;
 		wc.memory_bytes        = mem;
 		wc.alive               = total > 0;
+		Ax__WorkerCapacity__ResourcesEntry  ev[AX_RES_MAX];
+		Ax__WorkerCapacity__ResourcesEntry *ep[AX_RES_MAX];
+		for (int i = 0; i < res.n; i++) {
+			Ax__WorkerCapacity__ResourcesEntry e =
+			    AX__WORKER_CAPACITY__RESOURCES_ENTRY__INIT;
+			e.key   = res.v[i].name;
+			e.value = res.v[i].amount;
+			ev[i]   = e;
+			ep[i]   = &ev[i];
+		}
+		wc.n_resources = (size_t) res.n;
+		wc.resources   = ep;
 		axq_send_cmd(q, AX_A_RESOURCE_DETECTOR, &cmd);
 		g->cap_sent   = 1;
 		g->sent_total = total;
@@ -110,6 +139,7 @@ axq_cap_flush(ax_queue *q)
 		g->sent_p0    = p0;
 		g->sent_cpu   = cpu;
 		g->sent_mem   = mem;
+		g->sent_res   = res;
 	}
 }
 
@@ -463,6 +493,10 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 	w->start_after  = r->start_after;
 	w->cpu_milli    = r->cpu_milli;
 	w->memory_bytes = r->memory_bytes;
+	memset(&w->res, 0, sizeof(w->res));
+	for (size_t i = 0; i < r->n_resources; i++) /* checked: <= max */
+		(void) ax_res_add(&w->res, r->resources[i]->key,
+		                  r->resources[i]->value);
 	w->session = ++q->session_ctr ^ ((uint64_t) ax_clock_utc_us() << 20);
 	if (w->session == 0)
 		w->session = 1;

@@ -79,7 +79,7 @@ axrd_recheck_blocked(ax_actor *self, rd_state *st)
 	size_t  k     = 0;
 	int     dirty = st->rules_dirty;
 	int64_t now   = ax_clock_utc_us();
-	char    buf[48];
+	char    buf[AX_RD_REASON_MAX];
 
 	st->rules_dirty = 0;
 	for (size_t i = 0; i < st->nblocked; i++) {

@@ -118,11 +118,13 @@ res_fits(int64_t need, int64_t used, int64_t total)
 
 /*
  * What keeps the head it of lane l from its admission, or NULL when it
- * may go: "cpu" / "memory" (the group's workers offer too little of what
- * it declares beside the admitted items), or "group_slots" / "pool_slots" (all
- * taken), "reserved_p0" / "pool_reserved_p0" (what is left is the P0 reserve;
- * P1..P3 never take it, even on an idle group). An item larger than its whole
- * group or pool still runs when that is idle (never stuck forever).
+ * may go: "cpu" / "memory" / the name of a named resource such as "gpu"
+ * (the group's workers offer too little of what it declares beside the
+ * admitted items; a named resource none of them offers never fits), or
+ * "group_slots" / "pool_slots" (all taken), "reserved_p0" / "pool_reserved_p0"
+ * (what is left is the P0 reserve; P1..P3 never take it, even on an idle
+ * group). An item larger than its whole group or pool still runs when that is
+ * idle (never stuck forever).
  */
 const char *
 axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
@@ -130,6 +132,7 @@ axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 	const rd_group *g   = l->group;
 	const rd_pool  *p   = l->pool;
 	int64_t         lim = axrd_group_limit(st, g);
+	const char     *named;
 
 	if (g->used + it->slots > lim && !(g->used == 0 && lim > 0))
 		return "group_slots";
@@ -139,6 +142,11 @@ axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 	if (!res_fits(it->mem, g->used_mem,
 	              g->agg >= 0 ? g->agg_mem : g->workers_mem))
 		return "memory";
+	if (it->nneed > 0 &&
+	    (named = ax_res_short(it->need, it->nneed,
+	                          g->agg >= 0 ? &g->agg_res : &g->workers_res,
+	                          &g->used_res)) != NULL)
+		return named;
 	if (p != NULL && p->used + it->slots > p->slots &&
 	    !(p->used == 0 && p->slots > 0))
 		return "pool_slots";
@@ -160,6 +168,9 @@ axrd_unuse(rd_item *it)
 	it->lane->group->used -= it->slots;
 	it->lane->group->used_cpu -= it->cpu;
 	it->lane->group->used_mem -= it->mem;
+	for (int i = 0; i < it->nneed; i++) /* removes: cannot fail */
+		(void) ax_res_add(&it->lane->group->used_res, it->need[i].name,
+		                  -it->need[i].amount);
 	if (it->lane->pool != NULL)
 		it->lane->pool->used -= it->slots;
 	if (!it->lane->p0) {
@@ -167,6 +178,41 @@ axrd_unuse(rd_item *it)
 		if (it->lane->pool != NULL)
 			it->lane->pool->used_low -= it->slots;
 	}
+}
+
+/*
+ * The first named resource it declares that no worker of its group
+ * offers at all, or NULL (also before the group's first report: the
+ * cold-start default admits, see axrd_group_limit). Such an item cannot
+ * be placed until a worker offering it joins; as a lane head it would
+ * hold every item behind it, so it is blocked (WAIT_RESOURCE
+ * unoffered=<name>) and checked again with the blocked items.
+ */
+const char *
+axrd_unoffered(const rd_state *st, const rd_lane *l, const rd_item *it)
+{
+	const rd_group *g = l->group;
+	(void) st;
+	if (it->nneed == 0 || (g->agg < 0 && g->nworker == 0))
+		return NULL;
+	const ax_res_set *offer = g->agg >= 0 ? &g->agg_res : &g->workers_res;
+	for (int i = 0; i < it->nneed; i++)
+		if (ax_res_get(offer, it->need[i].name) <= 0)
+			return it->need[i].name;
+	return NULL;
+}
+
+/* The named resources of a capacity report (none when it is not alive;
+ * beyond AX_RES_MAX names, the rest are not offered). */
+static void
+res_from(ax_res_set *out, const Ax__WorkerCapacity *wc)
+{
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; wc->alive && i < wc->n_resources; i++)
+		if (wc->resources[i]->key != NULL &&
+		    ax_res_name_ok(wc->resources[i]->key))
+			(void) ax_res_add(out, wc->resources[i]->key,
+			                  wc->resources[i]->value);
 }
 
 void
@@ -186,6 +232,7 @@ axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 		    wc->alive && wc->cpu_milli > 0 ? wc->cpu_milli : 0;
 		g->agg_mem =
 		    wc->alive && wc->memory_bytes > 0 ? wc->memory_bytes : 0;
+		res_from(&g->agg_res, wc);
 		return;
 	}
 	snprintf(key, sizeof(key), "%s\x1f%s", gname, wc->worker_id);
@@ -195,6 +242,9 @@ axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 		g->workers_p0 -= w->reserve_p0;
 		g->workers_cpu -= w->cpu;
 		g->workers_mem -= w->mem;
+		for (int i = 0; i < w->res.n; i++)
+			(void) ax_res_add(&g->workers_res, w->res.v[i].name,
+			                  -w->res.v[i].amount);
 		g->nworker--;
 		if (!wc->alive) {
 			free(ax_strmap_del(st->workers, key));
@@ -219,6 +269,10 @@ axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 	w->mem = wc->memory_bytes > 0 ? wc->memory_bytes : 0;
 	g->workers_cpu += w->cpu;
 	g->workers_mem += w->mem;
+	res_from(&w->res, wc);
+	for (int i = 0; i < w->res.n; i++) /* full: that one is not offered */
+		(void) ax_res_add(&g->workers_res, w->res.v[i].name,
+		                  w->res.v[i].amount);
 	g->nworker++;
 }
 

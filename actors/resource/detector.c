@@ -57,20 +57,42 @@
 static void
 item_free(void *p)
 {
-        rd_item *it = p;
-        if (it == NULL)
-                return;
-        ax__instance_ready__free_unpacked(it->ready, NULL);
-        free(it->trace);
-        free(it);
+	rd_item *it = p;
+	if (it == NULL)
+		return;
+	ax__instance_ready__free_unpacked(it->ready, NULL);
+	free(it->trace);
+	free(it->need);
+	free(it);
 }
 
 /*
- * The tier and declared resources of it, from its ready: as sent when
- * the sender knew them (impact set), else from its DAG in the registry
- * (retries and held attempts come from senders that do not know them;
- * the DAG of a live instance is cached, a miss costs one read), else P2,
- * the DAG format's default impact, and no resources.
+ * Adds one named resource it declares (of n in all; the array is made
+ * for n at the first). A bad entry (no valid name, no positive amount,
+ * past AX_RES_MAX, out of memory) is left out: the DAG loader and the
+ * senders validate them, and a need left out only admits more eagerly.
+ */
+static void
+need_add(rd_item *it, size_t n, const char *name, int64_t amount)
+{
+	if (n > AX_RES_MAX)
+		n = AX_RES_MAX;
+	if (name == NULL || !ax_res_name_ok(name) || amount <= 0 ||
+	    it->nneed >= n)
+		return;
+	if (it->need == NULL && (it->need = calloc(n, sizeof(ax_res))) == NULL)
+		return;
+	ax_res *r = &it->need[it->nneed++];
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->amount = amount;
+}
+
+/*
+ * The tier and declared resources (cpu, memory, named) of it, from its
+ * ready: as sent when the sender knew them (impact set), else from its
+ * DAG in the registry (retries and held attempts come from senders that
+ * do not know them; the DAG of a live instance is cached, a miss costs
+ * one read), else P2, the DAG format's default impact, and no resources.
  */
 static void
 item_profile(const rd_state *st, rd_item *it)
@@ -85,6 +107,10 @@ item_profile(const rd_state *st, rd_item *it)
 		it->tier = (int8_t) (s[1] - '0');
 		it->cpu  = ready->cpu_milli > 0 ? ready->cpu_milli : 0;
 		it->mem  = ready->memory_bytes > 0 ? ready->memory_bytes : 0;
+		for (size_t i = 0; i < ready->n_resources; i++)
+			need_add(it, ready->n_resources,
+			         ready->resources[i]->key,
+			         ready->resources[i]->value);
 		return;
 	}
 	if (st->ctx->registry == NULL)
@@ -98,6 +124,9 @@ item_profile(const rd_state *st, rd_item *it)
 	if (k != NULL) {
 		it->cpu = k->eff.cpu_milli;
 		it->mem = k->eff.memory_bytes;
+		for (size_t i = 0; i < k->eff.res.n; i++)
+			need_add(it, k->eff.res.n, k->eff.res.v[i].key,
+			         strtoll(k->eff.res.v[i].value, NULL, 10));
 	}
 	ax_dag_entry_release(e);
 }
@@ -180,7 +209,7 @@ on_ready(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 		        "admitted or waiting");
 		return AX_OK;
 	}
-	char        buf[48];
+	char        buf[AX_RD_REASON_MAX];
 	const char *why =
 	    axrd_hold_reason(st, it, ax_clock_utc_us(), buf, sizeof(buf));
 	if (why != NULL)
@@ -317,6 +346,9 @@ axrd_admit(ax_actor *self, rd_state *st, rd_item *it)
 	it->lane->group->used += it->slots;
 	it->lane->group->used_cpu += it->cpu;
 	it->lane->group->used_mem += it->mem;
+	for (int i = 0; i < it->nneed; i++) /* full: not accounted */
+		(void) ax_res_add(&it->lane->group->used_res, it->need[i].name,
+		                  it->need[i].amount);
 	if (it->lane->pool != NULL)
 		it->lane->pool->used += it->slots;
 	if (!it->lane->p0) {

@@ -165,6 +165,38 @@ axrd_lane_free(rd_lane *l)
 }
 
 /*
+ * Blocks the heads of l that must not wait in it: a paused DAG's, and
+ * one needing a named resource no worker of its group offers (it would
+ * hold the lane until such a worker joins; blocked, it is checked again
+ * every recheck).
+ */
+static ax_err
+unplaceable_heads(ax_actor *self, rd_state *st, rd_lane *l)
+{
+	rd_item    *it;
+	const char *res;
+	char        buf[AX_RD_REASON_MAX];
+	ax_err      rv;
+
+	while ((it = lane_top(l)) != NULL) {
+		const char *why = NULL;
+		if (axrd_dag_paused(st, it->ready->instance->dag))
+			why = "DAG_PAUSED";
+		else if ((res = axrd_unoffered(st, l, it)) != NULL) {
+			snprintf(buf, sizeof(buf),
+			         "WAIT_RESOURCE unoffered=%s", res);
+			why = buf;
+		}
+		if (why == NULL)
+			return AX_OK;
+		(void) lane_pop(st, l);
+		if ((rv = axrd_block_item(self, st, it, why)) != AX_OK)
+			return rv;
+	}
+	return AX_OK;
+}
+
+/*
  * Admits waiting items, best lane head first, while their group and pool
  * have room and the generator keeps up. An item larger than its whole
  * group still runs when the group is idle (never stuck forever).
@@ -183,14 +215,8 @@ axrd_drain(ax_actor *self, rd_state *st)
 		}
 		rd_lane *best = NULL;
 		for (rd_lane *l = st->lane_list; l != NULL; l = l->next) {
-			while (lane_top(l) != NULL &&
-			       axrd_dag_paused(
-			           st, lane_top(l)->ready->instance->dag)) {
-				rd_item *it = lane_pop(st, l);
-				if ((rv = axrd_block_item(
-				         self, st, it, "DAG_PAUSED")) != AX_OK)
-					return rv;
-			}
+			if ((rv = unplaceable_heads(self, st, l)) != AX_OK)
+				return rv;
 			if (lane_top(l) == NULL ||
 			    axrd_lane_hold(st, l, lane_top(l)) != NULL)
 				continue;

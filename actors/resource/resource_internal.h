@@ -35,6 +35,7 @@
 #include "hmap.h"
 #include "list.h"
 #include "resource_detector.h"
+#include "resources.h"
 #include "rule.h"
 #include "store.h"
 
@@ -56,6 +57,9 @@
 #define RD_REASON_RECONNECT (200 * AX_USEC_PER_MSEC)
 /* The starvation gauge is published this often at most. */
 #define RD_STATS_PERIOD AX_USEC_PER_SEC
+/* Longest block reason shown on a row ("RULE_BLOCKED rule=12",
+ * "WAIT_RESOURCE unoffered=<resource name>"). */
+#define AX_RD_REASON_MAX 96
 
 enum { RD_R_NONE = 0, RD_R_BLOCK, RD_R_RESTORE }; /* rd_item.reason_write */
 
@@ -75,6 +79,8 @@ typedef struct rd_item {
 	int8_t             tier;     /* 0 = P0 .. 3 = P3 (see item_profile) */
 	int64_t            cpu;      /* millicores it declares (0: none) */
 	int64_t            mem;      /* bytes it declares (0: none) */
+	ax_res            *need;     /* named resources it declares (owned) */
+	uint8_t            nneed;    /* entries of need (0..AX_RES_MAX) */
 	uint8_t            starving; /* counted in rd_state.starving */
 	double             akey; /* aging key, set when it starts waiting */
 	int64_t            since_us; /* mono: it started waiting (lane_push) */
@@ -87,21 +93,24 @@ typedef struct rd_item {
 	uint8_t            in_rewrite;   /* listed in rd_state.rewrite */
 	uint8_t            reason_tries; /* writes that found no row */
 	int64_t            rule_id;      /* the rule holding it; 0: none */
-	char               block_reason[48];
+	char               block_reason[AX_RD_REASON_MAX];
 	char               key[]; /* instance key */
 } rd_item;
 
 struct rd_group {
-	int64_t agg;     /* group total from an aggregate report, -1: none */
-	int64_t agg_p0;  /* of agg, slots reserved for P0 */
-	int64_t workers; /* sum of per-worker totals */
-	int64_t workers_p0;       /* sum of per-worker P0 reserves */
-	int     nworker;          /* workers reported alive */
-	int64_t used;             /* slots of admitted items */
-	int64_t used_low;         /* of used, slots of admitted P1..P3 items */
-	int64_t agg_cpu, agg_mem; /* offered, from the aggregate report */
-	int64_t workers_cpu, workers_mem; /* sums of per-worker reports */
-	int64_t used_cpu, used_mem;       /* declared by admitted items */
+	int64_t    agg;    /* group total from an aggregate report, -1: none */
+	int64_t    agg_p0; /* of agg, slots reserved for P0 */
+	int64_t    workers;    /* sum of per-worker totals */
+	int64_t    workers_p0; /* sum of per-worker P0 reserves */
+	int        nworker;    /* workers reported alive */
+	int64_t    used;       /* slots of admitted items */
+	int64_t    used_low;   /* of used, slots of admitted P1..P3 items */
+	int64_t    agg_cpu, agg_mem; /* offered, from the aggregate report */
+	int64_t    workers_cpu, workers_mem; /* sums of per-worker reports */
+	int64_t    used_cpu, used_mem;       /* declared by admitted items */
+	ax_res_set agg_res;     /* named, from the aggregate report */
+	ax_res_set workers_res; /* named, sums of per-worker reports */
+	ax_res_set used_res;    /* named, declared by admitted items */
 };
 
 struct rd_pool {
@@ -125,10 +134,11 @@ struct rd_lane {
 };
 
 typedef struct rd_worker {
-	rd_group *group;
-	int64_t   total;
-	int64_t   reserve_p0;
-	int64_t   cpu, mem;
+	rd_group  *group;
+	int64_t    total;
+	int64_t    reserve_p0;
+	int64_t    cpu, mem;
+	ax_res_set res; /* named resources it offers */
 } rd_worker;
 
 typedef struct rd_state {
@@ -207,6 +217,8 @@ const char *axrd_lane_hold(const rd_state *st, const rd_lane *l,
 void        axrd_unuse(rd_item *it);
 void        axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc);
 void        axrd_load_pools(rd_state *st);
+const char *axrd_unoffered(const rd_state *st, const rd_lane *l,
+                           const rd_item *it);
 
 /* order.c: admission order, lanes and the starvation gauge */
 ax_err   axrd_lane_push(rd_state *st, rd_lane *l, rd_item *it);

@@ -112,18 +112,23 @@ rule_hold(rd_state *st, const rd_item *it, int64_t now, const char **reason)
 }
 
 /* Why it must not be admitted at now ("DAG_PAUSED", or "RULE_BLOCKED
- * rule=12" written into buf), or NULL; sets it->rule_id. */
+ * rule=12" or "WAIT_RESOURCE unoffered=gpu" written into buf), or NULL;
+ * sets it->rule_id. */
 const char *
 axrd_hold_reason(rd_state *st, rd_item *it, int64_t now, char *buf, size_t len)
 {
-	const char    *code = "RULE_BLOCKED";
+	const char    *code = "RULE_BLOCKED", *res;
 	const ax_rule *r;
 
 	it->rule_id = 0;
 	if (axrd_dag_paused(st, it->ready->instance->dag))
 		return "DAG_PAUSED";
-	if ((r = rule_hold(st, it, now, &code)) == NULL)
-		return NULL;
+	if ((r = rule_hold(st, it, now, &code)) == NULL) {
+		if ((res = axrd_unoffered(st, it->lane, it)) == NULL)
+			return NULL;
+		snprintf(buf, len, "WAIT_RESOURCE unoffered=%s", res);
+		return buf;
+	}
 	it->rule_id = r->id;
 	snprintf(buf, len, "%s rule=%lld", code, (long long) r->id);
 	return buf;
@@ -136,7 +141,7 @@ rules_sweep(ax_actor *self, rd_state *st, int64_t now)
 	rd_item **hit = NULL;
 	size_t    n = 0, cap = 0;
 	ax_err    rv = AX_OK;
-	char      buf[48];
+	char      buf[AX_RD_REASON_MAX];
 
 	for (rd_lane *l = st->lane_list; l != NULL && rv == AX_OK; l = l->next)
 		for (size_t i = 0; rv == AX_OK && i < ax_heap_count(&l->heap);

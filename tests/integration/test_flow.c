@@ -759,6 +759,99 @@ Test(flow, resources_admitted_only_where_they_fit)
 	cr_assert_str_eq(admitted_as(5, b, sizeof(b)), "a/5");
 }
 
+/* The aggregate report for group g1 of total slots whose workers offer
+ * amount of the named resource name. */
+static void
+send_group_named(int total, const char *name, int64_t amount)
+{
+	Ax__WorkerCapacity                 wc = AX__WORKER_CAPACITY__INIT;
+	Ax__WorkerCapacity__ResourcesEntry e =
+	    AX__WORKER_CAPACITY__RESOURCES_ENTRY__INIT;
+	Ax__WorkerCapacity__ResourcesEntry *ep = &e;
+	Ax__Command                         c  = AX__COMMAND__INIT;
+	e.key                                  = (char *) name;
+	e.value                                = amount;
+	wc.worker_group                        = "g1";
+	wc.slots_total                         = total;
+	wc.alive                               = total > 0;
+	wc.n_resources                         = 1;
+	wc.resources                           = &ep;
+	c.body_case       = AX__COMMAND__BODY_WORKER_CAPACITY;
+	c.worker_capacity = &wc;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* A P2 InstanceReady of task/shard in group g1 declaring amount of the
+ * named resource name. */
+static void
+send_named(const char *task, int shard, const char *name, int64_t amount)
+{
+	Ax__InstanceRef                   ref = ref_of(task, shard);
+	Ax__InstanceReady                 rd  = AX__INSTANCE_READY__INIT;
+	Ax__InstanceReady__ResourcesEntry e =
+	    AX__INSTANCE_READY__RESOURCES_ENTRY__INIT;
+	Ax__InstanceReady__ResourcesEntry *ep = &e;
+	Ax__Command                        c  = AX__COMMAND__INIT;
+	e.key                                 = (char *) name;
+	e.value                               = amount;
+	rd.instance                           = &ref;
+	rd.worker_group                       = "g1";
+	rd.slots                              = 1;
+	rd.impact                             = "P2";
+	rd.priority                           = 50;
+	rd.n_resources                        = 1;
+	rd.resources                          = &ep;
+	c.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
+	c.instance_ready = &rd;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/*
+ * Named resources: a group whose workers offer gpu: 2 admits two tasks
+ * needing one gpu each and holds the third (slots would allow all
+ * three), its wait saying "gpu"; a release lets the third through. A
+ * task needing a resource no worker of the group offers (tpu) is blocked
+ * with "WAIT_RESOURCE unoffered=tpu" instead of holding its lane: a task
+ * behind it is admitted; once the group offers tpu it is admitted too.
+ */
+Test(flow, resources_named_admitted_only_where_they_fit)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	char                        b[64];
+
+	rd_compose();
+	send_group_named(8, "gpu", 2);
+	send_named("g", 0, "gpu", 1);
+	send_named("g", 1, "gpu", 1);
+	send_named("g", 2, "gpu", 1);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2));
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 1));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 2,
+	             "admitted beyond the gpus the group offers");
+	cr_assert_eq(cap_events_with("instance.delayed", "WAIT_RESOURCE",
+	                             "\"held_by\":\"gpu\""),
+	             1, "the wait does not name the gpu");
+	send_released("g", 0);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3));
+	cr_assert_str_eq(admitted_as(2, b, sizeof(b)), "g/2");
+
+	send_named("t", 0, "tpu", 1);
+	send_res("p", 0, 0, 0);
+	cr_assert(wait_events("instance.blocked", "WAIT_RESOURCE", 1),
+	          "the task needing an unoffered tpu was not blocked");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4),
+	          "the task needing the tpu held its lane");
+	cr_assert_str_eq(admitted_as(3, b, sizeof(b)), "p/0");
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 4,
+	             "admitted where no worker offers the tpu");
+	send_group_named(8, "tpu", 1);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 5),
+	          "the tpu offered did not admit the task needing it");
+	cr_assert_str_eq(admitted_as(4, b, sizeof(b)), "t/0");
+}
+
 /* A reserve out of range in the pools table: refused by PostgreSQL
  * with the constraint's name saying what to do. */
 Test(flow, tiers_pool_reserve_out_of_range_is_refused)

@@ -56,7 +56,7 @@ typedef struct cap {
 	size_t          n;
 	int             capacity_msgs;
 	int32_t         last_total, last_free, last_p0;
-	int64_t         last_cpu, last_mem;
+	int64_t         last_cpu, last_mem, last_gpu, last_ssd;
 } cap;
 
 static cap              C;
@@ -82,6 +82,8 @@ static const char *q_dispatch_ahead;
 static const char *w_reserve_p0 = "0";
 /* worker.cpu_milli of the workers started next ("0": the machine's) */
 static const char *w_cpu_milli = "0";
+/* worker.resources of the workers started next ("": none) */
+static const char *w_resources = "";
 
 static ax_err
 cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
@@ -119,6 +121,16 @@ cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 			C.last_p0    = cmd->worker_capacity->reserved_p0;
 			C.last_cpu   = cmd->worker_capacity->cpu_milli;
 			C.last_mem   = cmd->worker_capacity->memory_bytes;
+			C.last_gpu = C.last_ssd = 0;
+			for (size_t k = 0;
+			     k < cmd->worker_capacity->n_resources; k++) {
+				Ax__WorkerCapacity__ResourcesEntry *e =
+				    cmd->worker_capacity->resources[k];
+				if (strcmp(e->key, "gpu") == 0)
+					C.last_gpu = e->value;
+				if (strcmp(e->key, "ssd") == 0)
+					C.last_ssd = e->value;
+			}
 		}
 		pthread_mutex_unlock(&C.mu);
 		ax__command__free_unpacked(cmd, NULL);
@@ -221,6 +233,7 @@ worker_start(int i, const char *id, const char *group, int slots)
 		setenv("AX_WORKER_HEARTBEAT", w_heartbeat, 1);
 		setenv("AX_WORKER_RESERVE_P0", w_reserve_p0, 1);
 		setenv("AX_WORKER_CPU_MILLI", w_cpu_milli, 1);
+		setenv("AX_WORKER_RESOURCES", w_resources, 1);
 		setenv("AX_LOG_LEVEL", "info", 1);
 		/* the tasks write marks into this test's private dir */
 		setenv("AX_WORKER_RUN_AS", "root", 1);
@@ -426,22 +439,25 @@ wait_capacity(int32_t total, int32_t p0)
 }
 
 /*
- * A worker's P0 reserve (worker.reserve_p0) and the cpu it offers
- * (worker.cpu_milli) travel in its Register and reach the resource
- * detector summed over the group's workers; one that leaves takes its
- * reserve with it.
+ * A worker's P0 reserve (worker.reserve_p0), the cpu (worker.cpu_milli)
+ * and the named resources (worker.resources) it offers travel in its
+ * Register and reach the resource detector summed over the group's
+ * workers; one that leaves takes its reserve and resources with it.
  */
 Test(queue, p0_reserve_and_cpu_of_the_workers_reach_the_resource_detector)
 {
 	start_queue("30s", "false");
 	w_reserve_p0 = "1";
 	w_cpu_milli  = "1500";
+	w_resources  = "gpu=2";
 	worker_start(0, "w1", "g", 2);
 	w_reserve_p0 = "2";
 	w_cpu_milli  = "500";
+	w_resources  = "gpu=1, ssd=4";
 	worker_start(1, "w2", "g", 3);
 	w_reserve_p0 = "0";
 	w_cpu_milli  = "0";
+	w_resources  = "";
 	wait_workers(2);
 	cr_assert(wait_capacity(5, 3),
 	          "group g: %d slots, %d for P0; "
@@ -449,6 +465,8 @@ Test(queue, p0_reserve_and_cpu_of_the_workers_reach_the_resource_detector)
 	          (int) C.last_total, (int) C.last_p0);
 	pthread_mutex_lock(&C.mu);
 	cr_assert_eq(C.last_cpu, 2000, "the cpu the workers offer, summed");
+	cr_assert_eq(C.last_gpu, 3, "the gpus the workers offer, summed");
+	cr_assert_eq(C.last_ssd, 4);
 	pthread_mutex_unlock(&C.mu);
 	kill(wpid[1], SIGKILL);
 	waitpid(wpid[1], NULL, 0);
@@ -457,6 +475,10 @@ Test(queue, p0_reserve_and_cpu_of_the_workers_reach_the_resource_detector)
 	          "after w2 died: %d slots, %d for P0; "
 	          "want 2 and 1",
 	          (int) C.last_total, (int) C.last_p0);
+	pthread_mutex_lock(&C.mu);
+	cr_assert_eq(C.last_gpu, 2, "w2's gpu is still offered");
+	cr_assert_eq(C.last_ssd, 0, "w2's ssd is still offered");
+	pthread_mutex_unlock(&C.mu);
 	stop_all();
 }
 

@@ -119,6 +119,16 @@ ParameterizedTestParameters(config, bad_input_names_key_and_place)
 		  "names" },
 		{ "worker:\n  secrets_env: \"-x\"\n",
 		  "key 'worker.secrets_env': '-x' is not a list of names" },
+		{ "worker:\n  resources: {gpu: 0}\n",
+		  ":2:14: worker.resources: the amount of 'gpu' must be a "
+		  "whole number from 1 to 1000000000, got '0'" },
+		{ "worker:\n  resources: {gpu: [1]}\n",
+		  ":2:14: key 'worker.resources': write a mapping of names to "
+		  "whole amounts, e.g. {gpu: 2}" },
+		{ "worker:\n  resources: {cpu: 2}\n",
+		  "worker.resources: 'cpu' is not a resource name" },
+		{ "worker:\n  resources: gpu\n",
+		  "worker.resources: 'gpu' is not name=amount" },
 	};
 	return cr_make_param_array(struct bad_case, cases,
 	                           sizeof(cases) / sizeof(cases[0]));
@@ -172,6 +182,31 @@ Test(config, task_user_defaults)
 	cr_assert_not(ax_config_has_name(c, "worker.run_as_allowed", "root"));
 	cr_assert_str_eq(ax_config_str(c, "worker.secrets_dir"),
 	                 "/etc/ax/secrets");
+	ax_config_free(c);
+}
+
+/* worker.resources: a mapping in the file, "a=1, b=2" in the
+ * environment; either way stored as "name=amount" pairs. */
+Test(config, named_resources_from_mapping_and_environment)
+{
+	ax_config *c;
+	write_cfg("worker:\n  resources: {gpu: 2, nvme.ssd: 1}\n");
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(ax_config_str(c, "worker.resources"),
+	                 "gpu=2, nvme.ssd=1");
+	ax_config_free(c);
+	setenv("AX_WORKER_RESOURCES", "gpu=4", 1);
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(ax_config_str(c, "worker.resources"), "gpu=4");
+	ax_config_free(c);
+	setenv("AX_WORKER_RESOURCES", "gpu=four", 1);
+	cr_assert_eq(ax_config_load(path, &c), AX_ECONFIG);
+	cr_assert(strstr(ax_err_detail(), "AX_WORKER_RESOURCES") != NULL &&
+	              strstr(ax_err_detail(), "got 'four'") != NULL,
+	          "%s", ax_err_detail());
+	unsetenv("AX_WORKER_RESOURCES");
+	cr_assert_eq(ax_config_load(NULL, &c), AX_OK);
+	cr_assert_str_eq(ax_config_str(c, "worker.resources"), "");
 	ax_config_free(c);
 }
 

@@ -31,14 +31,14 @@ static const char *const yaml =
     "catchup: true\n"
     "concurrency: {max_active_runs: 3, policy: replace}\n"
     "params: {region: cn, tier: gold}\n"
-    "defaults: {worker_group: etl, priority: 70}\n"
+    "defaults: {worker_group: etl, priority: 70, resources: {ssd: 1}}\n"
     "tasks:\n"
     "  - {name: a, template: tpl.sql, params: {sql: a.sql}}\n"
     "  - name: b\n"
     "    command: echo b\n"
     "    shards: 4\n"
     "    routing: {strategy: consistent_hash, key: \"s{{ shard.index }}\"}\n"
-    "    resources: {cpu: 500m, memory: 512Mi}\n"
+    "    resources: {cpu: 500m, memory: 512Mi, gpu: 2, ssd: 3}\n"
     "    timeout: 1h30m\n"
     "    channel: biz\n"
     "    pool: spark\n"
@@ -126,6 +126,17 @@ Test(dag_json, round_trip_every_feature)
 	cr_assert_eq(o->tasks[1].eff.timeout_us, 5400LL * 1000000);
 	cr_assert_eq(o->tasks[1].eff.channel, AX_CHANNEL_BIZ);
 	cr_assert_str_eq(o->tasks[0].eff.worker_group, "etl");
+	/* named resources: the defaults' ssd, the task's own over it */
+	cr_assert_eq(o->tasks[0].eff.res.n, 1);
+	cr_assert_str_eq(o->tasks[0].eff.res.v[0].key, "ssd");
+	cr_assert_str_eq(o->tasks[0].eff.res.v[0].value, "1");
+	cr_assert_eq(o->tasks[1].eff.res.n, 2);
+	for (size_t i = 0; i < 2; i++) {
+		const ax_kv *kv = &o->tasks[1].eff.res.v[i];
+		cr_assert_str_eq(kv->value,
+		                 strcmp(kv->key, "gpu") == 0 ? "2" : "3", "%s",
+		                 kv->key);
+	}
 	ax_dag *w = ax_dagset_find_dag(back, "dwd.orders");
 	cr_assert_eq(w->schedule.kind, AX_SCHED_EVERY);
 	cr_assert_eq(w->schedule.every_us, 90LL * 1000000);

@@ -444,6 +444,51 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 		  "has "
 		  "impact P0, which no tier can preempt; remove 'preemptible' "
 		  "or lower the DAG's impact" },
+		{ "named_resource_zero",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, resources: {gpu: 0}}\n"
+		  "",
+		  "t.yaml:4:47: error: resources.gpu must be a whole number "
+		  "from 1 "
+		  "to 1000000000, got '0'" },
+		{ "named_resource_not_whole",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, resources: {gpu: 1.5}}\n"
+		  "",
+		  "t.yaml:4:47: error: resources.gpu must be a whole number "
+		  "from 1 "
+		  "to 1000000000, got '1.5'" },
+		{ "named_resource_typo_of_memory",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, resources: {memroy: 1}}\n"
+		  "",
+		  "t.yaml:4:42: error: unknown key 'memroy' in resources; did "
+		  "you "
+		  "mean 'memory'? (other names are named resources, e.g. gpu: "
+		  "1)" },
+		{ "named_resource_bad_name",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, resources: {\"g/pu\": 1}}\n"
+		  "",
+		  "t.yaml:4:43: error: 'g/pu' is not a resource name: use "
+		  "letters, "
+		  "digits, '_', '.', '-' (up to 64), e.g. gpu: 1" },
+		{ "named_resource_list",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, resources: {gpu: [1]}}\n"
+		  "",
+		  "t.yaml:4:47: error: 'gpu' must be a whole number, got a "
+		  "list" },
 	};
 	return cr_make_param_array(struct vcase, cases,
 	                           sizeof(cases) / sizeof(cases[0]));

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "resources.h"
 #include "worker_proto.h"
 
 #define RUN1 "01890000-0000-7000-8000-0000000000a1"
@@ -93,6 +94,33 @@ Test(worker_proto, register_needs_an_id_and_sane_slots)
 	r.running_run_ids = &run;
 	r.pid             = -1;
 	refused(worker_side(&m), "Register.pid");
+	r.pid = 77;
+
+	/* named resources: valid names, whole positive amounts, at most
+	 * AX_RES_MAX */
+	Ax__Register__ResourcesEntry  e[AX_RES_MAX + 1];
+	Ax__Register__ResourcesEntry *ep[AX_RES_MAX + 1];
+	for (int i = 0; i <= AX_RES_MAX; i++) {
+		Ax__Register__ResourcesEntry z =
+		    AX__REGISTER__RESOURCES_ENTRY__INIT;
+		e[i]       = z;
+		e[i].key   = "gpu";
+		e[i].value = 2;
+		ep[i]      = &e[i];
+	}
+	r.n_resources = 1;
+	r.resources   = ep;
+	cr_expect_eq(worker_side(&m), AX_OK, "%s", ax_err_detail());
+	e[0].value = 0;
+	refused(worker_side(&m), "Register.resources value is 0");
+	e[0].value = 2;
+	e[0].key   = "g\npu";
+	refused(worker_side(&m), "Register.resources key");
+	e[0].key = "cpu";
+	refused(worker_side(&m), "Register.resources key 'cpu'");
+	e[0].key      = "gpu";
+	r.n_resources = AX_RES_MAX + 1;
+	refused(worker_side(&m), "Register.resources is 17");
 }
 
 Test(worker_proto, reports_need_run_ids)
