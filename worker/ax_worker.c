@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,28 @@ usage(FILE *f)
 	    "a second SIGTERM kills the running attempts and exits.\n"
 	    "Exit status: 0 after a drain, 1 on a runtime error or a\n"
 	    "forced stop, 2 on a usage or configuration error.\n");
+}
+
+/* The exit status the watchdog ends the process with. */
+static int exit_code;
+
+/*
+ * A bound on the teardown after the worker has left: nng 1.5's socket
+ * close and nng_fini() can wait forever on a pipe or a context being
+ * torn down (nanomsg/nng#1543, #1813), and a worker that has drained,
+ * or been told to stop twice, must exit. Nothing is lost at this point:
+ * results were reported, or the lease is left to settle them.
+ */
+static void *
+exit_watchdog(void *arg)
+{
+	(void) arg;
+	ax_clock_sleep_us(10 * AX_USEC_PER_SEC);
+	ax_log_warn(
+	    "ax-worker",
+	    "nng teardown still running after 10 s: exiting without it");
+	_exit(exit_code);
+	return NULL;
 }
 
 int
@@ -205,6 +228,12 @@ main(int argc, char **argv)
 	rv = ax_worker_run(w, stop_pipe[0]);
 	if (rv != AX_OK && rv != AX_ECLOSED)
 		ax_log_error("ax-worker", "%s", ax_err_detail());
+	exit_code = rv == AX_OK ? 0 : 1;
+	{
+		pthread_t t;
+		if (pthread_create(&t, NULL, exit_watchdog, NULL) == 0)
+			pthread_detach(t);
+	}
 	ax_worker_free(w); /* kills what still runs (second SIGTERM) */
 	ax_config_free(cfg);
 	/* nng frees a closed socket's pipes, and the request messages they

@@ -1357,11 +1357,18 @@ ax_worker_free(ax_worker *w)
 {
 	if (w == NULL)
 		return;
+	/* The requests stop before the socket closes: rq_cb may be about
+	 * to receive on its context, and nng 1.5 can deadlock a receive on
+	 * a context its socket is closing (the callback thread and the
+	 * closer wait on each other). nng_aio_stop() waits for a running
+	 * callback, and a stopped aio refuses the callback's receive. */
+	for (int k = 0; k < NRQ; k++)
+		if (w->rq[k].aio)
+			nng_aio_stop(w->rq[k].aio);
 	if (w->sock_open)
 		nng_close(w->sock);
 	for (int k = 0; k < NRQ; k++)
 		if (w->rq[k].aio) {
-			nng_aio_stop(w->rq[k].aio);
 			if (atomic_load(&w->rq[k].phase) == PH_DONE &&
 			    w->rq[k].rv == 0)
 				nng_msg_free(nng_aio_get_msg(w->rq[k].aio));
