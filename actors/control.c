@@ -4,6 +4,8 @@
  */
 #include "control.h"
 
+#include "dag_registry.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -619,6 +621,25 @@ apply_kill(ax_control *c, const ax_control_msg *m)
 	PQclear(res);
 }
 
+/*
+ * A pause takes effect here, before the command is forwarded: the DAG
+ * loader that applies it re-reads the DAG, while a trigger that follows
+ * goes straight to the dependency detector and would otherwise race it
+ * (a paused DAG's task starting). The API wrote dags.paused with the
+ * command, so the flag set here is what the loader will read.
+ */
+static void
+pause_now(ax_control *c, const char *kind, const char *body)
+{
+	json_t     *o   = json_loads(body ? body : "{}", 0, NULL);
+	const char *dag = json_string_value(json_object_get(o, "dag"));
+
+	if (dag != NULL && c->ctx->registry != NULL)
+		ax_dag_registry_set_paused(c->ctx->registry, dag,
+		                           !strcmp(kind, "pause"));
+	json_decref(o);
+}
+
 /* Forwards pending row (id, kind, body); rejects what cannot be decoded. */
 static void
 apply_row(ax_control *c, int64_t id, const char *kind, const char *body)
@@ -633,6 +654,8 @@ apply_row(ax_control *c, int64_t id, const char *kind, const char *body)
 		(void) finish(c, id, AX_CMD_REJECTED, NULL, why);
 		return;
 	}
+	if (!strcmp(kind, "pause") || !strcmp(kind, "unpause"))
+		pause_now(c, kind, body);
 	if (strcmp(m.op, "kill") == 0 && m.instance_id > 0)
 		apply_kill(c, &m);
 	else
