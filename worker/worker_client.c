@@ -7,6 +7,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,19 +44,35 @@ enum { K_REGISTER = 1, K_HEARTBEAT, K_DEREGISTER, K_REPORT, K_PULL };
 
 /* One REQ context with its request in flight. */
 typedef struct wreq {
-	struct ax_worker *w;
-	nng_ctx           ctx;
-	nng_aio          *aio;
-	_Atomic int       phase;
-	int               kind;
-	int               rv;       /* nng result when PH_DONE */
-	int64_t           timeout;  /* receive timeout, ms */
-	int64_t           sent_at;  /* mono us of the send */
-	uint64_t          session;  /* session it was sent in */
-	size_t            nstarted; /* Report: entries carried */
-	size_t            nresults;
-	size_t            nacks;
+	_Atomic(struct ax_worker *) w; /* NULL once its link is retired */
+	nng_ctx                     ctx;
+	nng_aio                    *aio;
+	_Atomic int                 phase;
+	int                         kind;
+	int                         rv;       /* nng result when PH_DONE */
+	int64_t                     timeout;  /* receive timeout, ms */
+	int64_t                     sent_at;  /* mono us of the send */
+	uint64_t                    session;  /* session it was sent in */
+	size_t                      nstarted; /* Report: entries carried */
+	size_t                      nresults;
+	size_t                      nacks;
 } wreq;
+
+/*
+ * The link to the queue: one REQ socket with its dialer and a context per
+ * request kind. A link that answered nothing for a whole lease is
+ * replaced by a new one (link_reset): a connection can die without either
+ * end seeing it (a peer host frozen or cut off, a NAT that dropped the
+ * flow: TCP then never reports the loss), and a worker that kept asking
+ * on it would never register again, so its group would run nothing. The
+ * old link is closed on a thread of its own, so that a close that waits
+ * on a stuck request cannot stop the worker.
+ */
+typedef struct wlink {
+	nng_socket sock;
+	int        open; /* sock is open */
+	wreq       rq[NRQ];
+} wlink;
 
 /* A running attempt, or one received ahead of its start (pend != NULL:
  * not started yet, ex NULL). Both count as held by this worker: their
@@ -82,9 +99,11 @@ struct ax_worker {
 	char           id[256];
 	char           host[128];
 	char           log_dir[1024];
-	nng_socket     sock;
-	int            sock_open;
-	wreq           rq[NRQ];
+	wlink         *link;        /* the current link (owned) */
+	wreq          *rq;          /* link->rq */
+	int64_t        link_since;  /* mono us the link was made */
+	int64_t        last_answer; /* mono us of the last reply */
+	int64_t        reconnects;  /* links replaced */
 	int            evfd;
 	ax_exec       *ex[NEXEC]; /* [0] local, [1] noop */
 
@@ -133,8 +152,9 @@ wake(ax_worker *w)
 static void
 rq_cb(void *arg)
 {
-	wreq *r  = arg;
-	int   rv = nng_aio_result(r->aio);
+	wreq      *r  = arg;
+	int        rv = nng_aio_result(r->aio);
+	ax_worker *w;
 
 	if (atomic_load(&r->phase) == PH_SEND && rv == 0) {
 		atomic_store(&r->phase, PH_RECV);
@@ -146,7 +166,8 @@ rq_cb(void *arg)
 		nng_msg_free(nng_aio_get_msg(r->aio));
 	r->rv = rv;
 	atomic_store(&r->phase, PH_DONE);
-	wake(r->w);
+	if ((w = atomic_load(&r->w)) != NULL)
+		wake(w);
 }
 
 /* Sends m on request context k; the reply arrives through rq_cb. */
@@ -196,7 +217,8 @@ rq_reply(ax_worker *w, int k)
 			        nng_strerror(r->rv));
 		return NULL;
 	}
-	msg = nng_aio_get_msg(r->aio);
+	w->last_answer = ax_clock_mono_us();
+	msg            = nng_aio_get_msg(r->aio);
 	if (ax_wproto_queue_msg(nng_msg_body(msg), nng_msg_len(msg), &m) !=
 	    AX_OK)
 		ax_logf(AX_LOG_WARN, COMP, "BAD_REPLY", NULL,
@@ -209,6 +231,130 @@ static int
 rq_idle(const ax_worker *w, int k)
 {
 	return atomic_load(&((ax_worker *) w)->rq[k].phase) == PH_IDLE;
+}
+
+/* ------------------------------------------------------------- link */
+
+/* A link's requests stop before its socket closes: rq_cb may be about to
+ * receive on its context, and nng 1.5 can deadlock a receive on a context
+ * its socket is closing (the callback thread and the closer wait on each
+ * other). nng_aio_stop() waits for a running callback, and a stopped aio
+ * refuses the callback's receive. Any thread; l is freed. */
+static void
+link_free(wlink *l)
+{
+	if (l == NULL)
+		return;
+	for (int k = 0; k < NRQ; k++)
+		if (l->rq[k].aio)
+			nng_aio_stop(l->rq[k].aio);
+	if (l->open)
+		nng_close(l->sock);
+	for (int k = 0; k < NRQ; k++)
+		if (l->rq[k].aio) {
+			if (atomic_load(&l->rq[k].phase) == PH_DONE &&
+			    l->rq[k].rv == 0)
+				nng_msg_free(nng_aio_get_msg(l->rq[k].aio));
+			nng_aio_free(l->rq[k].aio);
+		}
+	free(l);
+}
+
+static void *
+link_free_main(void *arg)
+{
+	link_free(arg);
+	return NULL;
+}
+
+/* A new link dialing w->o.server (without waiting for the connection). */
+static ax_err
+link_new(ax_worker *w, wlink **out)
+{
+	wlink *l = calloc(1, sizeof(*l));
+	int    rv;
+	ax_err e;
+
+	*out = NULL;
+	if (l == NULL)
+		return ax_err_set(AX_ENOMEM, "worker: out of memory");
+	if ((rv = nng_req0_open(&l->sock)) != 0) {
+		free(l);
+		return ax_err_set(AX_ENNG, "worker: REQ socket: %s",
+		                  nng_strerror(rv));
+	}
+	l->open = 1;
+	/* our own retry logic re-sends; nng's must not duplicate */
+	nng_socket_set_ms(l->sock, NNG_OPT_REQ_RESENDTIME,
+	                  NNG_DURATION_INFINITE);
+	nng_socket_set_size(l->sock, NNG_OPT_RECVMAXSZ, 64 << 20);
+	nng_socket_set_ms(l->sock, NNG_OPT_RECONNMINT, 50);
+	nng_socket_set_ms(l->sock, NNG_OPT_RECONNMAXT, 1000);
+	for (int k = 0; k < NRQ; k++) {
+		atomic_store(&l->rq[k].w, w);
+		if ((rv = nng_aio_alloc(&l->rq[k].aio, rq_cb, &l->rq[k])) ||
+		    (rv = nng_ctx_open(&l->rq[k].ctx, l->sock))) {
+			link_free(l);
+			return ax_err_set(AX_ENNG, "worker: REQ context: %s",
+			                  nng_strerror(rv));
+		}
+	}
+	if ((rv = nng_dial(l->sock, w->o.server, NULL, NNG_FLAG_NONBLOCK))) {
+		e = ax_err_set(rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP
+		                   ? AX_EINVAL
+		                   : AX_ENNG,
+		               "worker: dial %s: %s; use tcp://HOST:PORT or "
+		               "ipc:///PATH",
+		               w->o.server, nng_strerror(rv));
+		link_free(l);
+		return e;
+	}
+	*out = l;
+	return AX_OK;
+}
+
+/* How long a link may go unanswered while we are not registered before
+ * it is replaced: a lease, at least 10 s (a restarting axd takes its
+ * lease over in about that). */
+static int64_t
+relink_us(const ax_worker *w)
+{
+	return w->lease_ttl_us > 10 * AX_USEC_PER_SEC ? w->lease_ttl_us
+	                                              : 10 * AX_USEC_PER_SEC;
+}
+
+/*
+ * Replaces the link (see wlink): the requests in flight on the old one
+ * are dropped (they belong to the old session or are sent again), and
+ * it is closed on a detached thread. Loop thread. On failure the old
+ * link stays and the next attempt is relink_us later.
+ */
+static void
+link_reset(ax_worker *w, const char *why)
+{
+	wlink    *n, *old = w->link;
+	pthread_t t;
+
+	w->link_since = ax_clock_mono_us();
+	if (link_new(w, &n) != AX_OK) {
+		ax_logf(AX_LOG_WARN, COMP, "QUEUE_RECONNECT", NULL,
+		        "%s; a new connection failed: %s", why,
+		        ax_err_detail());
+		return;
+	}
+	ax_logf(AX_LOG_WARN, COMP, "QUEUE_RECONNECT", NULL,
+	        "%s; connecting to %s again", why, w->o.server);
+	for (int k = 0; k < NRQ; k++)
+		atomic_store(&old->rq[k].w, NULL);
+	if (pthread_create(&t, NULL, link_free_main, old) == 0)
+		pthread_detach(t);
+	else /* left open: it only costs its memory and a connection */
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "could not start a thread to close the old "
+		        "connection: left open");
+	w->link = n;
+	w->rq   = n->rq;
+	w->reconnects++;
 }
 
 /* ------------------------------------------------------------ outbox */
@@ -1023,9 +1169,7 @@ fence(ax_worker *w, int64_t now)
 	w->registered    = 0;
 	w->session       = 0;
 	w->next_register = now;
-	for (int k = 0; k < NRQ; k++)
-		if (!rq_idle(w, k))
-			nng_aio_cancel(w->rq[k].aio);
+	link_reset(w, "no answer for a whole lease");
 }
 
 /* Starts what may start now; returns the next instant to look again. */
@@ -1039,6 +1183,10 @@ step(ax_worker *w, int64_t now)
 		next = now + AX_USEC_PER_SEC;
 
 	if (!w->registered) {
+		int64_t since = w->last_answer > w->link_since ? w->last_answer
+		                                               : w->link_since;
+		if (now - since > relink_us(w))
+			link_reset(w, "no answer to Register");
 		if (rq_idle(w, RQ_CTL) && now >= w->next_register)
 			send_register(w);
 		if (w->next_register > now && w->next_register < next)
@@ -1204,7 +1352,6 @@ ax_err
 ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 {
 	ax_worker *w;
-	int        rv;
 	ax_err     e;
 
 	if (o->server == NULL || *o->server == '\0')
@@ -1315,37 +1462,11 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	else if (o->cgroups)
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 		        "each task runs in a cgroup v2 of its own");
-	if ((rv = nng_req0_open(&w->sock)) != 0) {
-		e = ax_err_set(AX_ENNG, "worker: REQ socket: %s",
-		               nng_strerror(rv));
+	if ((e = link_new(w, &w->link)) != AX_OK)
 		goto fail;
-	}
-	w->sock_open = 1;
-	/* our own retry logic re-sends; nng's must not duplicate */
-	nng_socket_set_ms(w->sock, NNG_OPT_REQ_RESENDTIME,
-	                  NNG_DURATION_INFINITE);
-	nng_socket_set_size(w->sock, NNG_OPT_RECVMAXSZ, 64 << 20);
-	nng_socket_set_ms(w->sock, NNG_OPT_RECONNMINT, 50);
-	nng_socket_set_ms(w->sock, NNG_OPT_RECONNMAXT, 1000);
-	for (int k = 0; k < NRQ; k++) {
-		w->rq[k].w = w;
-		if ((rv = nng_aio_alloc(&w->rq[k].aio, rq_cb, &w->rq[k])) ||
-		    (rv = nng_ctx_open(&w->rq[k].ctx, w->sock))) {
-			e = ax_err_set(AX_ENNG, "worker: REQ context: %s",
-			               nng_strerror(rv));
-			goto fail;
-		}
-	}
-	if ((rv = nng_dial(w->sock, o->server, NULL, NNG_FLAG_NONBLOCK))) {
-		e = ax_err_set(rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP
-		                   ? AX_EINVAL
-		                   : AX_ENNG,
-		               "worker: dial %s: %s; use tcp://HOST:PORT or "
-		               "ipc:///PATH",
-		               o->server, nng_strerror(rv));
-		goto fail;
-	}
-	*out = w;
+	w->rq         = w->link->rq;
+	w->link_since = ax_clock_mono_us();
+	*out          = w;
 	return AX_OK;
 fail:
 	ax_worker_free(w);
@@ -1357,23 +1478,7 @@ ax_worker_free(ax_worker *w)
 {
 	if (w == NULL)
 		return;
-	/* The requests stop before the socket closes: rq_cb may be about
-	 * to receive on its context, and nng 1.5 can deadlock a receive on
-	 * a context its socket is closing (the callback thread and the
-	 * closer wait on each other). nng_aio_stop() waits for a running
-	 * callback, and a stopped aio refuses the callback's receive. */
-	for (int k = 0; k < NRQ; k++)
-		if (w->rq[k].aio)
-			nng_aio_stop(w->rq[k].aio);
-	if (w->sock_open)
-		nng_close(w->sock);
-	for (int k = 0; k < NRQ; k++)
-		if (w->rq[k].aio) {
-			if (atomic_load(&w->rq[k].phase) == PH_DONE &&
-			    w->rq[k].rv == 0)
-				nng_msg_free(nng_aio_get_msg(w->rq[k].aio));
-			nng_aio_free(w->rq[k].aio);
-		}
+	link_free(w->link);
 	for (size_t e = 0; e < NEXEC; e++)
 		ax_exec_free(w->ex[e]); /* SIGKILL to what still runs */
 	if (w->evfd >= 0)

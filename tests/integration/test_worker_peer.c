@@ -31,6 +31,7 @@ static char       dir[64], addr[128];
 static nng_socket rep;
 static pid_t      worker = -1;
 static int        reg_start_after; /* of the last Register answered */
+static nng_pipe   last_pipe;       /* of the last request received */
 
 static void
 setup(void)
@@ -84,8 +85,9 @@ next_request(void)
 	Ax__WorkerMessage *m;
 
 	cr_assert_eq(nng_recvmsg(rep, &msg, 0), 0, "the worker went quiet");
-	m = ax__worker_message__unpack(NULL, nng_msg_len(msg),
-	                               nng_msg_body(msg));
+	last_pipe = nng_msg_get_pipe(msg);
+	m         = ax__worker_message__unpack(NULL, nng_msg_len(msg),
+	                                       nng_msg_body(msg));
 	nng_msg_free(msg);
 	cr_assert_not_null(m);
 	return m;
@@ -412,5 +414,40 @@ Test(worker_peer, dispatch_sent_ahead_starts_at_its_instant_and_dies_unstarted)
 	cr_expect(listed > 0, "a heartbeat did not list the held dispatch");
 	cr_expect_eq(kill_done, 1, "the held dispatch was not killed once");
 	cr_expect_eq(far_done, 1, "start_after_us past 60 s not refused");
+	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
+}
+
+/*
+ * A queue that stops answering without closing the connection (its host
+ * frozen or cut off, a NAT that dropped the flow: nothing reports the
+ * loss to the worker): once the worker's lease lapses it connects again
+ * and registers on the new connection. Nothing that comes on the silent
+ * one is answered, as nothing would be.
+ */
+Test(worker_peer, silent_queue_is_left_for_a_new_connection)
+{
+	Ax__WorkerMessage *m;
+	nng_pipe           first;
+	int64_t            end;
+	int                again = 0;
+
+	cr_assert(answer_register(1500, 10));
+	first = last_pipe;
+	/* the lease (1.5 s) and a few seconds of slack */
+	end = ax_clock_mono_us() + 6 * AX_USEC_PER_SEC;
+	while (!again && ax_clock_mono_us() < end) {
+		m = next_request();
+		if (nng_pipe_id(last_pipe) == nng_pipe_id(first)) {
+			ax__worker_message__free_unpacked(m, NULL);
+			continue; /* the silent connection */
+		}
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_REGISTER)
+			again = 1;
+		answer_other(m, NULL);
+		ax__worker_message__free_unpacked(m, NULL);
+	}
+	cr_assert(again,
+	          "the worker kept asking on the silent connection and did "
+	          "not register on a new one within 6 s");
 	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
 }
