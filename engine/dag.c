@@ -547,6 +547,26 @@ spec_json(const ax_task_spec *s)
 	return o;
 }
 
+/* {"after": "2h"} or {"at": "08:00", "day": 1}; NULL when none (the
+ * key is then left out, so DAGs without a deadline keep their hashes). */
+static json_t *
+deadline_json(const ax_deadline_spec *s)
+{
+	char at[16];
+
+	if (s->kind == AX_DEADLINE_AFTER)
+		return json_pack("{s:o}", "after", dur_json(s->after_us));
+	if (s->kind != AX_DEADLINE_AT)
+		return NULL;
+	if (s->at_sec % 60 != 0)
+		snprintf(at, sizeof(at), "%02d:%02d:%02d", s->at_sec / 3600,
+		         s->at_sec / 60 % 60, s->at_sec % 60);
+	else
+		snprintf(at, sizeof(at), "%02d:%02d", s->at_sec / 3600,
+		         s->at_sec / 60 % 60);
+	return json_pack("{s:s, s:i}", "at", at, "day", s->day);
+}
+
 json_t *
 ax_dag_to_json(const ax_dag *d)
 {
@@ -588,6 +608,9 @@ ax_dag_to_json(const ax_dag *d)
 	                              d->max_active_runs, "policy",
 	                              ax_overlap_name(d->policy)));
 	json_object_set_new(o, "params", kvs_json(&d->params));
+	if (d->deadline.spec.kind != AX_DEADLINE_NONE)
+		json_object_set_new(o, "deadline",
+		                    deadline_json(&d->deadline.spec));
 	if (d->param_decls != NULL) /* absent when none: hashes stay */
 		json_object_set_new(o, "param_types", decls_json(d));
 	for (size_t i = 0; i < d->n_deps; i++)
@@ -617,6 +640,9 @@ ax_dag_to_json(const ax_dag *d)
 			json_array_append_new(dj,
 			                      json_string(t->depends_on[k]));
 		json_object_set_new(tj, "depends_on", dj);
+		if (t->deadline.spec.kind != AX_DEADLINE_NONE)
+			json_object_set_new(tj, "deadline",
+			                    deadline_json(&t->deadline.spec));
 		json_array_append_new(tasks, tj);
 	}
 	json_object_set_new(o, "tasks", tasks);
@@ -975,6 +1001,36 @@ jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
 	jr_kvs(r, o, "env", ptr, &s->env);
 }
 
+/* The inverse of deadline_json (absent: none). */
+static void
+jr_deadline(jreader *r, const json_t *o, const char *ptr, ax_deadline_spec *s)
+{
+	const json_t *dl = json_object_get(o, "deadline");
+	const char   *at;
+	char          p[120];
+
+	*s = (ax_deadline_spec) { 0 };
+	if (dl == NULL)
+		return;
+	snprintf(p, sizeof(p), "%.100s/deadline", ptr);
+	if (!json_is_object(dl)) {
+		jr_fail(r, p, "expected {after} or {at, day}%s", "");
+		return;
+	}
+	if (json_object_get(dl, "after") != NULL) {
+		s->kind     = AX_DEADLINE_AFTER;
+		s->after_us = jr_dur(r, dl, "after", p, 0);
+		return;
+	}
+	at = jr_str(r, dl, "at", p, 0);
+	if (at == NULL || ax_deadline_parse_at(at, &s->at_sec) != AX_OK) {
+		jr_fail(r, p, "expected at: \"HH:MM\"%s", "");
+		return;
+	}
+	s->kind = AX_DEADLINE_AT;
+	s->day  = (int32_t) jr_int(r, dl, "day", p);
+}
+
 static void
 jr_task(jreader *r, const json_t *tj, const char *ptr, ax_task *t)
 {
@@ -986,6 +1042,8 @@ jr_task(jreader *r, const json_t *tj, const char *ptr, ax_task *t)
 	t->name          = jr_str(r, tj, "name", ptr, 0);
 	t->template_name = jr_str(r, tj, "template", ptr, 1);
 	thash            = jr_str(r, tj, "template_hash", ptr, 1);
+	jr_deadline(r, tj, ptr, &t->deadline.spec);
+	t->deadline.set = t->deadline.spec.kind != AX_DEADLINE_NONE;
 	if (thash != NULL) {
 		/* a stand-in carrying the name and hash the JSON records; the
 		 * template's own spec is already merged into eff */
@@ -1071,6 +1129,8 @@ jr_dag(jreader *r, const json_t *j, ax_dag *d)
 	}
 	ax_task_spec_defaults(&d->defaults);
 	jr_kvs(r, j, "params", "", &d->params);
+	jr_deadline(r, j, "", &d->deadline.spec);
+	d->deadline.set = d->deadline.spec.kind != AX_DEADLINE_NONE;
 	jr_decls(r, j, d);
 	if ((arr = jr_arr(r, j, "depends_on_dags", "")) != NULL &&
 	    json_array_size(arr) > 0) {

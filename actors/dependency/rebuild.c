@@ -174,6 +174,10 @@ build(dd *d, PGresult *res, int mode)
 			axdd_oom("run");
 			goto next;
 		}
+		r->iv_start_us =
+		    ax_store_cell_i64(res, row, AX_DEPS_C_IV_START);
+		r->iv_end_us = ax_store_cell_i64(res, row, AX_DEPS_C_IV_END);
+		axdd_deadline_arm(d, r);
 		if (has) {
 			if (state == NULL || strcmp(state, "RUNNING") != 0)
 				axdd_chg(d, id, "RUNNING", NULL);
