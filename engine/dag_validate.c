@@ -9,6 +9,7 @@
  */
 #include "dag_validate.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -620,19 +621,24 @@ find_cycles(ax_dagset *set, ax_dag *d)
  */
 
 /*
- * Checks a `deadline:` as written (what is the deadline of `whom`) and
+ * Checks a `deadline:` as written (of task, or of the DAG when NULL) and
  * fills dl->spec. Exactly one of `after` and `at`; `day` goes with `at`
  * only. A key whose value dag_yaml.c already refused is not reported
  * again.
  */
 static void
-validate_deadline(ax_dagset *set, ax_deadline_decl *dl, const char *whom)
+validate_deadline(ax_dagset *set, ax_deadline_decl *dl, const char *task)
 {
 	int32_t sec;
+	char    whom[96];
 
 	dl->spec = (ax_deadline_spec) { 0 };
 	if (!dl->set)
 		return;
+	if (task != NULL)
+		snprintf(whom, sizeof(whom), "task '%.64s'", task);
+	else
+		snprintf(whom, sizeof(whom), "the DAG");
 	if (dl->at != NULL && (dl->has_after || dl->after_pos.line)) {
 		ERR(set, dl->pos,
 		    "the deadline of %s has both 'after' and 'at'; keep one: "
@@ -705,7 +711,7 @@ validate_dag(vctx *v, ax_dag *d, size_t index)
 		}
 	}
 	validate_schedule(v, d);
-	validate_deadline(set, &d->deadline, "the DAG");
+	validate_deadline(set, &d->deadline, NULL);
 	for (size_t i = 0; i < d->n_deps; i++) {
 		const ax_dag_dep *dd = &d->deps[i];
 		if (!valid_dotted(dd->dag))
@@ -742,7 +748,7 @@ validate_dag(vctx *v, ax_dag *d, size_t index)
 				break;
 			}
 		resolve_task(v, d, t);
-		validate_deadline(set, &t->deadline, "the task");
+		validate_deadline(set, &t->deadline, t->name);
 	}
 	for (size_t i = 0; i < d->n_tasks; i++)
 		check_task_texts(set, d, &d->tasks[i]);

@@ -1088,10 +1088,13 @@ parse_deadline(ld *l, const map *parent, ax_deadline_decl *dl)
 		    "'deadline' must be a mapping, e.g. {after: 2h} or "
 		    "{at: \"08:00\", day: 1}, got '%s'",
 		    sval(v));
+		dl->set = 0; /* reported: nothing more to say about it */
 		return;
 	}
-	if (map_load(l, v, "deadline", &m) != 0)
+	if (map_load(l, v, "deadline", &m) != 0) {
+		dl->set = 0;
 		return;
+	}
 	check_keys(l, &m, deadline_keys, N_OF(deadline_keys), "deadline");
 	if (get(&m, "after") != NULL) {
 		dl->after_pos = node_pos(l, get(&m, "after"));
