@@ -547,26 +547,6 @@ spec_json(const ax_task_spec *s)
 	return o;
 }
 
-/* {"after": "2h"} or {"at": "08:00", "day": 1}; NULL when none (the
- * key is then left out, so DAGs without a deadline keep their hashes). */
-static json_t *
-deadline_json(const ax_deadline_spec *s)
-{
-	char at[16];
-
-	if (s->kind == AX_DEADLINE_AFTER)
-		return json_pack("{s:o}", "after", dur_json(s->after_us));
-	if (s->kind != AX_DEADLINE_AT)
-		return NULL;
-	if (s->at_sec % 60 != 0)
-		snprintf(at, sizeof(at), "%02d:%02d:%02d", s->at_sec / 3600,
-		         s->at_sec / 60 % 60, s->at_sec % 60);
-	else
-		snprintf(at, sizeof(at), "%02d:%02d", s->at_sec / 3600,
-		         s->at_sec / 60 % 60);
-	return json_pack("{s:s, s:i}", "at", at, "day", s->day);
-}
-
 json_t *
 ax_dag_to_json(const ax_dag *d)
 {
@@ -610,7 +590,7 @@ ax_dag_to_json(const ax_dag *d)
 	json_object_set_new(o, "params", kvs_json(&d->params));
 	if (d->deadline.spec.kind != AX_DEADLINE_NONE)
 		json_object_set_new(o, "deadline",
-		                    deadline_json(&d->deadline.spec));
+		                    ax_deadline_to_json(&d->deadline.spec));
 	if (d->param_decls != NULL) /* absent when none: hashes stay */
 		json_object_set_new(o, "param_types", decls_json(d));
 	for (size_t i = 0; i < d->n_deps; i++)
@@ -641,8 +621,9 @@ ax_dag_to_json(const ax_dag *d)
 			                      json_string(t->depends_on[k]));
 		json_object_set_new(tj, "depends_on", dj);
 		if (t->deadline.spec.kind != AX_DEADLINE_NONE)
-			json_object_set_new(tj, "deadline",
-			                    deadline_json(&t->deadline.spec));
+			json_object_set_new(
+			    tj, "deadline",
+			    ax_deadline_to_json(&t->deadline.spec));
 		json_array_append_new(tasks, tj);
 	}
 	json_object_set_new(o, "tasks", tasks);
@@ -1001,34 +982,16 @@ jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
 	jr_kvs(r, o, "env", ptr, &s->env);
 }
 
-/* The inverse of deadline_json (absent: none). */
+/* The deadline member of o (absent: none); see ax_deadline_from_json. */
 static void
 jr_deadline(jreader *r, const json_t *o, const char *ptr, ax_deadline_spec *s)
 {
-	const json_t *dl = json_object_get(o, "deadline");
-	const char   *at;
-	char          p[120];
+	char p[120];
 
-	*s = (ax_deadline_spec) { 0 };
-	if (dl == NULL)
+	if (ax_deadline_from_json(json_object_get(o, "deadline"), s) == AX_OK)
 		return;
 	snprintf(p, sizeof(p), "%.100s/deadline", ptr);
-	if (!json_is_object(dl)) {
-		jr_fail(r, p, "expected {after} or {at, day}%s", "");
-		return;
-	}
-	if (json_object_get(dl, "after") != NULL) {
-		s->kind     = AX_DEADLINE_AFTER;
-		s->after_us = jr_dur(r, dl, "after", p, 0);
-		return;
-	}
-	at = jr_str(r, dl, "at", p, 0);
-	if (at == NULL || ax_deadline_parse_at(at, &s->at_sec) != AX_OK) {
-		jr_fail(r, p, "expected at: \"HH:MM\"%s", "");
-		return;
-	}
-	s->kind = AX_DEADLINE_AT;
-	s->day  = (int32_t) jr_int(r, dl, "day", p);
+	jr_fail(r, p, "%s", ax_err_detail());
 }
 
 static void

@@ -94,3 +94,60 @@ ax_deadline_text(const ax_deadline_spec *spec, const char *tzname, char *buf,
 		         tzname ? tzname : "UTC");
 	return buf;
 }
+
+json_t *
+ax_deadline_to_json(const ax_deadline_spec *s)
+{
+	char at[16], d[32];
+
+	if (s->kind == AX_DEADLINE_AFTER)
+		return json_pack("{s:s}", "after",
+		                 ax_duration_fmt(s->after_us, d, sizeof(d)));
+	if (s->kind != AX_DEADLINE_AT)
+		return NULL;
+	if (s->at_sec % 60 != 0)
+		snprintf(at, sizeof(at), "%02d:%02d:%02d",
+		         (int) (s->at_sec / 3600), (int) (s->at_sec / 60 % 60),
+		         (int) (s->at_sec % 60));
+	else
+		snprintf(at, sizeof(at), "%02d:%02d", (int) (s->at_sec / 3600),
+		         (int) (s->at_sec / 60 % 60));
+	return json_pack("{s:s, s:i}", "at", at, "day", (int) s->day);
+}
+
+ax_err
+ax_deadline_from_json(const json_t *j, ax_deadline_spec *out)
+{
+	const json_t *v;
+	ax_err        rv;
+
+	*out = (ax_deadline_spec) { 0 };
+	if (j == NULL || json_is_null(j))
+		return AX_OK;
+	if (!json_is_object(j))
+		return ax_err_set(AX_EPARSE, "expected {after} or {at, day}");
+	if ((v = json_object_get(j, "after")) != NULL) {
+		if (!json_is_string(v) ||
+		    ax_duration_parse(json_string_value(v), &out->after_us) !=
+		        AX_OK ||
+		    out->after_us <= 0)
+			return ax_err_set(AX_EPARSE,
+			                  "after: expected a duration text");
+		out->kind = AX_DEADLINE_AFTER;
+		return AX_OK;
+	}
+	v = json_object_get(j, "at");
+	if (!json_is_string(v))
+		return ax_err_set(AX_EPARSE, "at: expected \"HH:MM\"");
+	if ((rv = ax_deadline_parse_at(json_string_value(v), &out->at_sec)) !=
+	    AX_OK)
+		return rv;
+	v = json_object_get(j, "day");
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > AX_DEADLINE_DAY_MAX)
+		return ax_err_set(AX_EPARSE, "day: expected 0..%d",
+		                  AX_DEADLINE_DAY_MAX);
+	out->day  = (int32_t) json_integer_value(v);
+	out->kind = AX_DEADLINE_AT;
+	return AX_OK;
+}

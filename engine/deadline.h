@@ -25,6 +25,7 @@
 #ifndef AX_DEADLINE_H
 #define AX_DEADLINE_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,5 +72,19 @@ ax_err ax_deadline_instant(const ax_deadline_spec *spec, int64_t start_us,
  */
 char *ax_deadline_text(const ax_deadline_spec *spec, const char *tzname,
                        char *buf, size_t len);
+
+/*
+ * The stored JSON form of spec (the `deadline` member of a DAG's or
+ * task's definition, dag.c): {"after": "2h"} or {"at": "08:00",
+ * "day": 1}. A new reference; NULL when spec declares none or out of
+ * memory.
+ */
+json_t *ax_deadline_to_json(const ax_deadline_spec *spec);
+
+/*
+ * The inverse of ax_deadline_to_json into *out (j NULL or JSON null:
+ * kind NONE). AX_EPARSE with a detail naming the bad member.
+ */
+ax_err ax_deadline_from_json(const json_t *j, ax_deadline_spec *out);
 
 #endif /* AX_DEADLINE_H */
