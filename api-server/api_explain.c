@@ -195,14 +195,20 @@ run_deadline_facts(json_t *facts)
 	char          rule[AX_DEADLINE_TEXT_LEN];
 	int64_t       at, ended;
 	json_t       *dl;
+	ax_tz_cache  *tzc = NULL;
+	int           has;
 
-	if (run != NULL &&
+	(void) ax_tz_cache_new(&tzc);
+	has =
+	    run != NULL &&
 	    ax_api_deadline_of(
 	        json_object_get(facts, "deadline_def"),
 	        json_is_string(tz) ? json_string_value(tz) : NULL,
 	        json_integer_value(json_object_get(run, "interval_start_us")),
 	        json_integer_value(json_object_get(run, "interval_end_us")),
-	        NULL, &at, rule, sizeof(rule))) {
+	        tzc, &at, rule, sizeof(rule));
+	ax_tz_cache_free(tzc);
+	if (has) {
 		ended = json_integer_value(json_object_get(run, "ended_us"));
 		dl    = json_pack("{s:I, s:s, s:O}", "at_us", (json_int_t) at,
 		                  "rule", rule, "missed",

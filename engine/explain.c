@@ -601,6 +601,13 @@ event_text(const json_t *f, const json_t *e, char *b, size_t n)
 		         jint(pl, "behind"));
 	else if (!strcmp(t, "run.planned"))
 		snprintf(b, n, "run started: instances planned");
+	else if (!strcmp(t, "run.deadline_missed") ||
+	         !strcmp(t, "instance.deadline_missed"))
+		snprintf(b, n, "%s%s missed its deadline (%s) in state %s",
+		         jstr(pl, "task") ? "task " : "run",
+		         jstr(pl, "task") ? jstr(pl, "task") : "",
+		         jstr(pl, "deadline") ? jstr(pl, "deadline") : "?",
+		         jstr(pl, "state") ? jstr(pl, "state") : "?");
 	else if (!strcmp(t, "instance.delayed"))
 		snprintf(
 		    b, n,

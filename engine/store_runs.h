@@ -163,10 +163,11 @@ ax_err ax_store_deps_instance_run(ax_store *s, int64_t instance_id,
  * the event_log row run.deadline_missed / instance.deadline_missed of the
  * run (and payload.task), written by the caller in the same transaction.
  * On AX_OK state (len bytes) holds the state at the deadline: the run's
- * (QUEUED, RUNNING, FAILED, CANCELED, or SUCCESS when it came after the
- * deadline), or the task's first unsuccessful state (NOT_PLANNED when it
- * has no instance yet); "" when the deadline was met, the run is gone or
- * the miss is already recorded.
+ * (QUEUED, RUNNING, FAILED, or SUCCESS when it came after the deadline),
+ * or the task's first unsuccessful state (NOT_PLANNED when it has no
+ * instance yet); "" when the deadline was met, the run is gone or
+ * CANCELED (discarded or superseded by its DAG's overlap policy, or
+ * killed: nobody waits for it any more) or the miss is already recorded.
  */
 ax_err ax_store_deadline_check(ax_store *s, int64_t run_id, const char *task,
                                int64_t deadline_us, char *state, size_t len);
