@@ -278,6 +278,13 @@ send_due_traced(const char *dag, int64_t run, int64_t due_us,
 	due.logical_time_us =
 	    q_int("SELECT ax_us(logical_date) FROM dag_runs WHERE id = %lld",
 	          (long long) run);
+	/* the data interval, as the time detector sends it */
+	due.interval_start_us =
+	    q_int("SELECT ax_us(interval_start) FROM dag_runs WHERE id = %lld",
+	          (long long) run);
+	due.interval_end_us =
+	    q_int("SELECT ax_us(interval_end) FROM dag_runs WHERE id = %lld",
+	          (long long) run);
 	due.due_at_us = due_us;
 	cmd.body_case = AX__COMMAND__BODY_DUE;
 	cmd.due       = &due;
@@ -968,32 +975,6 @@ make_run_ending(int64_t dag_id, int64_t sec, int64_t end_s)
 	             (long long) end_s, (long long) dag_id);
 }
 
-/* The Due of run with its data interval, as the time detector sends it. */
-static void
-send_due_interval(const char *dag, int64_t run)
-{
-	Ax__Command cmd = AX__COMMAND__INIT;
-	Ax__Due     due = AX__DUE__INIT;
-	due.dag         = (char *) dag;
-	due.dag_run_id  = run;
-	due.dag_version_id =
-	    q_int("SELECT dag_version_id FROM dag_runs WHERE id = %lld",
-	          (long long) run);
-	due.logical_time_us =
-	    q_int("SELECT ax_us(logical_date) FROM dag_runs WHERE id = %lld",
-	          (long long) run);
-	due.interval_start_us =
-	    q_int("SELECT ax_us(interval_start) FROM dag_runs WHERE id = %lld",
-	          (long long) run);
-	due.interval_end_us =
-	    q_int("SELECT ax_us(interval_end) FROM dag_runs WHERE id = %lld",
-	          (long long) run);
-	due.due_at_us = ax_clock_utc_us();
-	cmd.body_case = AX__COMMAND__BODY_DUE;
-	cmd.due       = &due;
-	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
-}
-
 /* event_log rows of type for run (task: payload.task, NULL: none). */
 static int64_t
 misses(int64_t run, const char *type, const char *task)
@@ -1031,9 +1012,9 @@ Test(dependency_detector, deadline_missed_once_across_a_restart)
 	          "WHERE id = %lld",
 	          (long long) down);
 	start_system();
-	send_due_interval("dl", ok);
-	send_due_interval("dl", late);
-	send_due_interval("dl", down);
+	send_due("dl", ok);
+	send_due("dl", late);
+	send_due("dl", down);
 	WAIT_FOR(readies(&ready_cap, ok, "a") == 1);
 	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
 	               "dag_run_id = %lld",
