@@ -7,8 +7,9 @@
  * takeover, a reload after a control op), one TimerSet (TIMER_DEADLINE)
  * per declared deadline goes to the time detector: key "RUN" for the
  * DAG's deadline, "RUN/TASK" for a task's; arming the same key again
- * replaces the timer, so a rebuild re-arms without doubling. A deadline
- * already past (axd was down) fires at the time detector's next pass.
+ * replaces the timer, so a rebuild re-arms without doubling. Backfill
+ * runs are not armed (rebuild.c): they re-do old periods on purpose. A
+ * deadline already past (axd was down) fires at the time detector's next pass.
  * A run that succeeds cancels its timers; one that fails keeps them (it
  * did not succeed by the deadline either).
  *
