@@ -1059,4 +1059,23 @@ Test(dependency_detector, deadline_missed_once_across_a_restart)
 	cr_assert_eq(misses(late, "instance.deadline_missed", "a"), 1);
 	cr_assert_eq(misses(down, "run.deadline_missed", NULL), 1);
 	cr_assert_eq(misses(ok, "run.deadline_missed", NULL), 0);
+
+	/* a backfill run re-does an old period: its deadline, long past,
+	 * is not armed */
+	int64_t       bf  = make_run_ending(dag, 7003, -7200);
+	Ax__Command   cmd = AX__COMMAND__INIT;
+	Ax__ControlOp c   = AX__CONTROL_OP__INIT;
+	q_exec("UPDATE dag_runs SET run_type = 'backfill' WHERE id = %lld",
+	       (long long) bf);
+	c.op          = "backfill";
+	c.mode        = "parallel";
+	c.run_ids     = &bf;
+	c.n_run_ids   = 1;
+	cmd.body_case = AX__COMMAND__BODY_CONTROL;
+	cmd.control   = &c;
+	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+	WAIT_FOR(readies(&ready_cap, bf, "a") == 1);
+	ax_clock_sleep_us(500000);
+	cr_assert_eq(misses(bf, "run.deadline_missed", NULL), 0);
+	cr_assert_eq(misses(bf, "instance.deadline_missed", "a"), 0);
 }
