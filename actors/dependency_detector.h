@@ -89,6 +89,7 @@ typedef struct ax_dependency_detector_stats {
 	uint64_t rebuilt;    /* runs rebuilt from PostgreSQL */
 	uint64_t cleared;    /* instances cleared */
 	uint64_t versions;   /* DAG version graphs in memory now */
+	uint64_t deadlines_missed; /* deadline misses recorded */
 } ax_dependency_detector_stats;
 
 /*

@@ -804,18 +804,20 @@ send_due(tdet *d, size_t i, const char *trace)
 	Ax__Due           due = AX__DUE__INIT;
 	int64_t           now = ax_clock_utc_us();
 
-	due.schedule_id     = r->schedule_id;
-	due.dag             = f->dag;
-	due.dag_version_id  = r->dag_version_id;
-	due.dag_run_id      = r->run_id;
-	due.logical_time_us = r->logical_us;
-	due.due_at_us       = r->due_us;
-	due.manual          = f->manual;
-	due.catchup         = f->catchup;
-	cmd.trace_id        = (char *) trace;
-	cmd.issued_at_us    = now;
-	cmd.body_case       = AX__COMMAND__BODY_DUE;
-	cmd.due             = &due;
+	due.schedule_id       = r->schedule_id;
+	due.dag               = f->dag;
+	due.dag_version_id    = r->dag_version_id;
+	due.dag_run_id        = r->run_id;
+	due.logical_time_us   = r->logical_us;
+	due.due_at_us         = r->due_us;
+	due.manual            = f->manual;
+	due.catchup           = f->catchup;
+	due.interval_start_us = r->interval_start_us;
+	due.interval_end_us   = r->interval_end_us;
+	cmd.trace_id          = (char *) trace;
+	cmd.issued_at_us      = now;
+	cmd.body_case         = AX__COMMAND__BODY_DUE;
+	cmd.due               = &due;
 	if (ax_pipeline_send(d->self, AX_A_DEPENDENCY_DETECTOR, &cmd) != AX_OK)
 		ax_logf(AX_LOG_ERROR, COMP, NULL,
 		        &(ax_log_ids) { .dag = f->dag, .run = r->run_id },

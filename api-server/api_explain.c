@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api_runs.h"
+#include "deadline.h"
 #include "explain.h"
 
 #define EVENTS_MAX  1000 /* events of one timeline, newest kept */
@@ -41,7 +43,7 @@
 	".state, 'reason', " r ".reason, 'run_type', " r ".run_type, "        \
 	"'logical_us', ax_us(" r ".logical_date), 'interval_start_us', "      \
 	"ax_us(" r ".interval_start), 'interval_end_us', ax_us(" r            \
-	".interval_end))"
+	".interval_end), 'ended_us', ax_us(" r ".ended_at))"
 
 /* The events of instance i: its own, and those of its run written before
  * its row had an id (the admission of a root instance may decide before
@@ -139,6 +141,12 @@ static const char run_sql[] =
         "r",
         "r.dag") ", "
                  "'concurrency', (SELECT v.definition->'concurrency' FROM v), "
+                 "'deadline_def', (SELECT v.definition->'deadline' FROM v), "
+                 "'deadline_tz', (SELECT v.definition->'schedule'->>"
+                 "'timezone' FROM v), "
+                 "'deadline_missed', EXISTS (SELECT 1 FROM event_log e "
+                 "WHERE e.dag_run_id = r.id AND e.type = "
+                 "'run.deadline_missed'), "
                  "'upstream_dags', (SELECT "
                  "coalesce(jsonb_agg(jsonb_build_object('dag', "
                  "x.dd->>'dag', 'mode', x.dd->>'mode', 'logical_us', "
@@ -174,6 +182,52 @@ static const char run_sql[] =
                                       "e.dag_run_id = r.id") ") FROM r";
 
 /*
+ * Turns the deadline members run_sql reads (the definition's deadline,
+ * its zone, whether the miss was recorded) into the deadline fact
+ * {at_us, rule, missed, met_us} explain.h describes; nothing when the
+ * DAG declares no deadline.
+ */
+static void
+run_deadline_facts(json_t *facts)
+{
+	const json_t *run = json_object_get(facts, "run");
+	const json_t *tz  = json_object_get(facts, "deadline_tz");
+	char          rule[AX_DEADLINE_TEXT_LEN];
+	int64_t       at, ended;
+	json_t       *dl;
+	ax_tz_cache  *tzc = NULL;
+	int           has;
+
+	(void) ax_tz_cache_new(&tzc);
+	has =
+	    run != NULL &&
+	    ax_api_deadline_of(
+	        json_object_get(facts, "deadline_def"),
+	        json_is_string(tz) ? json_string_value(tz) : NULL,
+	        json_integer_value(json_object_get(run, "interval_start_us")),
+	        json_integer_value(json_object_get(run, "interval_end_us")),
+	        tzc, &at, rule, sizeof(rule));
+	ax_tz_cache_free(tzc);
+	if (has) {
+		ended = json_integer_value(json_object_get(run, "ended_us"));
+		dl    = json_pack("{s:I, s:s, s:O}", "at_us", (json_int_t) at,
+		                  "rule", rule, "missed",
+                               json_object_get(facts, "deadline_missed")
+		                      ? json_object_get(facts, "deadline_missed")
+		                      : json_false());
+		const json_t *st = json_object_get(run, "state");
+		if (dl != NULL && json_is_string(st) &&
+		    strcmp(json_string_value(st), "SUCCESS") == 0 &&
+		    ended > 0 && ended <= at)
+			json_object_set_new(dl, "met_us", json_integer(ended));
+		json_object_set_new(facts, "deadline", dl);
+	}
+	json_object_del(facts, "deadline_def");
+	json_object_del(facts, "deadline_tz");
+	json_object_del(facts, "deadline_missed");
+}
+
+/*
  * Answers the explanation of the row sql finds for the path id; what
  * names the subject in a 404 ("task instance", "run").
  */
@@ -206,6 +260,7 @@ explain(ax_api_req *q, ax_api_resp *r, const char *sql, const char *what)
 		                            what, id));
 		return;
 	}
+	run_deadline_facts(facts);
 	evs = json_object_get(facts, "events");
 	if (json_array_size(evs) > EVENTS_MAX) {
 		json_array_remove(evs, 0);

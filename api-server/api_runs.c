@@ -21,6 +21,7 @@
 #include "api_commands.h"
 #include "api_server.h"
 #include "clock.h"
+#include "deadline.h"
 #include "log.h"
 #include "state.h"
 
@@ -80,7 +81,99 @@ reply_page(ax_api_resp *r, PGresult *res, const char *key, int64_t limit)
 #define RUN_COLS                                                              \
 	"r.id, d.name AS dag, r.run_type, r.logical_date, "                   \
 	"r.interval_start, r.interval_end, r.state, r.conf, r.created_at, "   \
-	"r.started_at, r.ended_at, r.dag_version_id"
+	"r.started_at, r.ended_at, r.dag_version_id, " AX_API_DEADLINE_COLS
+
+/* The tables RUN_COLS reads: the run, its DAG and its version. */
+#define RUN_FROM                                                              \
+	"dag_runs r JOIN dags d ON d.id = r.dag_id "                          \
+	"JOIN dag_versions v ON v.id = r.dag_version_id"
+
+/* Removes member key of o into a new reference (NULL when absent). */
+static json_t *
+take(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	json_incref(v);
+	json_object_del(o, key);
+	return v;
+}
+
+int
+ax_api_deadline_of(const json_t *def, const char *tzn, int64_t start_us,
+                   int64_t end_us, ax_tz_cache *tzc, int64_t *at_us,
+                   char *rule, size_t len)
+{
+	const ax_tz     *tz = ax_tz_utc();
+	ax_deadline_spec spec;
+
+	if (tzn == NULL)
+		tzn = "UTC";
+	if (strcmp(tzn, "UTC") != 0 && tzc != NULL &&
+	    ax_tz_cache_get(tzc, tzn, &tz) != AX_OK)
+		tz = ax_tz_utc();
+	if (ax_deadline_from_json(def, &spec) != AX_OK ||
+	    ax_deadline_instant(&spec, start_us, end_us, tz, at_us) != AX_OK)
+		return 0;
+	ax_deadline_text(&spec, tzn, rule, len);
+	return 1;
+}
+
+void
+ax_api_run_deadline(json_t *row, ax_tz_cache *tzc)
+{
+	json_t *def = take(row, "deadline_def");
+	json_t *tzj = take(row, "deadline_tz");
+	json_t *ms  = take(row, "deadline_misses");
+	int64_t s   = json_integer_value(json_object_get(row, "iv_start_us"));
+	int64_t e   = json_integer_value(json_object_get(row, "iv_end_us"));
+	const char *tzn = json_is_string(tzj) ? json_string_value(tzj) : "UTC";
+	json_t     *tasks = json_array(), *v;
+	int64_t     at;
+	int         missed = 0;
+	size_t      i;
+	char        b[AX_DEADLINE_TEXT_LEN], ts[40];
+
+	json_object_del(row, "iv_start_us");
+	json_object_del(row, "iv_end_us");
+	json_array_foreach(ms, i, v)
+	{
+		if (!json_is_string(v))
+			continue;
+		if (json_string_value(v)[0] == '\0')
+			missed = 1;
+		else
+			json_array_append(tasks, v);
+	}
+	if (ax_api_deadline_of(def, tzn, s, e, tzc, &at, b, sizeof(b))) {
+		json_object_set_new(
+		    row, "deadline",
+		    json_string(ax_clock_fmt_utc(at, ts, sizeof(ts))));
+		json_object_set_new(row, "deadline_rule", json_string(b));
+	} else {
+		json_object_set_new(row, "deadline", json_null());
+		json_object_set_new(row, "deadline_rule", json_null());
+	}
+	json_object_set_new(row, "deadline_missed", json_boolean(missed));
+	json_object_set_new(row, "task_deadlines_missed", tasks);
+	json_decref(def);
+	json_decref(tzj);
+	json_decref(ms);
+}
+
+/* The runs of res as JSON, each with its deadline (ax_api_run_deadline). */
+static json_t *
+runs_json(const PGresult *res)
+{
+	json_t      *a   = ax_api_rows_json(res), *v;
+	ax_tz_cache *tzc = NULL;
+	size_t       i;
+
+	(void) ax_tz_cache_new(&tzc);
+	json_array_foreach(a, i, v) ax_api_run_deadline(v, tzc);
+	ax_tz_cache_free(tzc);
+	return a;
+}
 
 void
 ax_api_runs_list(ax_api_req *q, ax_api_resp *r)
@@ -112,8 +205,7 @@ ax_api_runs_list(ax_api_req *q, ax_api_resp *r)
 	snprintf(lb, sizeof(lb), "%" PRId64, limit);
 	const char *p[] = { ax_api_query(q, "dag"), state, cursor, lb };
 	rv              = ax_store_query(q->st,
-	                                 "SELECT " RUN_COLS " FROM dag_runs r JOIN dags d "
-	                                              "ON d.id = r.dag_id "
+	                                 "SELECT " RUN_COLS " FROM " RUN_FROM " "
 	                                              "WHERE ($1::text IS NULL OR d.name = $1) "
 	                                              "AND ($2::text IS NULL OR r.state = $2) "
 	                                              "AND ($3::bigint IS NULL OR r.id < $3) "
@@ -123,7 +215,17 @@ ax_api_runs_list(ax_api_req *q, ax_api_resp *r)
 		ax_api_reply_err(r, rv);
 		return;
 	}
-	reply_page(r, res, "runs", limit);
+	{
+		int     n    = PQntuples(res);
+		json_t *next = n == limit && n > 0
+		    ? json_integer(
+		          strtoll(PQgetvalue(res, n - 1, 0), NULL, 10))
+		    : json_null();
+		ax_api_reply_json(r, 200,
+		                  json_pack("{s:o,s:o}", "runs",
+		                            runs_json(res), "next_cursor",
+		                            next));
+	}
 	PQclear(res);
 }
 
@@ -143,12 +245,15 @@ ax_api_run_show(ax_api_req *q, ax_api_resp *r)
 	                            "'{}') FROM (SELECT state, count(*) AS n FROM "
 	                            "task_instances WHERE dag_run_id = r.id GROUP BY state) "
 	                            "x) AS instances_by_state "
-	                            "FROM dag_runs r JOIN dags d ON d.id = r.dag_id "
+	                            "FROM " RUN_FROM " "
 	                            "WHERE r.id = $1::bigint",
 	                1, p, "no run %" PRId64, id);
 	if (res == NULL)
 		return;
-	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
+	json_t *runs = runs_json(res), *run = json_array_get(runs, 0);
+	json_incref(run);
+	json_decref(runs);
+	ax_api_reply_json(r, 200, run);
 	PQclear(res);
 }
 

@@ -588,6 +588,9 @@ ax_dag_to_json(const ax_dag *d)
 	                              d->max_active_runs, "policy",
 	                              ax_overlap_name(d->policy)));
 	json_object_set_new(o, "params", kvs_json(&d->params));
+	if (d->deadline.spec.kind != AX_DEADLINE_NONE)
+		json_object_set_new(o, "deadline",
+		                    ax_deadline_to_json(&d->deadline.spec));
 	if (d->param_decls != NULL) /* absent when none: hashes stay */
 		json_object_set_new(o, "param_types", decls_json(d));
 	for (size_t i = 0; i < d->n_deps; i++)
@@ -617,6 +620,10 @@ ax_dag_to_json(const ax_dag *d)
 			json_array_append_new(dj,
 			                      json_string(t->depends_on[k]));
 		json_object_set_new(tj, "depends_on", dj);
+		if (t->deadline.spec.kind != AX_DEADLINE_NONE)
+			json_object_set_new(
+			    tj, "deadline",
+			    ax_deadline_to_json(&t->deadline.spec));
 		json_array_append_new(tasks, tj);
 	}
 	json_object_set_new(o, "tasks", tasks);
@@ -975,6 +982,18 @@ jr_spec(jreader *r, const json_t *o, const char *ptr, ax_task_spec *s)
 	jr_kvs(r, o, "env", ptr, &s->env);
 }
 
+/* The deadline member of o (absent: none); see ax_deadline_from_json. */
+static void
+jr_deadline(jreader *r, const json_t *o, const char *ptr, ax_deadline_spec *s)
+{
+	char p[120];
+
+	if (ax_deadline_from_json(json_object_get(o, "deadline"), s) == AX_OK)
+		return;
+	snprintf(p, sizeof(p), "%.100s/deadline", ptr);
+	jr_fail(r, p, "%s", ax_err_detail());
+}
+
 static void
 jr_task(jreader *r, const json_t *tj, const char *ptr, ax_task *t)
 {
@@ -986,6 +1005,8 @@ jr_task(jreader *r, const json_t *tj, const char *ptr, ax_task *t)
 	t->name          = jr_str(r, tj, "name", ptr, 0);
 	t->template_name = jr_str(r, tj, "template", ptr, 1);
 	thash            = jr_str(r, tj, "template_hash", ptr, 1);
+	jr_deadline(r, tj, ptr, &t->deadline.spec);
+	t->deadline.set = t->deadline.spec.kind != AX_DEADLINE_NONE;
 	if (thash != NULL) {
 		/* a stand-in carrying the name and hash the JSON records; the
 		 * template's own spec is already merged into eff */
@@ -1071,6 +1092,8 @@ jr_dag(jreader *r, const json_t *j, ax_dag *d)
 	}
 	ax_task_spec_defaults(&d->defaults);
 	jr_kvs(r, j, "params", "", &d->params);
+	jr_deadline(r, j, "", &d->deadline.spec);
+	d->deadline.set = d->deadline.spec.kind != AX_DEADLINE_NONE;
 	jr_decls(r, j, d);
 	if ((arr = jr_arr(r, j, "depends_on_dags", "")) != NULL &&
 	    json_array_size(arr) > 0) {

@@ -32,6 +32,7 @@
 #include <stdio.h>
 
 #include "ax_err.h"
+#include "deadline.h"
 #include "sha256.h"
 
 /* Position of a YAML node: 1-based line and column, like compilers. */
@@ -214,6 +215,25 @@ typedef struct ax_task_spec {
 	int preemptible;
 } ax_task_spec;
 
+/*
+ * A `deadline:` as written (dag_yaml.c) and, once validated
+ * (dag_validate.c) or read back from JSON, as the spec deadline.h
+ * computes with. Zeroed: none declared.
+ */
+typedef struct ax_deadline_decl {
+	int              set; /* the key was written */
+	ax_pos           pos; /* of the mapping */
+	const char      *at;  /* "HH:MM" as written, or NULL */
+	ax_pos           at_pos;
+	int              has_after;
+	int64_t          after_us;
+	ax_pos           after_pos;
+	int              has_day;
+	int              day;
+	ax_pos           day_pos;
+	ax_deadline_spec spec; /* kind NONE until validated */
+} ax_deadline_decl;
+
 typedef struct ax_task_template ax_task_template;
 
 typedef struct ax_task {
@@ -229,6 +249,7 @@ typedef struct ax_task {
 	ax_task_spec spec;          /* as written */
 	ax_task_spec eff;           /* effective (after validate) */
 	ax_task_template *template; /* resolved template or NULL */
+	ax_deadline_decl deadline;  /* of this task alone (not inherited) */
 } ax_task;
 
 struct ax_task_template {
@@ -272,15 +293,16 @@ typedef struct ax_dag {
 	ax_schedule_spec schedule;
 	/* start/end: ISO 8601 date or date-time; without an offset it is
 	 * wall time in schedule.timezone. NULL: unbounded. */
-	const char  *start;
-	ax_pos       start_pos;
-	const char  *end;
-	ax_pos       end_pos;
-	int          catchup;         /* default 0 */
-	int          max_active_runs; /* default 1 */
-	ax_overlap   policy;          /* default serial */
-	ax_task_spec defaults;
-	ax_kvs       params;
+	const char      *start;
+	ax_pos           start_pos;
+	const char      *end;
+	ax_pos           end_pos;
+	int              catchup;         /* default 0 */
+	int              max_active_runs; /* default 1 */
+	ax_overlap       policy;          /* default serial */
+	ax_task_spec     defaults;
+	ax_deadline_decl deadline; /* of the whole run */
+	ax_kvs           params;
 	/* parallel to params.v; NULL when no param has a type or pattern */
 	ax_param_decl *param_decls;
 	ax_dag_dep    *deps; /* depends_on_dags */

@@ -9,11 +9,13 @@
  */
 #include "dag_validate.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cron.h"
 #include "dag_params.h"
+#include "deadline.h"
 #include "render.h"
 #include "resources.h"
 #include "suggest.h"
@@ -615,6 +617,71 @@ find_cycles(ax_dagset *set, ax_dag *d)
 	return set->n_diags != before;
 }
 
+/* --- deadlines ------------------------------------------------------------
+ */
+
+/*
+ * Checks a `deadline:` as written (of task, or of the DAG when NULL) and
+ * fills dl->spec. Exactly one of `after` and `at`; `day` goes with `at`
+ * only. A key whose value dag_yaml.c already refused is not reported
+ * again.
+ */
+static void
+validate_deadline(ax_dagset *set, ax_deadline_decl *dl, const char *task)
+{
+	int32_t sec;
+	char    whom[96];
+
+	dl->spec = (ax_deadline_spec) { 0 };
+	if (!dl->set)
+		return;
+	if (task != NULL)
+		snprintf(whom, sizeof(whom), "task '%.64s'", task);
+	else
+		snprintf(whom, sizeof(whom), "the DAG");
+	if (dl->at != NULL && (dl->has_after || dl->after_pos.line)) {
+		ERR(set, dl->pos,
+		    "the deadline of %s has both 'after' and 'at'; keep one: "
+		    "{after: 2h} (after the interval ends) or {at: "
+		    "\"08:00\", day: 1} (a wall-clock time)",
+		    whom);
+		return;
+	}
+	if (dl->at == NULL && dl->day_pos.line) {
+		ERR(set, dl->day_pos,
+		    "'day' of the deadline of %s needs 'at', e.g. {at: "
+		    "\"08:00\", day: 1}",
+		    whom);
+		return;
+	}
+	if (dl->at == NULL && !dl->after_pos.line) {
+		ERR(set, dl->pos,
+		    "the deadline of %s needs 'after' or 'at', e.g. {after: "
+		    "2h} or {at: \"08:00\", day: 1}",
+		    whom);
+		return;
+	}
+	if (dl->at == NULL) {
+		if (dl->has_after)
+			dl->spec = (ax_deadline_spec) {
+				.kind     = AX_DEADLINE_AFTER,
+				.after_us = dl->after_us,
+			};
+		return;
+	}
+	if (ax_deadline_parse_at(dl->at, &sec) != AX_OK) {
+		ERR(set, dl->at_pos, "deadline 'at': %s", ax_err_detail());
+		return;
+	}
+	if (dl->day_pos.line && !dl->has_day)
+		return;
+	dl->spec = (ax_deadline_spec) {
+		.kind   = AX_DEADLINE_AT,
+		.at_sec = sec,
+		.day    = dl->has_day ? dl->day : 1,
+	};
+}
+
 /* --- DAGs -------------------------------------------------------------------
  */
 
@@ -644,6 +711,7 @@ validate_dag(vctx *v, ax_dag *d, size_t index)
 		}
 	}
 	validate_schedule(v, d);
+	validate_deadline(set, &d->deadline, NULL);
 	for (size_t i = 0; i < d->n_deps; i++) {
 		const ax_dag_dep *dd = &d->deps[i];
 		if (!valid_dotted(dd->dag))
@@ -680,6 +748,7 @@ validate_dag(vctx *v, ax_dag *d, size_t index)
 				break;
 			}
 		resolve_task(v, d, t);
+		validate_deadline(set, &t->deadline, t->name);
 	}
 	for (size_t i = 0; i < d->n_tasks; i++)
 		check_task_texts(set, d, &d->tasks[i]);

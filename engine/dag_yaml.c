@@ -1041,7 +1041,7 @@ parse_spec(ld *l, const map *m, ax_task_spec *s)
 	    "env", "run_as", "preemptible"
 
 static const char *const task_keys[]     = { "name", "template", "depends_on",
-	                                     SPEC_KEYS };
+	                                     "deadline", SPEC_KEYS };
 static const char *const template_keys[] = { "kind", "name", "description",
 	                                     SPEC_KEYS };
 static const char *const defaults_keys[] = {
@@ -1056,11 +1056,12 @@ static const char *const dag_keys[]         = { "kind",        "name",
 	                                        "end",         "catchup",
 	                                        "concurrency", "defaults",
 	                                        "params",      "depends_on_dags",
-	                                        "tasks" };
+	                                        "tasks",       "deadline" };
 static const char *const schedule_keys[]    = { "cron", "timezone", "every",
 	                                        "at" };
 static const char *const concurrency_keys[] = { "max_active_runs", "policy" };
 static const char *const dagdep_keys[]      = { "dag", "mode" };
+static const char *const deadline_keys[]    = { "after", "at", "day" };
 static const char *const impact_names[]     = { "P0", "P1", "P2", "P3" };
 static const char *const overlap_names[] = { "serial", "parallel", "discard",
 	                                     "replace" };
@@ -1069,6 +1070,46 @@ static const char *const kind_names[]    = { "DAG", "TaskTemplate" };
 
 /* --- documents ------------------------------------------------------------
  */
+
+/* `deadline: {after: 2h}` or `deadline: {at: "08:00", day: 1}` as
+ * written; dag_validate.c checks the combination and the time. */
+static void
+parse_deadline(ld *l, const map *parent, ax_deadline_decl *dl)
+{
+	yaml_node_t *v = get(parent, "deadline");
+	map          m;
+
+	if (v == NULL)
+		return;
+	dl->set = 1;
+	dl->pos = node_pos(l, v);
+	if (v->type == YAML_SCALAR_NODE) {
+		ERR(l, dl->pos,
+		    "'deadline' must be a mapping, e.g. {after: 2h} or "
+		    "{at: \"08:00\", day: 1}, got '%s'",
+		    sval(v));
+		dl->set = 0; /* reported: nothing more to say about it */
+		return;
+	}
+	if (map_load(l, v, "deadline", &m) != 0) {
+		dl->set = 0;
+		return;
+	}
+	check_keys(l, &m, deadline_keys, N_OF(deadline_keys), "deadline");
+	if (get(&m, "after") != NULL) {
+		dl->after_pos = node_pos(l, get(&m, "after"));
+		dl->has_after =
+		    get_duration(l, &m, "after", AX_DEADLINE_AFTER_MIN,
+		                 AX_DEADLINE_AFTER_MAX, &dl->after_us) == 1;
+	}
+	get_str(l, &m, "at", &dl->at, &dl->at_pos);
+	if (get(&m, "day") != NULL) {
+		dl->day_pos = node_pos(l, get(&m, "day"));
+		dl->has_day = get_int(l, &m, "day", 0, AX_DEADLINE_DAY_MAX,
+		                      &dl->day) == 1;
+	}
+	map_fini(&m);
+}
 
 static void
 parse_task(ld *l, yaml_node_t *n, ax_task *t)
@@ -1085,6 +1126,7 @@ parse_task(ld *l, yaml_node_t *n, ax_task *t)
 	get_str(l, &m, "template", &t->template_name, &t->template_pos);
 	get_str_list(l, &m, "depends_on", &t->depends_on, &t->depends_pos,
 	             &t->n_depends);
+	parse_deadline(l, &m, &t->deadline);
 	parse_spec(l, &m, &t->spec);
 	map_fini(&m);
 }
@@ -1244,6 +1286,7 @@ parse_dag(ld *l, const map *m, ax_dag *d)
 	get_params(l, m, d);
 	if ((v = get(m, "depends_on_dags")) != NULL)
 		parse_dag_deps(l, v, d);
+	parse_deadline(l, m, &d->deadline);
 	if ((v = get(m, "tasks")) != NULL)
 		parse_tasks(l, v, d);
 	else

@@ -601,6 +601,13 @@ event_text(const json_t *f, const json_t *e, char *b, size_t n)
 		         jint(pl, "behind"));
 	else if (!strcmp(t, "run.planned"))
 		snprintf(b, n, "run started: instances planned");
+	else if (!strcmp(t, "run.deadline_missed") ||
+	         !strcmp(t, "instance.deadline_missed"))
+		snprintf(b, n, "%s%s missed its deadline (%s) in state %s",
+		         jstr(pl, "task") ? "task " : "run",
+		         jstr(pl, "task") ? jstr(pl, "task") : "",
+		         jstr(pl, "deadline") ? jstr(pl, "deadline") : "?",
+		         jstr(pl, "state") ? jstr(pl, "state") : "?");
 	else if (!strcmp(t, "instance.delayed"))
 		snprintf(
 		    b, n,
@@ -848,6 +855,17 @@ summary(json_t *doc, const char *kind, const char *st, const char *reason,
 	json_object_set_new(doc, "summary", json_string(b));
 }
 
+/* The deadline of the document from the fact {at_us, rule, missed,
+ * met_us}: {at, rule, missed, met_at} (met_at null until it is met). */
+static json_t *
+deadline_doc(const json_t *dl)
+{
+	return json_pack("{s:o, s:s?, s:b, s:o}", "at",
+	                 ts_json(jint(dl, "at_us")), "rule", jstr(dl, "rule"),
+	                 "missed", json_is_true(json_object_get(dl, "missed")),
+	                 "met_at", ts_json(jint(dl, "met_us")));
+}
+
 ax_err
 ax_explain_build(const json_t *f, json_t **out)
 {
@@ -902,9 +920,10 @@ ax_explain_build(const json_t *f, json_t **out)
 	summary(doc, kind, st, rs, waits, atts);
 	json_object_set_new(doc, "waiting_for", waits);
 	json_object_set_new(doc, "attempts", atts);
-	if (json_object_get(f, "deadline") != NULL)
-		json_object_set(doc, "deadline",
-		                json_object_get(f, "deadline"));
+	if (json_is_object(json_object_get(f, "deadline")))
+		json_object_set_new(
+		    doc, "deadline",
+		    deadline_doc(json_object_get(f, "deadline")));
 	json_object_set_new(doc, "timeline", timeline(f));
 	json_object_set_new(doc, "timeline_truncated",
 	                    json_boolean(json_is_true(
@@ -945,10 +964,13 @@ ax_explain_text(const json_t *x, ax_buf *b)
 		              jstr(x, "summary") ? jstr(x, "summary") : "");
 	v = json_object_get(x, "deadline");
 	if (json_is_object(v) && jstr(v, "at"))
-		ax_buf_printf(b, "deadline  %s%s\n", jstr(v, "at"),
+		ax_buf_printf(b, "deadline  %s%s%s%s\n", jstr(v, "at"),
+		              jstr(v, "rule") ? " (" : "",
+		              jstr(v, "rule") ? jstr(v, "rule") : "",
 		              json_is_true(json_object_get(v, "missed"))
-		                  ? " MISSED"
-		                  : jhas(v, "met_at") ? " met"
+		                  ? ") MISSED"
+		                  : jstr(v, "met_at") ? ") met"
+		                  : jstr(v, "rule")   ? ")"
 		                                      : "");
 	if (json_array_size(json_object_get(x, "attempts")) > 0)
 		ax_buf_puts(b, "attempts\n");

@@ -42,8 +42,11 @@
  *                           instance_id, payload}] in id order
  *   events_truncated       true when older events were left out
  *   unfinished             [{instance_id, task, state, reason}] (runs)
- *   deadline               {at_us, met_us, missed} when the DAG or task
- *                           declares a deadline (docs/dag-format.md)
+ *   deadline               {at_us, rule, missed, met_us} of a run whose
+ *                           DAG declares a deadline (docs/dag-format.md):
+ *                           the instant, the rule as written, whether the
+ *                           miss was recorded, when it was met (absent:
+ *                           not met)
  *
  * Threads: any; the functions share nothing.
  */

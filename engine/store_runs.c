@@ -117,7 +117,9 @@ out:
 #define RUNS_SELECT                                                           \
 	"SELECT r.id, d.name, r.dag_id, r.dag_version_id,"                    \
 	" ax_us(r.logical_date), ax_us(coalesce(r.due_at, r.created_at)),"    \
-	" r.state, r.run_type, ti.task, ti.shard, ti.state, ti.reason, ti.id" \
+	" r.state, r.run_type, ti.task, ti.shard, ti.state, ti.reason, "      \
+	"ti.id,"                                                              \
+	" ax_us(r.interval_start), ax_us(r.interval_end)"                     \
 	" FROM dag_runs r JOIN dags d ON d.id = r.dag_id"                     \
 	" LEFT JOIN task_instances ti ON ti.dag_run_id = r.id"
 
@@ -319,4 +321,48 @@ ax_store_deps_instance_run(ax_store *s, int64_t instance_id, int64_t *run_id)
 		return ax_err_set(AX_ENOENT, "task instance %lld not found",
 		                  (long long) instance_id);
 	return rv;
+}
+
+ax_err
+ax_store_deadline_check(ax_store *s, int64_t run_id, const char *task,
+                        int64_t deadline_us, char *state, size_t len)
+{
+	static const char lock_sql[] =
+	    "SELECT id FROM dag_runs WHERE id = $1::bigint FOR UPDATE";
+	/* a statement of its own after the lock: its snapshot sees the
+	 * event a concurrent caller committed while this one waited */
+	static const char check_sql[] =
+	    "SELECT CASE WHEN $2::text = '' THEN"
+	    " CASE WHEN r.state = 'SUCCESS' AND r.ended_at <= "
+	    "ax_ts($3::bigint)"
+	    " THEN NULL ELSE r.state END"
+	    " ELSE (SELECT CASE WHEN count(*) = 0 THEN 'NOT_PLANNED'"
+	    " WHEN bool_and(t.state = 'SUCCESS') THEN NULL"
+	    " ELSE min(t.state) FILTER (WHERE t.state <> 'SUCCESS') END"
+	    " FROM task_instances t WHERE t.dag_run_id = r.id"
+	    " AND t.task = $2::text) END"
+	    " FROM dag_runs r WHERE r.id = $1::bigint"
+	    " AND r.state <> 'CANCELED' AND NOT EXISTS ("
+	    "SELECT 1 FROM event_log e WHERE e.dag_run_id = r.id"
+	    " AND e.type IN ('run.deadline_missed', "
+	    "'instance.deadline_missed')"
+	    " AND coalesce(e.payload->>'task', '') = $2::text)";
+	char        id[24], at[24];
+	const char *p[3] = { id, task ? task : "", at };
+	PGresult   *res  = NULL;
+	ax_err      rv;
+
+	state[0] = '\0';
+	snprintf(id, sizeof(id), "%lld", (long long) run_id);
+	snprintf(at, sizeof(at), "%lld", (long long) deadline_us);
+	if ((rv = ax_store_query(s, lock_sql, 1, p, &res)) != AX_OK)
+		return rv;
+	PQclear(res);
+	res = NULL;
+	if ((rv = ax_store_query(s, check_sql, 3, p, &res)) != AX_OK)
+		return rv;
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		snprintf(state, len, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return AX_OK;
 }

@@ -80,6 +80,8 @@ enum {
 	AX_DEPS_C_TI_STATE,  /* state */
 	AX_DEPS_C_TI_REASON, /* reason or NULL */
 	AX_DEPS_C_TI_ID,     /* task_instances.id */
+	AX_DEPS_C_IV_START,  /* interval_start, UTC us */
+	AX_DEPS_C_IV_END,    /* interval_end, UTC us */
 	AX_DEPS_C_COUNT_
 };
 
@@ -151,5 +153,23 @@ ax_err ax_store_deps_check_dags(ax_store *s, ax_store_dagdep_check *c,
  */
 ax_err ax_store_deps_instance_run(ax_store *s, int64_t instance_id,
                                   int64_t *run_id);
+
+/*
+ * In the caller's transaction (a fenced one, ax_store_tx): whether the
+ * deadline at deadline_us of run run_id (task NULL or "": the run's own
+ * deadline, else that task's) is a miss not recorded yet. Locks the
+ * dag_runs row first, so two callers (a restarted axd and a late timer)
+ * serialise and the second sees the first's event. The recorded miss is
+ * the event_log row run.deadline_missed / instance.deadline_missed of the
+ * run (and payload.task), written by the caller in the same transaction.
+ * On AX_OK state (len bytes) holds the state at the deadline: the run's
+ * (QUEUED, RUNNING, FAILED, or SUCCESS when it came after the deadline),
+ * or the task's first unsuccessful state (NOT_PLANNED when it has no
+ * instance yet); "" when the deadline was met, the run is gone or
+ * CANCELED (discarded or superseded by its DAG's overlap policy, or
+ * killed: nobody waits for it any more) or the miss is already recorded.
+ */
+ax_err ax_store_deadline_check(ax_store *s, int64_t run_id, const char *task,
+                               int64_t deadline_us, char *state, size_t len);
 
 #endif /* AX_STORE_RUNS_H */

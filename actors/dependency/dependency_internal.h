@@ -58,6 +58,7 @@
 #include "list.h"
 #include "store.h"
 #include "store_deps.h"
+#include "tz.h"
 
 #define COMP AX_A_DEPENDENCY_DETECTOR
 
@@ -90,6 +91,7 @@ struct drun {
 	dver    *v;
 	dq      *q;
 	int64_t  logical_us, due_us;
+	int64_t  iv_start_us, iv_end_us; /* data interval (deadlines) */
 	char     trace[DD_TRACE_LEN];
 	int      phase;     /* R_* */
 	int      backfill;  /* 0, 1 serial, 2 parallel */
@@ -152,6 +154,7 @@ typedef struct dd {
 	ax_store                     *store;
 	ax_strmap                    *vers, *runs, *dqs, *waiters;
 	int                           started;
+	ax_tz_cache                  *tzc; /* deadlines' zones; lazily */
 	ax_dependency_detector_stats *stats, own;
 	/*
 	 * The batch: what one batch of commands writes in flush(). It owns
@@ -236,6 +239,16 @@ int   axdd_alloc_counters(drun *r);
 void  axdd_gate(dd *d, drun *r);
 void  axdd_on_timer(dd *d, const Ax__TimerFired *tf);
 void  axdd_on_due(dd *d, const Ax__Command *cmd);
+
+/* --- deadline.c: the timers of declared deadlines and their misses ---- */
+
+/* Arms a TIMER_DEADLINE for each deadline r's DAG declares (the DAG's
+ * and each task's); r's interval must be set. Re-arming replaces. */
+void axdd_deadline_arm(dd *d, const drun *r);
+/* r succeeded: cancels the timers axdd_deadline_arm armed. */
+void axdd_deadline_cancel(dd *d, const drun *r);
+/* A TIMER_DEADLINE fired: records the miss once when it is one. */
+void axdd_deadline_fired(dd *d, const Ax__TimerFired *tf);
 
 /* --- rebuild.c: from PostgreSQL --------------------------------------- */
 

@@ -143,10 +143,11 @@ build(dd *d, PGresult *res, int mode)
 		int         end = row + 1;
 		const char *state =
 		    ax_store_cell(res, row, AX_DEPS_C_RUN_STATE);
-		int   has = ax_store_cell(res, row, AX_DEPS_C_TASK) != NULL;
-		char  key[24];
-		drun *r;
-		dver *v;
+		int has = ax_store_cell(res, row, AX_DEPS_C_TASK) != NULL;
+		const char *rt;
+		char        key[24];
+		drun       *r;
+		dver       *v;
 
 		while (end < nrow &&
 		       ax_store_cell_i64(res, end, AX_DEPS_C_RUN) == id)
@@ -174,6 +175,14 @@ build(dd *d, PGresult *res, int mode)
 			axdd_oom("run");
 			goto next;
 		}
+		r->iv_start_us =
+		    ax_store_cell_i64(res, row, AX_DEPS_C_IV_START);
+		r->iv_end_us = ax_store_cell_i64(res, row, AX_DEPS_C_IV_END);
+		/* a backfill re-does old periods on purpose: their deadlines
+		 * passed long ago, and a miss per run would only be noise */
+		rt = ax_store_cell(res, row, AX_DEPS_C_RUN_TYPE);
+		if (rt == NULL || strcmp(rt, "backfill") != 0)
+			axdd_deadline_arm(d, r);
 		if (has) {
 			if (state == NULL || strcmp(state, "RUNNING") != 0)
 				axdd_chg(d, id, "RUNNING", NULL);

@@ -257,6 +257,8 @@ finish(dd *d, drun *r)
 	         r->v->ninst, r->n_ok, r->n_fail);
 	axdd_emit(d, r, ok ? "run.succeeded" : "run.failed", NULL, NULL, 0, 0,
 	          pl);
+	if (ok)
+		axdd_deadline_cancel(d, r);
 	axdd_completed(d, r, ok);
 	if (ok)
 		d->stats->succeeded++;
@@ -359,6 +361,10 @@ axdd_on_timer(dd *d, const Ax__TimerFired *tf)
 {
 	drun *r;
 
+	if (tf->kind == AX__TIMER_KIND__TIMER_DEADLINE) {
+		axdd_deadline_fired(d, tf);
+		return;
+	}
 	if (tf->kind != AX__TIMER_KIND__TIMER_GATE || tf->key == NULL ||
 	    (r = ax_strmap_get(d->runs, tf->key)) == NULL ||
 	    r->phase != R_HELD_CONC || r->backfill != 0)
@@ -464,5 +470,11 @@ axdd_on_due(dd *d, const Ax__Command *cmd)
 		axdd_oom("run");
 		return;
 	}
+	/* a sender without the interval (older): the logical time */
+	r->iv_start_us = due->interval_start_us ? due->interval_start_us
+	                                        : due->logical_time_us;
+	r->iv_end_us =
+	    due->interval_end_us ? due->interval_end_us : r->iv_start_us;
+	axdd_deadline_arm(d, r);
 	axdd_admit(d, r);
 }

@@ -1095,3 +1095,80 @@ Test(api, commands_recorded_idempotent_and_readable)
 	    ax_api_fixture_int(&fx, "SELECT count(*) FROM control_command"),
 	    before);
 }
+
+/* A run's deadline in its JSON, in the runs list, the grid and explain:
+ * the instant from the DAG's rule and zone, and the recorded misses. */
+Test(api, run_deadline_and_its_miss)
+{
+	static const char dl[] =
+	    "kind: DAG\nname: demo.dl\n"
+	    "schedule: {cron: \"0 0 * * *\", timezone: Asia/Shanghai}\n"
+	    "deadline: {at: \"08:00\", day: 1}\n"
+	    "tasks:\n"
+	    "  - {name: a, type: bash, command: \"echo a\", deadline: {after: "
+	    "2h}}\n";
+	char p[128];
+
+	cr_assert_eq(req("POST", "/api/v1/dags", fx.admin, dl, -1, 0), 201,
+	             "%s", body);
+	json_decref(ax_api_fixture_notify(&fx));
+	/* the period 1 December (Shanghai): due 2 December 08:00 local */
+	int64_t run = ax_api_fixture_int(
+	    &fx,
+	    "INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	    "logical_date, interval_start, interval_end, state) SELECT id, "
+	    "active_version_id, 'scheduled', '2026-12-01T00:00+08', "
+	    "'2026-12-01T00:00+08', '2026-12-02T00:00+08', 'RUNNING' FROM "
+	    "dags WHERE name = 'demo.dl' RETURNING id");
+	snprintf(p, sizeof(p), "/api/v1/runs/%lld", (long long) run);
+	cr_assert_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200, "%s", body);
+	cr_expect_str_eq(json_string_value(json_object_get(js, "deadline")),
+	                 "2026-12-02T00:00:00.000000Z", "%s", body);
+	cr_expect_str_eq(
+	    json_string_value(json_object_get(js, "deadline_rule")),
+	    "08:00 day +1 Asia/Shanghai");
+	cr_expect(json_is_false(json_object_get(js, "deadline_missed")), "%s",
+	          body);
+	cr_expect_null(json_object_get(js, "deadline_def"), "%s", body);
+
+	/* the detector recorded the run's miss and task a's */
+	ax_api_fixture_sql(
+	    &fx,
+	    "INSERT INTO event_log (event_id, type, time, dag_id, dag_run_id, "
+	    "reason, payload) SELECT gen_random_uuid(), t, now(), dag_id, id, "
+	    "'DEADLINE_MISSED', p::jsonb FROM dag_runs, (VALUES "
+	    "('run.deadline_missed', '{}'), ('instance.deadline_missed', "
+	    "'{\"task\": \"a\"}')) AS x(t, p) WHERE id = %lld",
+	    (long long) run);
+	cr_assert_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200, "%s", body);
+	cr_expect(json_is_true(json_object_get(js, "deadline_missed")), "%s",
+	          body);
+	json_t *tasks = json_object_get(js, "task_deadlines_missed");
+	cr_expect_eq(json_array_size(tasks), 1, "%s", body);
+	cr_expect_str_eq(json_string_value(json_array_get(tasks, 0)), "a");
+
+	cr_assert_eq(
+	    req("GET", "/api/v1/runs?dag=demo.dl", fx.viewer, NULL, 0, 0),
+	    200);
+	json_t *r0 = json_array_get(json_object_get(js, "runs"), 0);
+	cr_expect(json_is_true(json_object_get(r0, "deadline_missed")), "%s",
+	          body);
+	cr_expect_str_eq(json_string_value(json_object_get(r0, "deadline")),
+	                 "2026-12-02T00:00:00.000000Z");
+
+	cr_assert_eq(
+	    req("GET", "/api/v1/dags/demo.dl/grid", fx.viewer, NULL, 0, 0),
+	    200);
+	r0 = json_array_get(json_object_get(js, "runs"), 0);
+	cr_expect(json_is_true(json_object_get(r0, "deadline_missed")), "%s",
+	          body);
+
+	snprintf(p, sizeof(p), "/api/v1/runs/%lld/explain", (long long) run);
+	cr_assert_eq(req("GET", p, fx.viewer, NULL, 0, 0), 200, "%s", body);
+	json_t *d = json_object_get(js, "deadline");
+	cr_expect_str_eq(json_string_value(json_object_get(d, "at")),
+	                 "2026-12-02T00:00:00.000000Z", "%s", body);
+	cr_expect(json_is_true(json_object_get(d, "missed")), "%s", body);
+	cr_expect(strstr(body, "task a missed its deadline") != NULL, "%s",
+	          body);
+}

@@ -278,6 +278,13 @@ send_due_traced(const char *dag, int64_t run, int64_t due_us,
 	due.logical_time_us =
 	    q_int("SELECT ax_us(logical_date) FROM dag_runs WHERE id = %lld",
 	          (long long) run);
+	/* the data interval, as the time detector sends it */
+	due.interval_start_us =
+	    q_int("SELECT ax_us(interval_start) FROM dag_runs WHERE id = %lld",
+	          (long long) run);
+	due.interval_end_us =
+	    q_int("SELECT ax_us(interval_end) FROM dag_runs WHERE id = %lld",
+	          (long long) run);
 	due.due_at_us = due_us;
 	cmd.body_case = AX__COMMAND__BODY_DUE;
 	cmd.due       = &due;
@@ -948,4 +955,127 @@ Test(dependency_detector, restart_rebuilds_counters)
 	/* the held run starts when the active one finished */
 	WAIT_FOR(readies(&ready_cap, queued, "a") == 1);
 	cr_assert_eq(readies(&ready_cap, run, "d"), 1, "d released once");
+}
+
+/* --- deadlines ------------------------------------------------------------
+ */
+
+/* A run of dag_id at logical second sec whose interval ends end_s seconds
+ * from now (negative: in the past). */
+static int64_t
+make_run_ending(int64_t dag_id, int64_t sec, int64_t end_s)
+{
+	return q_int("INSERT INTO dag_runs (dag_id, dag_version_id, "
+	             "run_type, logical_date, interval_start, interval_end, "
+	             "due_at) SELECT id, active_version_id, 'scheduled', "
+	             "ax_ts(%lld), now() + interval '%lld seconds' - "
+	             "interval '1 hour', now() + interval '%lld seconds', "
+	             "now() FROM dags WHERE id = %lld RETURNING id",
+	             (long long) sec * 1000000, (long long) end_s,
+	             (long long) end_s, (long long) dag_id);
+}
+
+/* event_log rows of type for run (task: payload.task, NULL: none). */
+static int64_t
+misses(int64_t run, const char *type, const char *task)
+{
+	return q_int("SELECT count(*) FROM event_log WHERE dag_run_id = %lld "
+	             "AND type = '%s' AND reason = 'DEADLINE_MISSED' AND "
+	             "coalesce(payload->>'task', '') = '%s'",
+	             (long long) run, type, task ? task : "");
+}
+
+static const char *deadline_dag =
+    "kind: DAG\nname: dl\nowner: ops\nimpact: P1\n"
+    "deadline: {after: 1m}\n"
+    "concurrency: {max_active_runs: 5, policy: parallel}\n"
+    "tasks:\n"
+    "  - {name: a, command: echo a, deadline: {after: 1m}}\n"
+    "  - {name: b, command: echo b, depends_on: [a]}\n";
+
+/*
+ * A run still waiting at its deadline yields one run.deadline_missed (and
+ * one instance.deadline_missed for its task's own deadline); a run that
+ * succeeded in time yields none; after a restart the timers are armed
+ * again from PostgreSQL: the recorded miss is not written twice, and a
+ * deadline that passed while axd was down fires at start, once.
+ */
+Test(dependency_detector, deadline_missed_once_across_a_restart)
+{
+	int64_t dag = store_dag(deadline_dag);
+	/* deadlines: interval end + 1m, i.e. 5 s and 9 s from now */
+	int64_t ok   = make_run_ending(dag, 7000, -55);
+	int64_t late = make_run_ending(dag, 7001, -55);
+	int64_t down = make_run_ending(dag, 7002, -51);
+	int64_t down_at =
+	    q_int("SELECT ax_us(interval_end) + 60000000 FROM dag_runs "
+	          "WHERE id = %lld",
+	          (long long) down);
+	start_system();
+	send_due("dl", ok);
+	send_due("dl", late);
+	send_due("dl", down);
+	WAIT_FOR(readies(&ready_cap, ok, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) ok) == 2);
+	finish_task("dl", ok, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, ok, "b") == 1);
+	finish_task("dl", ok, "b", "SUCCESS");
+	WAIT_FOR(run_state_is(ok, "SUCCESS"));
+
+	/* late is still waiting at its deadline */
+	WAIT_FOR(misses(late, "run.deadline_missed", NULL) == 1);
+	WAIT_FOR(misses(late, "instance.deadline_missed", "a") == 1);
+	cr_assert_eq(misses(ok, "run.deadline_missed", NULL), 0);
+	cr_assert_eq(misses(ok, "instance.deadline_missed", "a"), 0);
+	cr_assert_eq(q_int("SELECT count(*) FROM event_log WHERE dag_run_id "
+	                   "= %lld AND type = 'run.deadline_missed' AND "
+	                   "payload->>'state' = 'RUNNING' AND "
+	                   "payload->>'deadline' = '1m after the interval' "
+	                   "AND payload->>'impact' = 'P1' AND "
+	                   "payload->>'owner' = 'ops' AND "
+	                   "(payload->>'deadline_at_us')::bigint = "
+	                   "(SELECT ax_us(interval_end) + 60000000 FROM "
+	                   "dag_runs WHERE id = %lld)",
+	                   (long long) late, (long long) late),
+	             1, "payload");
+	cr_assert_eq(q_int("SELECT count(*) FROM event_log WHERE dag_run_id "
+	                   "= %lld AND type = 'instance.deadline_missed' AND "
+	                   "payload->>'state' = 'PENDING'",
+	                   (long long) late),
+	             1, "task payload");
+
+	/* axd stops before down's deadline and starts after it */
+	stop_system();
+	cr_assert_eq(misses(down, "run.deadline_missed", NULL), 0);
+	WAIT_FOR(ax_clock_utc_us() > down_at + 200000);
+	start_system();
+	WAIT_FOR(misses(down, "run.deadline_missed", NULL) == 1);
+	WAIT_FOR(misses(down, "instance.deadline_missed", "a") == 1);
+	/* late's timers fired again first (earlier deadlines): no copy */
+	ax_clock_sleep_us(300000);
+	cr_assert_eq(misses(late, "run.deadline_missed", NULL), 1);
+	cr_assert_eq(misses(late, "instance.deadline_missed", "a"), 1);
+	cr_assert_eq(misses(down, "run.deadline_missed", NULL), 1);
+	cr_assert_eq(misses(ok, "run.deadline_missed", NULL), 0);
+
+	/* a backfill run re-does an old period: its deadline, long past,
+	 * is not armed */
+	int64_t       bf  = make_run_ending(dag, 7003, -7200);
+	Ax__Command   cmd = AX__COMMAND__INIT;
+	Ax__ControlOp c   = AX__CONTROL_OP__INIT;
+	q_exec("UPDATE dag_runs SET run_type = 'backfill' WHERE id = %lld",
+	       (long long) bf);
+	c.op          = "backfill";
+	c.mode        = "parallel";
+	c.run_ids     = &bf;
+	c.n_run_ids   = 1;
+	cmd.body_case = AX__COMMAND__BODY_CONTROL;
+	cmd.control   = &c;
+	client_send(AX_A_DEPENDENCY_DETECTOR, &cmd);
+	WAIT_FOR(readies(&ready_cap, bf, "a") == 1);
+	ax_clock_sleep_us(500000);
+	cr_assert_eq(misses(bf, "run.deadline_missed", NULL), 0);
+	cr_assert_eq(misses(bf, "instance.deadline_missed", "a"), 0);
 }

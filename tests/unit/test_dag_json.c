@@ -29,6 +29,7 @@ static const char *const yaml =
     "start: 2026-01-01\n"
     "end: 2027-01-01T00:00:00Z\n"
     "catchup: true\n"
+    "deadline: {at: \"08:00\", day: 1}\n"
     "concurrency: {max_active_runs: 3, policy: replace}\n"
     "params: {region: cn, tier: gold}\n"
     "defaults: {worker_group: etl, priority: 70, resources: {ssd: 1}}\n"
@@ -46,7 +47,8 @@ static const char *const yaml =
     "    depends_on: [a]\n"
     "  - {name: c, command: echo c, routing: {strategy: pinned, node: n1},"
     " depends_on: [a]}\n"
-    "  - {name: d, command: echo d, depends_on: [b, c], retries: 1}\n"
+    "  - {name: d, command: echo d, depends_on: [b, c], retries: 1,"
+    " deadline: {after: 90m}}\n"
     "---\n"
     "kind: DAG\n"
     "name: dwd.orders\n"
@@ -137,7 +139,15 @@ Test(dag_json, round_trip_every_feature)
 		                 strcmp(kv->key, "gpu") == 0 ? "2" : "3", "%s",
 		                 kv->key);
 	}
+	/* deadlines: the DAG's wall-clock one, task d's duration */
+	cr_assert_eq(o->deadline.spec.kind, AX_DEADLINE_AT);
+	cr_assert_eq(o->deadline.spec.at_sec, 8 * 3600);
+	cr_assert_eq(o->deadline.spec.day, 1);
+	cr_assert_eq(o->tasks[3].deadline.spec.kind, AX_DEADLINE_AFTER);
+	cr_assert_eq(o->tasks[3].deadline.spec.after_us, 90LL * 60 * 1000000);
+	cr_assert_eq(o->tasks[0].deadline.spec.kind, AX_DEADLINE_NONE);
 	ax_dag *w = ax_dagset_find_dag(back, "dwd.orders");
+	cr_assert_eq(w->deadline.spec.kind, AX_DEADLINE_NONE);
 	cr_assert_eq(w->schedule.kind, AX_SCHED_EVERY);
 	cr_assert_eq(w->schedule.every_us, 90LL * 1000000);
 	cr_assert_eq(w->n_deps, 2);
@@ -149,6 +159,8 @@ Test(dag_json, round_trip_every_feature)
 	char   *ws = json_dumps(wj, JSON_SORT_KEYS | JSON_COMPACT);
 	cr_assert_not_null(strstr(ws, "\"preemptible\":true"));
 	cr_assert_null(strstr(ws, "\"preemptible\":false"));
+	/* a DAG without a deadline has no member (its hash is kept) */
+	cr_assert_null(strstr(ws, "deadline"));
 	free(ws);
 	json_decref(wj);
 	ax_dagset_free(back);

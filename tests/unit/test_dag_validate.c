@@ -489,6 +489,132 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 		  "",
 		  "t.yaml:4:47: error: 'gpu' must be a whole number, got a "
 		  "list" },
+		{ "deadline_scalar",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: 2h\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:11: error: 'deadline' must be a mapping, e.g. "
+		  "{after: "
+		  "2h} or {at: \"08:00\", day: 1}, got '2h'" },
+		{ "deadline_both",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {after: 2h, at: \"08:00\"}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:11: error: the deadline of the DAG has both "
+		  "'after' "
+		  "and 'at'; keep one: {after: 2h} (after the interval ends) "
+		  "or "
+		  "{at: \"08:00\", day: 1} (a wall-clock time)" },
+		{ "deadline_neither",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {day: 1}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:17: error: 'day' of the deadline of the DAG needs "
+		  "'at', e.g. {at: \"08:00\", day: 1}" },
+		{ "deadline_empty",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:11: error: the deadline of the DAG needs 'after' "
+		  "or "
+		  "'at', e.g. {after: 2h} or {at: \"08:00\", day: 1}" },
+		{ "deadline_bad_at",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {at: \"8am\"}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:17: error: deadline 'at': '8am' is not a time of "
+		  "day; "
+		  "write HH:MM (24-hour), e.g. \"08:00\"" },
+		{ "deadline_at_range",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {at: \"24:00\", day: 1}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:17: error: deadline 'at': '24:00' is out of "
+		  "range; "
+		  "hours are 00-23, minutes and seconds 00-59" },
+		{ "deadline_day_range",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {at: \"08:00\", day: 400}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:30: error: 'day' is 400; it must be between 0 and "
+		  "366" },
+		{ "deadline_after_small",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {after: 10s}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:19: error: 'after' is 10s; it must be between 1m "
+		  "and "
+		  "31d" },
+		{ "deadline_after_bad",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {after: soon}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:19: error: 'after': duration 'soon': expected a "
+		  "digit "
+		  "at 'soon' (write e.g. 30s, 5m, 2h, 1h30m); write e.g. 30s, "
+		  "5m, 2h, 1h30m" },
+		{ "deadline_unknown_key",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "deadline: {afer: 2h}\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo}\n"
+		  "",
+		  "t.yaml:3:11: error: the deadline of the DAG needs 'after' "
+		  "or "
+		  "'at', e.g. {after: 2h} or {at: \"08:00\", day: 1}\n"
+		  "t.yaml:3:12: error: unknown key 'afer' in deadline; did "
+		  "you "
+		  "mean 'after'?" },
+		{ "deadline_task_both",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, deadline: {at: \"08:00\", "
+		  "after: 1h}}\n"
+		  "",
+		  "t.yaml:4:40: error: the deadline of task 'a' has both "
+		  "'after' "
+		  "and 'at'; keep one: {after: 2h} (after the interval ends) "
+		  "or "
+		  "{at: \"08:00\", day: 1} (a wall-clock time)" },
+		{ "deadline_task_day_alone",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, deadline: {after: 1h, day: "
+		  "2}}\n"
+		  "",
+		  "t.yaml:4:57: error: 'day' of the deadline of task 'a' "
+		  "needs "
+		  "'at', e.g. {at: \"08:00\", day: 1}" },
 	};
 	return cr_make_param_array(struct vcase, cases,
 	                           sizeof(cases) / sizeof(cases[0]));
@@ -497,7 +623,7 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 ParameterizedTest(struct vcase *c, dag_validate, one_error_each)
 {
 	char *got = diags_of(c->yaml, NULL, NULL);
-	cr_assert_str_eq(got, c->want, "case %s", c->name);
+	cr_assert_str_eq(got, c->want, "case %s: got\n%s", c->name, got);
 	free(got);
 }
 

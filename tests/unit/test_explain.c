@@ -357,3 +357,44 @@ Test(explain, paused_and_run_unfinished)
 	cr_assert_eq(json_array_size(json_object_get(d, "waiting_for")), 2);
 	json_decref(d);
 }
+
+/* A run's deadline: the instant, the rule, missed or met, in both forms. */
+Test(explain, run_deadline_missed_and_met)
+{
+	json_t *d = build(
+	    "{\"subject\":\"run\",\"now_us\":1764583300000000,"
+	    "\"run\":{\"id\":2,\"dag\":\"d\",\"state\":\"RUNNING\"},"
+	    "\"deadline\":{\"at_us\":1764576000000000,\"rule\":\"08:00 day "
+	    "+1 Asia/Shanghai\",\"missed\":true}}");
+	cr_assert_str_eq(str_at(d, "deadline/at"),
+	                 "2025-12-01T08:00:00.000000Z");
+	cr_assert_str_eq(str_at(d, "deadline/rule"),
+	                 "08:00 day +1 Asia/Shanghai");
+	cr_assert(json_is_true(
+	    json_object_get(json_object_get(d, "deadline"), "missed")));
+	char *t = text_of(d);
+	cr_assert(strstr(t,
+	                 "deadline  2025-12-01T08:00:00.000000Z (08:00 day +1 "
+	                 "Asia/Shanghai) MISSED\n") != NULL,
+	          "%s", t);
+	free(t);
+	json_decref(d);
+
+	d = build("{\"subject\":\"run\",\"now_us\":1764583300000000,"
+	          "\"run\":{\"id\":3,\"dag\":\"d\",\"state\":\"SUCCESS\"},"
+	          "\"deadline\":{\"at_us\":1764576000000000,\"rule\":\"2h "
+	          "after the interval\",\"missed\":false,"
+	          "\"met_us\":1764570000000000}}");
+	cr_assert_str_eq(str_at(d, "deadline/met_at"),
+	                 "2025-12-01T06:20:00.000000Z");
+	t = text_of(d);
+	cr_assert(strstr(t, "(2h after the interval) met\n") != NULL, "%s", t);
+	free(t);
+	json_decref(d);
+
+	/* no deadline declared: no member */
+	d = build("{\"subject\":\"run\",\"now_us\":1764583300000000,"
+	          "\"run\":{\"id\":4,\"dag\":\"d\",\"state\":\"RUNNING\"}}");
+	cr_assert_null(json_object_get(d, "deadline"));
+	json_decref(d);
+}

@@ -132,7 +132,7 @@ export function gridTable(g) {
   }
   const parts = ['<div class="grow head"><span class="task"></span>'];
   for (const r of g.runs)
-    parts.push(`<i class="s-${st(r.state)}" data-run="${+r.id}" data-state="${st(r.state)}"></i>`);
+    parts.push(`<i class="s-${st(r.state)}${r.deadline_missed ? ' missed' : ''}" data-run="${+r.id}" data-state="${st(r.state)}"${r.deadline_missed ? ' data-deadline="missed"' : ''}></i>`);
   parts.push('</div>');
   let width = 4;
   g.tasks.forEach((t, ti) => {
@@ -155,7 +155,8 @@ export function gridTable(g) {
     if (!i || i.title) return;
     const run = g.runs[pos(i)];
     if (!run) return;
-    if (i.dataset.run) i.title = `${run.run_type} ${when(run.logical_date)}: ${run.state}`;
+    if (i.dataset.run) i.title = `${run.run_type} ${when(run.logical_date)}: ${run.state}` +
+      (run.deadline_missed ? ' (deadline missed)' : '');
     else if (i.dataset.id) {
       const ti = +i.parentElement.dataset.ti, c = cell[ti * nr + pos(i)];
       i.title = `${g.tasks[ti]} @ ${when(run.logical_date)}: ${c[3]}` +

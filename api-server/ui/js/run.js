@@ -15,12 +15,15 @@ export async function runPage(ctx, view) {
   const expl = h('div', { id: 'explain' });
   view.replaceChildren(
     h('h1', null, h('a', { href: `/dags/${encodeURIComponent(run.dag)}` }, run.dag),
-      ` run ${run.id} `, badge(run.state)),
+      ` run ${run.id} `, badge(run.state),
+      run.deadline_missed || (run.task_deadlines_missed || []).length
+        ? h('span', { class: 'badge missed', id: 'run-deadline-missed' }, 'DEADLINE MISSED') : null),
     h('div', { class: 'card' }, kv([
       ['Type', run.run_type], ['Logical date', when(run.logical_date)],
       ['Interval', `${when(run.interval_start)} – ${when(run.interval_end)}`],
       ['Started', when(run.started_at)], ['Ended', when(run.ended_at)],
       ['Took', span(run.started_at, run.ended_at)],
+      ['Deadline', deadlineText(run)],
       ['Instances', Object.entries(run.instances_by_state || {})
         .map(([st, n]) => `${st} ${n}`).join(', ')],
       ['Params', Object.keys(run.conf || {}).length ? JSON.stringify(run.conf) : ''],
@@ -33,6 +36,18 @@ export async function runPage(ctx, view) {
         when(i.started_at), span(i.started_at, i.ended_at)]), { id: 'run-instances' }),
     h('h2', null, 'Why'), expl);
   await explainInto(expl, `/runs/${id}/explain`, { run: id }, ctx.signal, run);
+}
+
+// The run's deadline (docs/dag-format.md#deadlines): the instant, the
+// rule as written, and what was missed ('' when none is declared).
+function deadlineText(run) {
+  const tasks = run.task_deadlines_missed || [];
+  if (!run.deadline && !tasks.length) return '';
+  const parts = [];
+  if (run.deadline) parts.push(`${when(run.deadline)} (${run.deadline_rule})` +
+    (run.deadline_missed ? ': missed' : ''));
+  if (tasks.length) parts.push(`missed by task${tasks.length > 1 ? 's' : ''} ${tasks.join(', ')}`);
+  return parts.join('; ');
 }
 
 // Fills el with the explanation at path, or (no explain route on this
