@@ -68,6 +68,8 @@ axrd_lane_push(rd_state *st, rd_lane *l, rd_item *it)
 		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	it->lane  = l;
 	it->state = RD_WAITING;
+	l->group->nwait++;
+	l->group->present[it->tier]++;
 	ax_list_append(&st->waiting, &it->wn);
 	st->nwaiting++;
 	if (st->starve_edge == NULL)
@@ -87,6 +89,8 @@ wait_leave(rd_state *st, rd_item *it)
 	}
 	ax_list_remove(&st->waiting, &it->wn);
 	st->nwaiting--;
+	it->lane->group->nwait--;
+	it->lane->group->present[it->tier]--;
 }
 
 /* The best waiting item of l leaves the lane (NULL when empty). */
@@ -149,6 +153,7 @@ axrd_lane_get(rd_state *st, const char *group, const char *pool, int p0)
 		return NULL;
 	}
 	ax_heap_init(&l->heap, node_before);
+	axrd_lane_delayed_init(l);
 	l->p0         = p0;
 	l->next       = st->lane_list;
 	st->lane_list = l;
@@ -159,6 +164,7 @@ void
 axrd_lane_free(rd_lane *l)
 {
 	ax_heap_fini(&l->heap);
+	ax_heap_fini(&l->delayed);
 	free(l->gname);
 	free(l->pname);
 	free(l);
