@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "dag.h"
 #include "hash.h"
 #include "log.h"
 
