@@ -20,7 +20,8 @@
 #define PRESSURE_MAX_US (7 * 24 * 3600 * AX_USEC_PER_SEC)
 
 #define PRESSURE_COLS                                                         \
-	"r.name, r.level, r.expires_at, r.expires_at > now() AS in_force, "   \
+	"r.name, to_jsonb(r.level) AS level, r.expires_at, r.expires_at > "   \
+	"now() AS in_force, "                                                 \
 	"r.set_by, r.updated_at"
 
 /* The CTE "e" writing event type about row r ($1 token id, $2 token
