@@ -138,7 +138,7 @@ axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 	const char     *named;
 
 	/* a pushed water level at the hold: no P1..P3 (see shave.c) */
-	if (!l->p0 && st->hold_pct > 0 &&
+	if (!l->p0 && st->hold_pct > 0 && st->npressure > 0 &&
 	    axrd_level(st, l, ax_clock_utc_us()) >= st->hold_pct)
 		return "pressure";
 	if (g->used + it->slots > lim && !(g->used == 0 && lim > 0))

@@ -9,7 +9,9 @@
  *  - a water level pushed with PUT /api/v1/pools/{name}/pressure holds a
  *    P3 instance (BACKPRESSURE_DELAYED, held_by "pressure", until the
  *    expiry) while a P0 instance runs, and its expiry releases it with
- *    no further call; bad bodies get a 400 naming the member.
+ *    no further call; bad bodies get a 400 naming the member;
+ *  - `axctl pool pressure` pushes, shows and withdraws a level, and
+ *    refuses a bad level or a missing expiry.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -24,6 +26,9 @@
 
 static ax_e2e *e;
 static char    url[64], token[AX_API_TOKEN_LEN];
+static char    out[65536], err[16384];
+
+#define EXPECT_RC(rc, ...) AX_CLI_EXPECT_RC(ax_e2e_dump(e), rc, __VA_ARGS__)
 
 static void
 setup(void)
@@ -200,4 +205,28 @@ Test(shaving_e2e, pushed_pressure_holds_p3_runs_p0_and_expiry_releases)
 	            "SELECT count(*) FROM task_instances i JOIN dags d ON "
 	            "d.id = i.dag_id WHERE d.name = 'e2e.press.low' AND "
 	            "i.state = 'SUCCESS'");
+}
+
+Test(shaving_e2e, axctl_pool_pressure_pushes_shows_and_clears)
+{
+	start_stack(NULL);
+	EXPECT_RC(0, "pool", "pressure", "etl", "93%", "--for", "5m");
+	cr_assert(strstr(out, "level 0.93") != NULL, "%s", out);
+	cr_assert(strstr(out, "in force") != NULL, "%s", out);
+	EXPECT_RC(0, "pool", "pressure", "etl", "--json");
+	cr_assert(strstr(out, "\"set_by\": \"shaving-e2e\"") != NULL, "%s",
+	          out);
+	EXPECT_RC(2, "pool", "pressure", "etl", "1.5", "--for", "5m");
+	cr_assert(strstr(err, "LEVEL") != NULL, "%s", err);
+	EXPECT_RC(2, "pool", "pressure", "etl", "0.5");
+	cr_assert(strstr(err, "--for") != NULL, "%s", err);
+	EXPECT_RC(1, "pool", "pressure", "etl", "0.5", "--for", "soon");
+	cr_assert(strstr(err, "expires_in") != NULL, "%s", err);
+	EXPECT_RC(0, "pool", "pressure", "etl", "--clear");
+	cr_assert(strstr(out, "withdrawn") != NULL, "%s", out);
+	EXPECT_RC(1, "pool", "pressure", "etl");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'pool.pressure_cleared'"),
+	             1);
 }
