@@ -36,16 +36,6 @@
 	" FROM r, LATERAL (SELECT pg_notify('" AX_CONTROL_CHANNEL             \
 	"', '{\"op\":\"pressure\"}')) n"
 
-/* Who acts: p[0..2] (ids: a buffer for the id). */
-static void
-actor_params(const ax_api_req *q, char ids[24], const char **p)
-{
-	snprintf(ids, 24, "%" PRId64, q->token_id);
-	p[0] = ids;
-	p[1] = q->token_name;
-	p[2] = q->role != AX_API_ROLE_NONE ? ax_api_role_name(q->role) : NULL;
-}
-
 void
 ax_api_pressure_get(ax_api_req *q, ax_api_resp *r)
 {
@@ -57,10 +47,7 @@ ax_api_pressure_get(ax_api_req *q, ax_api_resp *r)
 	       "no pressure pushed for pool %s (PUT "
 	          "/api/v1/pools/%s/pressure pushes one)",
 	       q->params[0], q->params[0]);
-	if (res == NULL)
-		return;
-	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
-	PQclear(res);
+	ax_api_reply_row(r, res);
 }
 
 /*
@@ -146,7 +133,7 @@ ax_api_pressure_put(ax_api_req *q, ax_api_resp *r)
 		return;
 	}
 	json_decref(b);
-	actor_params(q, ids, p);
+	ax_api_actor_params(q, ids, p);
 	snprintf(lv, sizeof(lv), "%.17g", level);
 	snprintf(ab, sizeof(ab), "%" PRId64, abs_us);
 	snprintf(in, sizeof(in), "%" PRId64, in_us);
@@ -165,10 +152,7 @@ ax_api_pressure_put(ax_api_req *q, ax_api_resp *r)
 	      "EXCLUDED.set_by, token_id = EXCLUDED.token_id, updated_at = "
 	      "now() RETURNING *), " PRESSURE_EVENT("pool.pressure_set"),
 	     7, p, "pool %s: the push was not stored", q->params[0]);
-	if (res == NULL)
-		return;
-	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
-	PQclear(res);
+	ax_api_reply_row(r, res);
 }
 
 void
@@ -178,15 +162,12 @@ ax_api_pressure_delete(ax_api_req *q, ax_api_resp *r)
 	const char *p[4];
 	PGresult   *res;
 
-	actor_params(q, ids, p);
+	ax_api_actor_params(q, ids, p);
 	p[3] = q->params[0];
 	res  = ax_api_query_row(
 	     q, r,
 	     "WITH r AS (DELETE FROM pool_pressure WHERE name = $4 RETURNING "
 	      "*), " PRESSURE_EVENT("pool.pressure_cleared"),
 	     4, p, "no pressure pushed for pool %s", q->params[0]);
-	if (res == NULL)
-		return;
-	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
-	PQclear(res);
+	ax_api_reply_row(r, res);
 }

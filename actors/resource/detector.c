@@ -448,6 +448,15 @@ settle(ax_actor *self, rd_state *st)
 	return rv;
 }
 
+ax_store *
+axrd_store(rd_state *st)
+{
+	if (st->store == NULL &&
+	    ax_store_open(st->ctx->dsn, &st->store) == AX_OK)
+		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
+	return st->store;
+}
+
 ax_err
 axrd_ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it)
 {

@@ -267,11 +267,8 @@ axrd_stats_persist(rd_state *st, int64_t now)
 	}
 	if (!changed || now < st->reason_down_until)
 		return;
-	if (st->store == NULL) {
-		if (ax_store_open(st->ctx->dsn, &st->store) != AX_OK)
-			return;
-		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
-	}
+	if (axrd_store(st) == NULL)
+		return;
 	if (ax_store_stats_put(st->store, rows, AX_TIER_COUNT + 1) != AX_OK) {
 		ax_logf(AX_LOG_DEBUG, "resource_detector", NULL, NULL,
 		        "component_stats not written: %s", ax_err_detail());

@@ -213,6 +213,9 @@ typedef struct rd_state {
  *  - axrd_admit sends its Admission and counts its use; on a send
  *    failure nothing changed.
  *  - axrd_ptr_push appends it to a growable array (AX_ENOMEM).
+ *  - axrd_store returns the detector's connection, opened on first use
+ *    with a short reconnect timeout (NULL: cannot connect now; the
+ *    detail says why).
  *  - axrd_group_get / axrd_pool_get return the group or pool of that
  *    name, created on first use (NULL: out of memory).
  *  - axrd_unuse gives back what an ADMITTED item used (no-op otherwise).
@@ -228,10 +231,11 @@ typedef struct rd_state {
  */
 
 /* detector.c: the actor and the flow of one instance */
-void   axrd_emit(ax_actor *self, const rd_item *it, const char *type,
-                 const char *reason, const char *payload);
-ax_err axrd_admit(ax_actor *self, rd_state *st, rd_item *it);
-ax_err axrd_ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it);
+void      axrd_emit(ax_actor *self, const rd_item *it, const char *type,
+                    const char *reason, const char *payload);
+ax_err    axrd_admit(ax_actor *self, rd_state *st, rd_item *it);
+ax_err    axrd_ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it);
+ax_store *axrd_store(rd_state *st);
 /* capacity.c: capacity and fit per worker group and pool */
 rd_group   *axrd_group_get(rd_state *st, const char *name);
 int64_t     axrd_group_limit(const rd_state *st, const rd_group *g);

@@ -306,10 +306,7 @@ axrd_pressure_load(rd_state *st)
 		st->pressure_reload = 0;
 		return;
 	}
-	if (st->store == NULL &&
-	    ax_store_open(st->ctx->dsn, &st->store) == AX_OK)
-		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
-	if (st->store == NULL ||
+	if (axrd_store(st) == NULL ||
 	    ax_store_query(st->store,
 	                   "SELECT name, ceil(level * 100)::int, "
 	                   "ax_us(expires_at) FROM pool_pressure "
