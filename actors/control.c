@@ -109,7 +109,8 @@ decode_op(json_t *o, const char *op, Ax__ControlOp *c, ax_control_msg *m,
 		m->dest[0] = AX_A_DAG_LOADER;
 		return AX_OK;
 	}
-	if (!strcmp(op, "rules")) { /* the table is the truth: "look" */
+	if (!strcmp(op, "rules") || !strcmp(op, "pressure")) {
+		/* the table (rules, pool_pressure) is the truth: "look" */
 		m->dest[0] = AX_A_RESOURCE_DETECTOR;
 		return AX_OK;
 	}
@@ -236,7 +237,7 @@ decode_op(json_t *o, const char *op, Ax__ControlOp *c, ax_control_msg *m,
 	return ax_err_set(AX_EPARSE,
 	                  "unknown op '%s' (expected dag_changed, submit, "
 	                  "paused, unpaused, trigger, kill, clear, mark, "
-	                  "backfill, rules or resync)",
+	                  "backfill, rules, pressure or resync)",
 	                  op);
 }
 
@@ -247,7 +248,7 @@ op_name(const char *op)
 	static const char *const ops[] = {
 		"dag_changed", "paused", "unpaused", "resync",
 		"trigger",     "kill",   "clear",    "mark",
-		"backfill",    "submit", "rules"
+		"backfill",    "submit", "rules",    "pressure"
 	};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		if (!strcmp(ops[i], op))

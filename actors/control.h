@@ -20,6 +20,10 @@
  *   rules     -> resource_detector (ControlOp): the rules table changed
  *                (ax-api NOTIFYs it in the transaction of the change);
  *                the detector reads the table again
+ *   pressure  -> resource_detector (ControlOp): pool_pressure changed
+ *                (PUT/DELETE /api/v1/pools/{name}/pressure); the
+ *                detector reads that table again ("rules" after a
+ *                reconnect makes it read both)
  * The paused flag reaches the resource detector and the pre hooks through
  * the DAG registry, which the loader updates.
  *

@@ -11,7 +11,7 @@
  * Inputs: InstanceReady, WorkerCapacity (queue), SlotReleased (result
  * handler), AttemptHeld (the instance generator's pre hooks: DAG
  * paused after admission), ControlOp "rules" (the control thread: the
- * rules table changed).
+ * rules table changed) and "pressure" (pool_pressure changed).
  *
  * Rules, in order: paused DAG -> BLOCK(DAG_PAUSED); an Allow/Block rule
  * in force (the rules table, engine/rule.h, docs/rules.md) ->
@@ -25,7 +25,14 @@
  * slots (pools table, read once at start; resources.default_pool_slots
  * for a pool not in it); the P0 reserves (P1..P3 never take the slots a
  * group's workers keep with worker.reserve_p0, nor a pool's
- * pools.reserve_p0); backpressure of the instance generator's inbox.
+ * pools.reserve_p0); a water level pushed for the group or pool at
+ * shaving.pressure_hold or above holds P1..P3 (DELAY BACKPRESSURE_DELAYED,
+ * held_by "pressure", until its expiry); backpressure of the instance
+ * generator's inbox. Peak shaving (shaving.*, engine/shaving.h), on
+ * arrival: while the group's backlog or water level passes a threshold,
+ * the lowest tier present (never P0) is delayed by a bounded jittered
+ * amount (DELAY BACKPRESSURE_DELAYED, held_by "shaving", with "until")
+ * and released at that instant or as soon as the group drains.
  * The DAG format has no per-DAG "max active tasks", so there is no such
  * rule; run-level concurrency is the dependency detector's. A delayed
  * instance's event says what holds it (payload "held_by").

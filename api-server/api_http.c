@@ -235,6 +235,24 @@ ax_api_body_object(const ax_api_req *q, ax_api_resp *r)
 	return j;
 }
 
+void
+ax_api_actor_params(const ax_api_req *q, char ids[24], const char **p)
+{
+	snprintf(ids, 24, "%" PRId64, q->token_id);
+	p[0] = ids;
+	p[1] = q->token_name;
+	p[2] = q->role != AX_API_ROLE_NONE ? ax_api_role_name(q->role) : NULL;
+}
+
+void
+ax_api_reply_row(ax_api_resp *r, PGresult *res)
+{
+	if (res == NULL)
+		return;
+	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
+	PQclear(res);
+}
+
 int
 ax_api_only_fields(json_t *o, const char *const *allowed, ax_api_resp *r)
 {

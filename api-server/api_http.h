@@ -107,6 +107,19 @@ PGresult *ax_api_query_row(ax_api_req *q, ax_api_resp *r, const char *sql,
                            const char *missing, ...)
     __attribute__((format(printf, 6, 7)));
 
+/*
+ * The parameters $1..$3 that audit rows take about who acts: p[0] the
+ * token id (written into ids), p[1] its name, p[2] its role (NULL when
+ * none). Borrowed from q and ids.
+ */
+void ax_api_actor_params(const ax_api_req *q, char ids[24], const char **p);
+
+/*
+ * Answers 200 with row 0 of res and clears it; does nothing when res is
+ * NULL (ax_api_query_row answered already).
+ */
+void ax_api_reply_row(ax_api_resp *r, PGresult *res);
+
 /* The query argument key (decoded) or NULL. */
 const char *ax_api_query(const ax_api_req *q, const char *key);
 

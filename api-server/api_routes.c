@@ -13,6 +13,7 @@
 #include "api_dags.h"
 #include "api_explain.h"
 #include "api_misc.h"
+#include "api_pools.h"
 #include "api_rules.h"
 #include "api_runs.h"
 #include "api_tokens.h"
@@ -93,6 +94,12 @@ const ax_api_route ax_api_routes[] = {
 	  "the pending and ready instances a rule holds now" },
 	{ "POST", "/api/v1/rules/test", ax_api_rules_test_new, V,
 	  "the instances a rule would hold now, before it is created" },
+	{ "GET", "/api/v1/pools/{name}/pressure", ax_api_pressure_get, V,
+	  "the water level last pushed for a pool or worker group" },
+	{ "PUT", "/api/v1/pools/{name}/pressure", ax_api_pressure_put, O,
+	  "push a water level with an expiry (in force within a second)" },
+	{ "DELETE", "/api/v1/pools/{name}/pressure", ax_api_pressure_delete, O,
+	  "withdraw a pushed water level" },
 };
 
 const size_t ax_api_routes_count =

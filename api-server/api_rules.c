@@ -38,16 +38,6 @@
 /* Instances a test looks at, at most. */
 #define TEST_SCAN_MAX 10000
 
-/* Who acts: p[0..2] (ids: a buffer for the id). */
-static void
-actor_params(const ax_api_req *q, char ids[24], const char **p)
-{
-	snprintf(ids, 24, "%" PRId64, q->token_id);
-	p[0] = ids;
-	p[1] = q->token_name;
-	p[2] = q->role != AX_API_ROLE_NONE ? ax_api_role_name(q->role) : NULL;
-}
-
 /* Adds "in_force" (the rule applies now) to each row object of rows. */
 static void
 add_in_force(json_t *rows)
@@ -136,7 +126,7 @@ ax_api_rules_create(ax_api_req *q, ax_api_resp *r)
 		ax_api_reply_err(r, ax_err_set(AX_ENOMEM, "rule"));
 		goto out;
 	}
-	actor_params(q, ids, p);
+	ax_api_actor_params(q, ids, p);
 	snprintf(exp, sizeof(exp), "%" PRId64, rule.expires_us);
 	p[3] = rule.action == AX_RULE_ALLOW ? "allow" : "block";
 	p[4] = spec;
@@ -182,17 +172,14 @@ ax_api_rules_delete(ax_api_req *q, ax_api_resp *r)
 		                   "GET /api/v1/rules)");
 		return;
 	}
-	actor_params(q, ids, p);
+	ax_api_actor_params(q, ids, p);
 	p[3] = q->params[0];
 	res  = ax_api_query_row(
 	     q, r,
 	     "WITH r AS (DELETE FROM rules WHERE id = "
 	      "$4::bigint RETURNING *), " RULE_EVENT("rule.deleted"),
 	     4, p, "no rule %s (see GET /api/v1/rules)", q->params[0]);
-	if (res == NULL)
-		return;
-	ax_api_reply_json(r, 200, ax_api_row_json(res, 0));
-	PQclear(res);
+	ax_api_reply_row(r, res);
 }
 
 /* ---------------------------------------------------------------------- */

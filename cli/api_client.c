@@ -405,6 +405,13 @@ ax_err
 ax_api_client_post(ax_api_client *c, const char *path, json_t *body,
                    json_t **out)
 {
+	return ax_api_client_json(c, "POST", path, body, out);
+}
+
+ax_err
+ax_api_client_json(ax_api_client *c, const char *method, const char *path,
+                   json_t *body, json_t **out)
+{
 	ax_api_reply rep  = { 0 };
 	char        *text = NULL;
 	ax_err       rv;
@@ -412,7 +419,7 @@ ax_api_client_post(ax_api_client *c, const char *path, json_t *body,
 	*out = NULL;
 	if (body != NULL && (text = json_dumps(body, JSON_COMPACT)) == NULL)
 		return ax_err_set(AX_ENOMEM, "request body");
-	rv = ax_api_client_call(c, "POST", path, "application/json", text,
+	rv = ax_api_client_call(c, method, path, "application/json", text,
 	                        text ? strlen(text) : 0, NULL, &rep);
 	if (rv == AX_OK)
 		rv = take_json(&rep, path, out);

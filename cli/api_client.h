@@ -117,6 +117,10 @@ ax_err ax_api_client_get(ax_api_client *c, const char *path, json_t **out);
 ax_err ax_api_client_post(ax_api_client *c, const char *path, json_t *body,
                           json_t **out);
 
+/* As ax_api_client_post with another method (PUT, DELETE). */
+ax_err ax_api_client_json(ax_api_client *c, const char *method,
+                          const char *path, json_t *body, json_t **out);
+
 /* A request path under construction, percent-encoding what it appends. */
 typedef struct ax_api_path {
 	char   buf[2048];

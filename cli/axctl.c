@@ -16,6 +16,7 @@
 #include "cmd_explain.h"
 #include "cmd_instance.h"
 #include "cmd_run.h"
+#include "cmd_pool.h"
 #include "cmd_worker.h"
 #include "cmd_cron.h"
 #include "cmd_command.h"
@@ -46,6 +47,8 @@ static const ax_cmd commands[] = {
 	{ "token", ax_cmd_token, "API tokens: create, list, revoke" },
 	{ "rule", ax_cmd_rule,
 	  "Allow/Block rules: add, list, rm, test (what a rule holds)" },
+	{ "pool", ax_cmd_pool,
+	  "pool pressure: push, show or withdraw a pool's water level" },
 	{ "standalone", ax_cmd_standalone,
 	  "run PostgreSQL, axd, workers and the API on this machine" },
 	{ NULL, NULL, NULL },

@@ -180,6 +180,32 @@ static const cfg_key cfg_keys[] = {
 	  "slots assumed for a worker group before its first report" },
 	{ "resources.default_pool_slots", CFG_INT, "16",
 	  "slots of a named pool that is not in the pools table" },
+	/* Peak shaving (engine/shaving.h): spreads a burst of low-tier work
+	 * instead of landing it on the databases its tasks use at once. Too
+	 * low a threshold or too long a delay makes low tiers late for
+	 * nothing; P0 is never delayed. */
+	{ "shaving.enabled", CFG_BOOL, "false",
+	  "delay arriving instances of the lowest tier present in a worker "
+	  "group while its backlog or water level passes a threshold" },
+	{ "shaving.backlog", CFG_INT, "200",
+	  "instances waiting for admission in a worker group that start "
+	  "shaving (0: the backlog never does)" },
+	{ "shaving.level", CFG_INT, "80",
+	  "water level pushed for a pool or group, in percent, that starts "
+	  "shaving (0: the level never does)" },
+	{ "shaving.max_delay_p1", CFG_DURATION, "10s",
+	  "largest delay of a shaved P1 instance (delays are jittered over "
+	  "the upper half; 0: P1 is never shaved)" },
+	{ "shaving.max_delay_p2", CFG_DURATION, "30s",
+	  "largest delay of a shaved P2 instance (0: never shaved)" },
+	{ "shaving.max_delay_p3", CFG_DURATION, "60s",
+	  "largest delay of a shaved P3 instance (0: never shaved)" },
+	/* A pushed water level at this level stops P1..P3 admissions of the
+	 * pool or group until it falls or expires; P0 goes on within its
+	 * reserve. Too low a value idles capacity the platform still has. */
+	{ "shaving.pressure_hold", CFG_INT, "90",
+	  "pushed water level, in percent, at which a pool or group admits "
+	  "no P1..P3 instance (0: never; applies with shaving off too)" },
 	{ "events.buffer", CFG_INT, "100000",
 	  "events the emitter buffers while event_log is unreachable" },
 	/* Platform teams keep six months of instance history for audit and
@@ -276,6 +302,13 @@ check_value(const cfg_key *k, const char *v)
 			    AX_ECONFIG,
 			    "key '%s': '%s' is not a non-negative integer",
 			    k->key, v);
+		if (d > 100 &&
+		    (strcmp(k->key, "shaving.level") == 0 ||
+		     strcmp(k->key, "shaving.pressure_hold") == 0))
+			return ax_err_set(AX_ECONFIG,
+			                  "key '%s': %s is a percentage of "
+			                  "capacity: use 0..100",
+			                  k->key, v);
 		return AX_OK;
 	case CFG_DURATION:
 		if (ax_duration_parse(v, &d) != AX_OK)

@@ -390,6 +390,34 @@ wait_resource(const json_t *f, json_t *w)
 		         "(backpressure)");
 		return;
 	}
+	if (streq(by, "shaving")) {
+		const char *u = jstr(pl, "until") ? jstr(pl, "until") : "?";
+		add_wait(w, "backpressure",
+		         json_pack("{s:s,s:s,s:s?,s:I,s:I}", "held_by", by,
+		                   "until", u, "group", jstr(pl, "group"),
+		                   "backlog", (json_int_t) jint(pl, "backlog"),
+		                   "level_pct",
+		                   (json_int_t) jint(pl, "level_pct")),
+		         "delayed by peak shaving until %s: worker group %s "
+		         "had %" PRId64 " waiting (threshold %" PRId64
+		         ") and water level %" PRId64 "%%; released earlier "
+		         "as the backlog drains",
+		         u, jstr(pl, "group") ? jstr(pl, "group") : "?",
+		         jint(pl, "backlog"), jint(pl, "backlog_threshold"),
+		         jint(pl, "level_pct"));
+		return;
+	}
+	if (streq(by, "pressure")) {
+		const char *u = jstr(pl, "until") ? jstr(pl, "until") : "?";
+		add_wait(
+		    w, "backpressure",
+		    json_pack("{s:s,s:s,s:I}", "held_by", by, "until", u,
+		              "level_pct", (json_int_t) jint(pl, "level_pct")),
+		    "held by the water level pushed for its pool or "
+		    "group (%" PRId64 "%%) until %s; P0 is still admitted",
+		    jint(pl, "level_pct"), u);
+		return;
+	}
 	if (pool != NULL && (ps == 0 || pu >= ps)) {
 		add_wait(w, "capacity",
 		         json_pack("{s:s,s:s,s:I,s:I,s:s?,s:o}", "scope",
@@ -608,6 +636,10 @@ event_text(const json_t *f, const json_t *e, char *b, size_t n)
 		         jstr(pl, "task") ? jstr(pl, "task") : "",
 		         jstr(pl, "deadline") ? jstr(pl, "deadline") : "?",
 		         jstr(pl, "state") ? jstr(pl, "state") : "?");
+	else if (!strcmp(t, "instance.delayed") && jstr(pl, "until") != NULL)
+		snprintf(b, n, "delayed (%s) until %s",
+		         jstr(pl, "held_by") ? jstr(pl, "held_by") : "?",
+		         jstr(pl, "until"));
 	else if (!strcmp(t, "instance.delayed"))
 		snprintf(
 		    b, n,

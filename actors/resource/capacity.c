@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "store.h"
 
 rd_group *
@@ -121,6 +122,8 @@ res_fits(int64_t need, int64_t used, int64_t total)
  * may go: "cpu" / "memory" / the name of a named resource such as "gpu"
  * (the group's workers offer too little of what it declares beside the
  * admitted items; a named resource none of them offers never fits), or
+ * "pressure" (a P1..P3 item while a water level pushed for its group or
+ * pool is at shaving.pressure_hold or above),
  * "group_slots" / "pool_slots" (all taken), "reserved_p0" / "pool_reserved_p0"
  * (what is left is the P0 reserve; P1..P3 never take it, even on an idle
  * group). An item larger than its whole group or pool still runs when that is
@@ -134,6 +137,10 @@ axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 	int64_t         lim = axrd_group_limit(st, g);
 	const char     *named;
 
+	/* a pushed water level at the hold: no P1..P3 (see shave.c) */
+	if (!l->p0 && st->hold_pct > 0 && st->npressure > 0 &&
+	    axrd_level(st, l, ax_clock_utc_us()) >= st->hold_pct)
+		return "pressure";
 	if (g->used + it->slots > lim && !(g->used == 0 && lim > 0))
 		return "group_slots";
 	if (!res_fits(it->cpu, g->used_cpu,

@@ -214,6 +214,8 @@ on_ready(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	    axrd_hold_reason(st, it, ax_clock_utc_us(), buf, sizeof(buf));
 	if (why != NULL)
 		return axrd_block_item(self, st, it, why);
+	if (axrd_shave(self, st, it))
+		return AX_OK; /* delayed, announced */
 	if ((rv = axrd_lane_push(st, it->lane, it)) != AX_OK)
 		return rv;
 	return axrd_ptr_push(&st->fresh, &st->nfresh, &st->capfresh, it);
@@ -290,7 +292,9 @@ axrd_emit(ax_actor *self, const rd_item *it, const char *type,
  * JSON payload describing why an item waits: its tier, what holds it
  * (axrd_lane_hold; "queue_order" when there is room but items ahead of it
  * took it first, "backpressure" when the instance generator lags) and
- * the counters behind that.
+ * the counters behind that. *reason is BACKPRESSURE_DELAYED for those two
+ * holds and a pushed water level ("pressure", with the level and the
+ * instant "until" it expires), else WAIT_RESOURCE.
  */
 static void
 why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
@@ -298,30 +302,40 @@ why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
 {
 	const rd_lane *l = it->lane;
 	const char    *by;
-	char           g[300], p[300];
+	char           g[300], p[300], until[48];
+	int64_t        now = ax_clock_utc_us(), u;
 
 	g[0] = p[0] = '\0';
 	ax_json_escape(g, 0, sizeof(g), l->gname);
 	ax_json_escape(p, 0, sizeof(p), l->pname);
 	*reason = st->backpressured ? "BACKPRESSURE_DELAYED" : "WAIT_RESOURCE";
 	by = st->backpressured ? "backpressure" : axrd_lane_hold(st, l, it);
-	snprintf(
-	    buf, len,
-	    "{\"tier\":\"%s\",\"held_by\":\"%s\",\"group\":\"%s\","
-	    "\"group_used\":%lld,\"group_used_low\":%lld,"
-	    "\"axrd_group_limit\":%lld,\"pool\":\"%s\",\"pool_used\":%lld,"
-	    "\"pool_slots\":%lld,\"pool_reserve_p0\":%lld,\"slots\":%d,"
-	    "\"cpu_milli\":%lld,\"group_cpu_used\":%lld,"
-	    "\"memory_bytes\":%lld,\"group_memory_used\":%lld}",
-	    ax_impact_name((ax_impact) it->tier),
-	    by != NULL ? by : "queue_order", g, (long long) l->group->used,
-	    (long long) l->group->used_low,
-	    (long long) axrd_group_limit(st, l->group), p,
-	    (long long) (l->pool ? l->pool->used : 0),
-	    (long long) (l->pool ? l->pool->slots : 0),
-	    (long long) (l->pool ? l->pool->reserve_p0 : 0), it->slots,
-	    (long long) it->cpu, (long long) l->group->used_cpu,
-	    (long long) it->mem, (long long) l->group->used_mem);
+	until[0] = '\0';
+	if (by != NULL && strcmp(by, "pressure") == 0 &&
+	    (u = axrd_level_until(st, l, now)) > 0) {
+		*reason  = "BACKPRESSURE_DELAYED";
+		until[0] = '"';
+		ax_clock_fmt_utc(u, until + 1, sizeof(until) - 2);
+		strcat(until, "\"");
+	}
+	snprintf(buf, len,
+	         "{\"tier\":\"%s\",\"held_by\":\"%s\",\"group\":\"%s\","
+	         "\"group_used\":%lld,\"group_used_low\":%lld,"
+	         "\"group_limit\":%lld,\"pool\":\"%s\",\"pool_used\":%lld,"
+	         "\"pool_slots\":%lld,\"pool_reserve_p0\":%lld,\"slots\":%d,"
+	         "\"cpu_milli\":%lld,\"group_cpu_used\":%lld,"
+	         "\"memory_bytes\":%lld,\"group_memory_used\":%lld,"
+	         "\"level_pct\":%d,\"until\":%s}",
+	         ax_impact_name((ax_impact) it->tier),
+	         by != NULL ? by : "queue_order", g,
+	         (long long) l->group->used, (long long) l->group->used_low,
+	         (long long) axrd_group_limit(st, l->group), p,
+	         (long long) (l->pool ? l->pool->used : 0),
+	         (long long) (l->pool ? l->pool->slots : 0),
+	         (long long) (l->pool ? l->pool->reserve_p0 : 0), it->slots,
+	         (long long) it->cpu, (long long) l->group->used_cpu,
+	         (long long) it->mem, (long long) l->group->used_mem,
+	         axrd_level(st, l, now), until[0] ? until : "null");
 }
 
 ax_err
@@ -364,16 +378,40 @@ axrd_admit(ax_actor *self, rd_state *st, rd_item *it)
 	return AX_OK;
 }
 
+/*
+ * Releases the delayed items shaving lets go (their instant came, or
+ * their group drained) and drains, again while releases and admissions
+ * make room: each round either releases nothing or admits. Bounded, so
+ * a handler call stays short; the rest waits for the next settle.
+ */
+static ax_err
+release_and_drain(ax_actor *self, rd_state *st)
+{
+	ax_err rv = AX_OK;
+	int    released;
+
+	for (int round = 0; round < 64; round++) {
+		if ((rv = axrd_shave_release(self, st, &released)) != AX_OK)
+			return rv;
+		uint64_t before = st->admitted;
+		if ((rv = axrd_drain(self, st)) != AX_OK)
+			return rv;
+		if (released == 0 || st->admitted == before)
+			return AX_OK;
+	}
+	return rv;
+}
+
 /* After a batch: drain, then one DELAY event per item that must wait. */
 static ax_err
 settle(ax_actor *self, rd_state *st)
 {
-	ax_err rv = axrd_drain(self, st);
+	ax_err rv = release_and_drain(self, st);
 	for (size_t i = 0; i < st->nfresh; i++) {
 		rd_item *it = st->fresh[i];
 		if (it->state != RD_WAITING || it->announced)
 			continue;
-		char        payload[800];
+		char        payload[1200];
 		const char *reason;
 		why_payload(st, it, payload, sizeof(payload), &reason);
 		axrd_emit(self, it, "instance.delayed", reason, payload);
@@ -387,8 +425,18 @@ settle(ax_actor *self, rd_state *st)
 	axrd_stats_persist(st, now);
 	if (st->backpressured)
 		next = now + RD_BACKPRESSURE_RETRY;
-	else if (st->nblocked > 0 || st->rules_timed || st->rules_reload)
+	else if (st->nblocked > 0 || st->rules_timed || st->rules_reload ||
+	         st->pressure_reload)
 		next = now + RD_PAUSE_RECHECK;
+	/* a delay's instant or a pushed level's expiry (utc to mono) */
+	int64_t shave = axrd_shave_next(st);
+	if (shave > 0) {
+		int64_t at = now + (shave - ax_clock_utc_us()) + 1000;
+		if (at < now + 1000)
+			at = now + 1000;
+		if (next == 0 || at < next)
+			next = at;
+	}
 	/* the gauge moves with time alone: come back while anything waits,
 	 * or until a drop to zero is written */
 	if (st->ctx->dsn != NULL &&
@@ -398,6 +446,15 @@ settle(ax_actor *self, rd_state *st)
 		next = st->stats_due;
 	ax_actor_set_deadline(self, next);
 	return rv;
+}
+
+ax_store *
+axrd_store(rd_state *st)
+{
+	if (st->store == NULL &&
+	    ax_store_open(st->ctx->dsn, &st->store) == AX_OK)
+		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
+	return st->store;
 }
 
 ax_err
@@ -442,14 +499,19 @@ on_held_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
 	return on_held(self, state, m->cmd->attempt_held);
 }
 
-/* "rules": the rules table changed; read before the next batch. */
+/* "rules": the rules table changed; "pressure": pool_pressure did;
+ * read before the next batch. */
 static ax_err
 on_control_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
 {
 	rd_state *st = state;
 	(void) self;
+	/* "rules" also follows a reconnect of the control thread: what
+	 * changed meanwhile is read again, pressures included */
 	if (strcmp(m->cmd->control->op, "rules") == 0)
-		st->rules_reload = 1;
+		st->rules_reload = st->pressure_reload = 1;
+	else if (strcmp(m->cmd->control->op, "pressure") == 0)
+		st->pressure_reload = 1;
 	return AX_OK;
 }
 
@@ -463,6 +525,8 @@ rd_batch_begin(ax_actor *self, void *state, size_t n)
 	(void) n;
 	if (st->rules_reload)
 		axrd_rules_load(st);
+	if (st->pressure_reload)
+		axrd_pressure_load(st);
 }
 
 /* After every batch: a change of the rules in force checks the waiting
@@ -487,6 +551,8 @@ rd_tick(ax_actor *self, void *state, int64_t now)
 	ax_err    rv = axrd_rules_refresh(self, st);
 	ax_err    r  = axrd_recheck_blocked(self, st);
 	(void) now;
+	if (st->pressure_reload)
+		axrd_pressure_load(st);
 	if (rv == AX_OK)
 		rv = r;
 	r = settle(self, st);
@@ -500,10 +566,12 @@ rd_fini(void *state)
 {
 	rd_state *st = state;
 	ax_log_info(COMP,
-	            "stopped: %llu admitted, %llu delayed, %llu blocked, "
-	            "%llu duplicates ignored, %zu instances held",
+	            "stopped: %llu admitted, %llu delayed, %llu shaved, "
+	            "%llu blocked, %llu duplicates ignored, %zu instances "
+	            "held",
 	            (unsigned long long) st->admitted,
 	            (unsigned long long) st->delayed,
+	            (unsigned long long) st->shaved,
 	            (unsigned long long) st->blocked_count,
 	            (unsigned long long) st->ignored,
 	            st->items ? ax_strmap_count(st->items) : 0);
@@ -521,6 +589,7 @@ rd_fini(void *state)
 	free(st->rewrite);
 	ax_rules_free(st->rules, st->nrules);
 	ax_store_close(st->store);
+	axrd_shave_fini(st);
 }
 
 static ax_err
@@ -548,6 +617,7 @@ rd_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	    ax_strmap_new(&st->lanes) != AX_OK ||
 	    ax_strmap_new(&st->workers) != AX_OK)
 		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
+	axrd_shave_init(st);
 	axrd_load_pools(st);
 	return AX_OK;
 }

@@ -68,6 +68,8 @@ axrd_lane_push(rd_state *st, rd_lane *l, rd_item *it)
 		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	it->lane  = l;
 	it->state = RD_WAITING;
+	l->group->nwait++;
+	l->group->present[it->tier]++;
 	ax_list_append(&st->waiting, &it->wn);
 	st->nwaiting++;
 	if (st->starve_edge == NULL)
@@ -87,6 +89,8 @@ wait_leave(rd_state *st, rd_item *it)
 	}
 	ax_list_remove(&st->waiting, &it->wn);
 	st->nwaiting--;
+	it->lane->group->nwait--;
+	it->lane->group->present[it->tier]--;
 }
 
 /* The best waiting item of l leaves the lane (NULL when empty). */
@@ -149,6 +153,7 @@ axrd_lane_get(rd_state *st, const char *group, const char *pool, int p0)
 		return NULL;
 	}
 	ax_heap_init(&l->heap, node_before);
+	axrd_lane_delayed_init(l);
 	l->p0         = p0;
 	l->next       = st->lane_list;
 	st->lane_list = l;
@@ -159,6 +164,7 @@ void
 axrd_lane_free(rd_lane *l)
 {
 	ax_heap_fini(&l->heap);
+	ax_heap_fini(&l->delayed);
 	free(l->gname);
 	free(l->pname);
 	free(l);
@@ -261,11 +267,8 @@ axrd_stats_persist(rd_state *st, int64_t now)
 	}
 	if (!changed || now < st->reason_down_until)
 		return;
-	if (st->store == NULL) {
-		if (ax_store_open(st->ctx->dsn, &st->store) != AX_OK)
-			return;
-		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
-	}
+	if (axrd_store(st) == NULL)
+		return;
 	if (ax_store_stats_put(st->store, rows, AX_TIER_COUNT + 1) != AX_OK) {
 		ax_logf(AX_LOG_DEBUG, "resource_detector", NULL, NULL,
 		        "component_stats not written: %s", ax_err_detail());

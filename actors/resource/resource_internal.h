@@ -22,6 +22,10 @@
  *    what holds an item, the rules table and its changes.
  *  - blocks.c: blocked items: blocking, the recheck that releases them,
  *    and the block reasons written on their task_instances rows.
+ *  - shave.c: peak shaving (engine/shaving.h) and the water levels
+ *    pushed per pool or group (the pool_pressure table): delaying the
+ *    lowest tier present on arrival, releasing delayed items as the
+ *    backlog drains or at their instant, and the pressure hold.
  *
  * Everything here runs on the resource detector's actor thread only.
  */
@@ -37,6 +41,7 @@
 #include "resource_detector.h"
 #include "resources.h"
 #include "rule.h"
+#include "shaving.h"
 #include "store.h"
 
 #define COMP AX_A_RESOURCE_DETECTOR
@@ -63,7 +68,7 @@
 
 enum { RD_R_NONE = 0, RD_R_BLOCK, RD_R_RESTORE }; /* rd_item.reason_write */
 
-enum { RD_WAITING = 0, RD_ADMITTED, RD_BLOCKED };
+enum { RD_WAITING = 0, RD_ADMITTED, RD_BLOCKED, RD_DELAYED };
 
 typedef struct rd_group rd_group;
 typedef struct rd_pool  rd_pool;
@@ -85,16 +90,18 @@ typedef struct rd_item {
 	double             akey; /* aging key, set when it starts waiting */
 	int64_t            since_us; /* mono: it started waiting (lane_push) */
 	rd_lane           *lane;
-	ax_heap_node       hn;   /* in lane->heap while RD_WAITING */
-	ax_list_node       wn;   /* in rd_state.waiting while RD_WAITING */
-	uint8_t            held; /* blocked once admitted: READY */
-	uint8_t            reason_write; /* RD_R_*: a row write to make */
-	uint8_t            reason_on;    /* block_reason is on its row */
-	uint8_t            in_rewrite;   /* listed in rd_state.rewrite */
-	uint8_t            reason_tries; /* writes that found no row */
-	int64_t            rule_id;      /* the rule holding it; 0: none */
-	char               block_reason[AX_RD_REASON_MAX];
-	char               key[]; /* instance key */
+	ax_heap_node       hn;     /* in lane->heap while RD_WAITING, in
+	                              lane->delayed while RD_DELAYED */
+	int64_t      until_us;     /* utc: RD_DELAYED until then */
+	ax_list_node wn;           /* in rd_state.waiting while RD_WAITING */
+	uint8_t      held;         /* blocked once admitted: READY */
+	uint8_t      reason_write; /* RD_R_*: a row write to make */
+	uint8_t      reason_on;    /* block_reason is on its row */
+	uint8_t      in_rewrite;   /* listed in rd_state.rewrite */
+	uint8_t      reason_tries; /* writes that found no row */
+	int64_t      rule_id;      /* the rule holding it; 0: none */
+	char         block_reason[AX_RD_REASON_MAX];
+	char         key[]; /* instance key */
 } rd_item;
 
 struct rd_group {
@@ -111,13 +118,19 @@ struct rd_group {
 	ax_res_set agg_res;     /* named, from the aggregate report */
 	ax_res_set workers_res; /* named, sums of per-worker reports */
 	ax_res_set used_res;    /* named, declared by admitted items */
+	int64_t    nwait;       /* items waiting in its lanes (backlog) */
+	int64_t    present[AX_TIER_COUNT]; /* waiting or delayed, per tier */
+	int        pressure_pct;           /* pushed water level, 0..100 */
+	int64_t    pressure_until_us;      /* utc: the push expires then */
 };
 
 struct rd_pool {
 	int64_t slots;
 	int64_t reserve_p0; /* of slots, kept for P0 (pools.reserve_p0) */
 	int64_t used;
-	int64_t used_low; /* of used, by P1..P3 items */
+	int64_t used_low;          /* of used, by P1..P3 items */
+	int     pressure_pct;      /* pushed water level, 0..100 */
+	int64_t pressure_until_us; /* utc: the push expires then */
 };
 
 /* A lane holds the waiting items of one (group, pool) and one side of
@@ -129,8 +142,9 @@ struct rd_lane {
 	rd_pool  *pool; /* NULL: no pool */
 	int       p0;   /* holds P0 items (may use the reserves) */
 	char     *gname, *pname;
-	ax_heap   heap; /* waiting items, best first (item_before) */
-	rd_lane  *next; /* all lanes */
+	ax_heap   heap;    /* waiting items, best first (item_before) */
+	ax_heap   delayed; /* RD_DELAYED items, earliest until_us first */
+	rd_lane  *next;    /* all lanes */
 };
 
 typedef struct rd_worker {
@@ -150,38 +164,46 @@ typedef struct rd_state {
 	int64_t       starve_after_us;   /* scheduler.starvation_after */
 	ax_list       waiting;           /* RD_WAITING items by since_us */
 	size_t        nwaiting;
-	ax_list_node *starve_edge;          /* first waiting item not counted
-	                                       starving; NULL: none */
-	int64_t    starving[AX_TIER_COUNT]; /* per tier */
-	int64_t    stats_due;               /* mono: next component_stats */
-	int64_t    last_stats[AX_TIER_COUNT + 1];
-	int        stats_written;
-	ax_strmap *items;   /* key -> rd_item */
-	ax_strmap *groups;  /* name -> rd_group */
-	ax_strmap *pools;   /* name -> rd_pool */
-	ax_strmap *lanes;   /* group\x1fpool -> rd_lane */
-	ax_strmap *workers; /* group\x1fworker -> rd_worker */
-	rd_lane   *lane_list;
-	rd_item  **blocked;
-	size_t     nblocked, capblocked;
-	rd_item  **fresh; /* arrived in this batch */
-	size_t     nfresh, capfresh;
-	rd_item  **rewrite; /* rows whose reason must change */
-	size_t     nrewrite, caprewrite;
-	ax_store  *store;             /* opened on the first reason write */
-	int64_t    reason_retry_at;   /* mono: missing rows */
-	int64_t    reason_down_until; /* mono: after a failure */
-	uint64_t   seq;
-	int        backpressured;
-	ax_rule   *rules; /* the rules table, parsed */
-	size_t     nrules;
-	int        rules_dag;    /* a rule names tier/owner/tag */
-	int        rules_timed;  /* a rule has a window/expiry */
-	int        rules_reload; /* read the table before use */
-	int        rules_dirty;  /* verdicts may have changed */
-	uint64_t   rules_gen;    /* loads so far */
-	uint64_t   rules_sig;    /* rules_signature() last seen */
-	uint64_t   admitted, delayed, blocked_count, ignored; /* counters */
+	ax_list_node *starve_edge; /* first waiting item not counted
+	                              starving; NULL: none */
+	int64_t         starving[AX_TIER_COUNT]; /* per tier */
+	int64_t         stats_due; /* mono: next component_stats */
+	int64_t         last_stats[AX_TIER_COUNT + 1];
+	int             stats_written;
+	ax_strmap      *items;   /* key -> rd_item */
+	ax_strmap      *groups;  /* name -> rd_group */
+	ax_strmap      *pools;   /* name -> rd_pool */
+	ax_strmap      *lanes;   /* group\x1fpool -> rd_lane */
+	ax_strmap      *workers; /* group\x1fworker -> rd_worker */
+	rd_lane        *lane_list;
+	rd_item       **blocked;
+	size_t          nblocked, capblocked;
+	rd_item       **fresh; /* arrived in this batch */
+	size_t          nfresh, capfresh;
+	rd_item       **rewrite; /* rows whose reason must change */
+	size_t          nrewrite, caprewrite;
+	ax_store       *store;           /* opened on the first reason write */
+	int64_t         reason_retry_at; /* mono: missing rows */
+	int64_t         reason_down_until; /* mono: after a failure */
+	uint64_t        seq;
+	int             backpressured;
+	ax_rule        *rules; /* the rules table, parsed */
+	size_t          nrules;
+	int             rules_dag;       /* a rule names tier/owner/tag */
+	int             rules_timed;     /* a rule has a window/expiry */
+	int             rules_reload;    /* read the table before use */
+	int             rules_dirty;     /* verdicts may have changed */
+	uint64_t        rules_gen;       /* loads so far */
+	uint64_t        rules_sig;       /* rules_signature() last seen */
+	ax_shave_policy shave;           /* shaving.* */
+	int             hold_pct;        /* shaving.pressure_hold (percent) */
+	int             pressure_reload; /* read pool_pressure before use */
+	char          **pressure_names;  /* names with a pressure in force */
+	size_t          npressure;
+	int64_t         pressure_next; /* utc: the next expiry; 0: none */
+	size_t          ndelayed;      /* RD_DELAYED items */
+	uint64_t        shaved;        /* delays so far */
+	uint64_t admitted, delayed, blocked_count, ignored; /* counters */
 } rd_state;
 
 /*
@@ -191,6 +213,9 @@ typedef struct rd_state {
  *  - axrd_admit sends its Admission and counts its use; on a send
  *    failure nothing changed.
  *  - axrd_ptr_push appends it to a growable array (AX_ENOMEM).
+ *  - axrd_store returns the detector's connection, opened on first use
+ *    with a short reconnect timeout (NULL: cannot connect now; the
+ *    detail says why).
  *  - axrd_group_get / axrd_pool_get return the group or pool of that
  *    name, created on first use (NULL: out of memory).
  *  - axrd_unuse gives back what an ADMITTED item used (no-op otherwise).
@@ -201,13 +226,16 @@ typedef struct rd_state {
  *  - axrd_lane_free frees a lane (its items are not its own).
  *  - axrd_dag_paused says whether the registry has dag paused.
  *  - axrd_block_item moves it to the blocked list with reason.
+ *  - axrd_shave_init reads the shaving.* keys; axrd_shave_fini frees the
+ *    pressure names; axrd_lane_delayed_init sets up l->delayed.
  */
 
 /* detector.c: the actor and the flow of one instance */
-void   axrd_emit(ax_actor *self, const rd_item *it, const char *type,
-                 const char *reason, const char *payload);
-ax_err axrd_admit(ax_actor *self, rd_state *st, rd_item *it);
-ax_err axrd_ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it);
+void      axrd_emit(ax_actor *self, const rd_item *it, const char *type,
+                    const char *reason, const char *payload);
+ax_err    axrd_admit(ax_actor *self, rd_state *st, rd_item *it);
+ax_err    axrd_ptr_push(rd_item ***v, size_t *n, size_t *cap, rd_item *it);
+ax_store *axrd_store(rd_state *st);
 /* capacity.c: capacity and fit per worker group and pool */
 rd_group   *axrd_group_get(rd_state *st, const char *name);
 int64_t     axrd_group_limit(const rd_state *st, const rd_group *g);
@@ -236,6 +264,17 @@ void        axrd_rules_load(rd_state *st);
 const char *axrd_hold_reason(rd_state *st, rd_item *it, int64_t now, char *buf,
                              size_t len);
 ax_err      axrd_rules_refresh(ax_actor *self, rd_state *st);
+
+/* shave.c: peak shaving and pushed water levels */
+int     axrd_level(const rd_state *st, const rd_lane *l, int64_t now);
+int64_t axrd_level_until(const rd_state *st, const rd_lane *l, int64_t now);
+int     axrd_shave(ax_actor *self, rd_state *st, rd_item *it);
+ax_err  axrd_shave_release(ax_actor *self, rd_state *st, int *released);
+int64_t axrd_shave_next(const rd_state *st);
+void    axrd_pressure_load(rd_state *st);
+void    axrd_shave_init(rd_state *st);
+void    axrd_lane_delayed_init(rd_lane *l);
+void    axrd_shave_fini(rd_state *st);
 
 /* blocks.c: blocked items and their row reasons */
 ax_err axrd_block_item(ax_actor *self, rd_state *st, rd_item *it,

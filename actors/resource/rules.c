@@ -41,10 +41,7 @@ axrd_rules_load(rd_state *st)
 		st->rules_reload = 0;
 		return;
 	}
-	if (st->store == NULL &&
-	    ax_store_open(st->ctx->dsn, &st->store) == AX_OK)
-		ax_store_set_reconnect_timeout(st->store, RD_REASON_RECONNECT);
-	if (st->store == NULL ||
+	if (axrd_store(st) == NULL ||
 	    ax_store_rules_load(st->store, 0, &v, &n, NULL) != AX_OK) {
 		ax_logf(AX_LOG_WARN, COMP, "DB_ERROR", NULL,
 		        "rules not read (the rules in force stay; next try in "

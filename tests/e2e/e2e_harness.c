@@ -340,6 +340,19 @@ on_body(char *p, size_t sz, size_t n, void *u)
 }
 
 void
+ax_e2e_trigger(const char *url, const char *token, const char *dag)
+{
+	char          path[128];
+	ax_e2e_answer a;
+
+	snprintf(path, sizeof(path), "/api/v1/dags/%s/trigger", dag);
+	ax_e2e_http(url, token, "POST", path, "{}", 2, NULL, &a);
+	cr_assert(a.status == 201 || a.status == 202 || a.status == 200,
+	          "trigger %s: %ld %s", dag, a.status, a.body);
+	json_decref(a.js);
+}
+
+void
 ax_e2e_http(const char *url, const char *token, const char *method,
             const char *path, const char *body, size_t len, const char *key,
             ax_e2e_answer *a)

@@ -103,6 +103,10 @@ void ax_e2e_http(const char *url, const char *token, const char *method,
                  const char *path, const char *body, size_t len,
                  const char *key, ax_e2e_answer *a);
 
+/* Triggers a manual run of dag through the API (POST
+ * /api/v1/dags/{dag}/trigger); fails the test unless it is accepted. */
+void ax_e2e_trigger(const char *url, const char *token, const char *dag);
+
 /* Points $AXCTL (used by AX_CLI_AXCTL) at $AX_BIN_DIR/axctl; fails the
  * test when AX_BIN_DIR is not set. */
 void ax_e2e_use_axctl(void);

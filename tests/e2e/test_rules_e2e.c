@@ -60,14 +60,7 @@ start_stack(void)
 static void
 trigger(const char *dag)
 {
-	char          path[128];
-	ax_e2e_answer a;
-
-	snprintf(path, sizeof(path), "/api/v1/dags/%s/trigger", dag);
-	ax_e2e_http(url, token, "POST", path, "{}", 2, NULL, &a);
-	cr_assert(a.status == 201 || a.status == 202 || a.status == 200,
-	          "trigger %s: %ld %s", dag, a.status, a.body);
-	json_decref(a.js);
+	ax_e2e_trigger(url, token, dag);
 }
 
 static const char *waiting_yaml =

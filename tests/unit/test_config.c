@@ -129,6 +129,13 @@ ParameterizedTestParameters(config, bad_input_names_key_and_place)
 		  "worker.resources: 'cpu' is not a resource name" },
 		{ "worker:\n  resources: gpu\n",
 		  "worker.resources: 'gpu' is not name=amount" },
+		{ "shaving:\n  level: 150\n",
+		  ":2:3: key 'shaving.level': 150 is a percentage of "
+		  "capacity: use 0..100" },
+		{ "shaving:\n  pressure_hold: 101\n",
+		  "key 'shaving.pressure_hold': 101 is a percentage" },
+		{ "shaving:\n  max_delay_p3: soon\n",
+		  "key 'shaving.max_delay_p3'" },
 	};
 	return cr_make_param_array(struct bad_case, cases,
 	                           sizeof(cases) / sizeof(cases[0]));

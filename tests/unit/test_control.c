@@ -136,6 +136,18 @@ Test(control, rules_go_to_the_resource_detector)
 	ax_control_msg_fini(&m);
 }
 
+Test(control, pressure_goes_to_the_resource_detector)
+{
+	ax_control_msg m;
+	Ax__Command   *c = decode("{\"op\":\"pressure\"}", &m);
+	cr_assert_str_eq(m.dest[0], "resource_detector");
+	cr_assert_null(m.dest[1]);
+	cr_assert_str_eq(c->control->op, "pressure");
+	cr_assert_str_eq(m.op, "pressure");
+	ax__command__free_unpacked(c, NULL);
+	ax_control_msg_fini(&m);
+}
+
 struct bad_case {
 	char json[160];
 	char detail[96]; /* a substring of the error detail */

@@ -185,6 +185,58 @@ Test(explain, pool_at_capacity_names_holders)
 	json_decref(d);
 }
 
+Test(explain, shaved_instance_names_its_instant_and_the_backlog)
+{
+	json_t *d =
+	    build("{\"subject\":\"instance\",\"now_us\":1764583260000000,"
+	          "\"instance\":{\"id\":20,\"dag\":\"d\",\"task\":\"t\","
+	          "\"state\":\"PENDING\",\"reason\":\"WAIT_RESOURCE\","
+	          "\"worker_group\":\"default\"},"
+	          "\"workers\":{\"group\":\"default\",\"live\":1,\"total\":1},"
+	          "\"events\":[{\"id\":5,\"type\":\"instance.delayed\","
+	          "\"reason\":\"BACKPRESSURE_DELAYED\",\"time_us\":"
+	          "1764583200000000,\"payload\":{\"tier\":\"P3\",\"held_by\":"
+	          "\"shaving\",\"group\":\"default\",\"until\":"
+	          "\"2025-12-01T10:01:00.000000Z\",\"backlog\":250,"
+	          "\"backlog_threshold\":200,\"level_pct\":0}}]}");
+	cr_assert_str_eq(str_at(d, "waiting_for/0/kind"), "backpressure");
+	cr_assert_str_eq(str_at(d, "waiting_for/0/until"),
+	                 "2025-12-01T10:01:00.000000Z");
+	cr_assert_str_eq(
+	    str_at(d, "waiting_for/0/text"),
+	    "delayed by peak shaving until 2025-12-01T10:01:00.000000Z: "
+	    "worker group default had 250 waiting (threshold 200) and water "
+	    "level 0%; released earlier as the backlog drains");
+	char *t = text_of(d);
+	cr_assert(strstr(t,
+	                 "delayed (shaving) until "
+	                 "2025-12-01T10:01:00.000000Z") != NULL,
+	          "%s", t);
+	free(t);
+	json_decref(d);
+}
+
+Test(explain, pressure_hold_names_level_and_expiry)
+{
+	json_t *d =
+	    build("{\"subject\":\"instance\",\"now_us\":1764583260000000,"
+	          "\"instance\":{\"id\":20,\"dag\":\"d\",\"task\":\"t\","
+	          "\"state\":\"PENDING\",\"reason\":\"WAIT_RESOURCE\","
+	          "\"worker_group\":\"default\"},"
+	          "\"workers\":{\"group\":\"default\",\"live\":1,\"total\":1},"
+	          "\"events\":[{\"id\":5,\"type\":\"instance.delayed\","
+	          "\"reason\":\"BACKPRESSURE_DELAYED\",\"time_us\":"
+	          "1764583200000000,\"payload\":{\"tier\":\"P3\",\"held_by\":"
+	          "\"pressure\",\"group\":\"default\",\"level_pct\":95,"
+	          "\"until\":\"2025-12-01T10:05:00.000000Z\"}}]}");
+	cr_assert_str_eq(str_at(d, "waiting_for/0/kind"), "backpressure");
+	cr_assert_str_eq(str_at(d, "waiting_for/0/text"),
+	                 "held by the water level pushed for its pool or "
+	                 "group (95%) until 2025-12-01T10:05:00.000000Z; P0 "
+	                 "is still admitted");
+	json_decref(d);
+}
+
 Test(explain, no_live_worker_in_group)
 {
 	json_t *d =
