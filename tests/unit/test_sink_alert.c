@@ -26,13 +26,16 @@ event(const char *type, const char *task, int attempt, const char *reason)
 	return e;
 }
 
+/* Strings are arrays: criterion runs each case in a new process of
+ * this (position-independent) binary, where a pointer into the parent's
+ * rodata would not be valid. "" stands for none. */
 typedef struct {
-	const char     *type;
-	const char     *task;
+	char            type[32];
+	char            task[8];
 	int             attempt, max_tries;
-	const char     *reason;
+	char            reason[24];
 	ax_alert_action want;
-	const char     *alertname, *want_reason;
+	char            alertname[24], want_reason[24];
 } map_case;
 
 static map_case cases[] = {
@@ -40,8 +43,8 @@ static map_case cases[] = {
 	{ "instance.failed", "load", 3, 3, "EXIT_CODE", AX_ALERT_FIRE,
 	  "AxTaskFailed", "EXIT_CODE" },
 	/* an earlier one: the retry may still succeed, nobody is paged */
-	{ "instance.failed", "load", 1, 3, "EXIT_CODE", AX_ALERT_NONE, NULL,
-	  NULL },
+	{ "instance.failed", "load", 1, 3, "EXIT_CODE", AX_ALERT_NONE, "",
+	  "" },
 	/* retries unknown (version not readable): alert */
 	{ "instance.failed", "load", 1, 0, "", AX_ALERT_FIRE, "AxTaskFailed",
 	  "FAILED" },
@@ -50,14 +53,13 @@ static map_case cases[] = {
 	  "TIMEOUT_EXEC" },
 	{ "instance.deadline_missed", "load", 1, 1, "DEADLINE_MISSED",
 	  AX_ALERT_FIRE, "AxDeadlineMissed", "DEADLINE_MISSED" },
-	{ "run.deadline_missed", NULL, 0, 0, "DEADLINE_MISSED", AX_ALERT_FIRE,
+	{ "run.deadline_missed", "", 0, 0, "DEADLINE_MISSED", AX_ALERT_FIRE,
 	  "AxDeadlineMissed", "DEADLINE_MISSED" },
-	{ "instance.succeeded", "load", 2, 3, "", AX_ALERT_RESOLVE, NULL,
-	  NULL },
-	{ "instance.running", "load", 1, 3, "", AX_ALERT_NONE, NULL, NULL },
+	{ "instance.succeeded", "load", 2, 3, "", AX_ALERT_RESOLVE, "", "" },
+	{ "instance.running", "load", 1, 3, "", AX_ALERT_NONE, "", "" },
 	{ "instance.pending", "load", 1, 3, "RETRY_SCHEDULED", AX_ALERT_NONE,
-	  NULL, NULL },
-	{ "run.failed", NULL, 0, 0, "", AX_ALERT_NONE, NULL, NULL },
+	  "", "" },
+	{ "run.failed", "", 0, 0, "", AX_ALERT_NONE, "", "" },
 };
 
 ParameterizedTestParameters(sink_alert, map)
@@ -73,29 +75,30 @@ label(json_t *a, const char *k)
 	    json_object_get(json_object_get(a, "labels"), k));
 }
 
-ParameterizedTest(map_case *c, sink_alert, map)
+ParameterizedTest(map_case *k, sink_alert, map)
 {
-	Ax__Event    e = event(c->type, c->task, c->attempt, c->reason);
+	Ax__Event e =
+	    event(k->type, k->task[0] ? k->task : NULL, k->attempt, k->reason);
 	ax_alert_dag d = { .owner     = "team-pay",
 		           .impact    = 0,
-		           .max_tries = c->max_tries };
+		           .max_tries = k->max_tries };
 	json_t      *a = NULL;
 
-	cr_assert_eq(ax_sink_alert_map(&e, &d, "", &a), c->want, "%s",
-	             c->type);
-	if (c->want != AX_ALERT_FIRE) {
+	cr_assert_eq(ax_sink_alert_map(&e, &d, "", &a), k->want, "%s",
+	             k->type);
+	if (k->want != AX_ALERT_FIRE) {
 		cr_assert_null(a);
 		return;
 	}
 	cr_assert_not_null(a);
-	cr_assert_str_eq(label(a, "alertname"), c->alertname);
-	cr_assert_str_eq(label(a, "reason"), c->want_reason);
+	cr_assert_str_eq(label(a, "alertname"), k->alertname);
+	cr_assert_str_eq(label(a, "reason"), k->want_reason);
 	cr_assert_str_eq(label(a, "impact"), "P0");
 	cr_assert_str_eq(label(a, "severity"), "critical");
 	cr_assert_str_eq(label(a, "owner"), "team-pay");
 	cr_assert_str_eq(label(a, "dag"), "pay.settle");
-	if (c->task != NULL)
-		cr_assert_str_eq(label(a, "task"), c->task);
+	if (k->task[0] != '\0')
+		cr_assert_str_eq(label(a, "task"), k->task);
 	else
 		cr_assert_null(label(a, "task"), "no empty label");
 	cr_assert_str_eq(json_string_value(json_object_get(a, "startsAt")),
@@ -137,15 +140,15 @@ Test(sink_alert, annotations_name_the_explain_command_and_link)
 }
 
 typedef struct {
-	const char *am, *wh, *link;
-	size_t      cap;
-	ax_err      want;
-	const char *detail; /* part of the error detail */
+	char   am[32], wh[32], link[24];
+	size_t cap;
+	ax_err want;
+	char   detail[128]; /* part of the error detail; "": none */
 } check_case;
 
 static check_case checks[] = {
-	{ "http://127.0.0.1:9093", "", "", 10, AX_OK, NULL },
-	{ "", "https://hooks.example.com/ax", "", 10, AX_OK, NULL },
+	{ "http://127.0.0.1:9093", "", "", 10, AX_OK, "" },
+	{ "", "https://hooks.example.com/ax", "", 10, AX_OK, "" },
 	{ "", "", "", 10, AX_ENOENT, "no target" },
 	{ "127.0.0.1:9093", "", "", 10, AX_EINVAL,
 	  "alerts.alertmanager_url \"127.0.0.1:9093\" is not an http:// or "
@@ -163,15 +166,15 @@ ParameterizedTestParameters(sink_alert, check)
 	                           sizeof(checks) / sizeof(checks[0]));
 }
 
-ParameterizedTest(check_case *c, sink_alert, check)
+ParameterizedTest(check_case *k, sink_alert, check)
 {
-	ax_sink_alert_config cfg = { .alertmanager_url = c->am,
-		                     .webhook_url      = c->wh,
-		                     .link_url         = c->link,
-		                     .capacity         = c->cap };
-	cr_assert_eq(ax_sink_alert_check(&cfg), c->want, "%s",
+	ax_sink_alert_config cfg = { .alertmanager_url = k->am,
+		                     .webhook_url      = k->wh,
+		                     .link_url         = k->link,
+		                     .capacity         = k->cap };
+	cr_assert_eq(ax_sink_alert_check(&cfg), k->want, "%s",
 	             ax_err_detail());
-	if (c->detail != NULL)
-		cr_assert_not_null(strstr(ax_err_detail(), c->detail), "%s",
+	if (k->detail[0] != '\0')
+		cr_assert_not_null(strstr(ax_err_detail(), k->detail), "%s",
 		                   ax_err_detail());
 }
