@@ -145,6 +145,9 @@ teardown(void)
 
 TestSuite(alerts, .init = setup, .fini = teardown, .timeout = 120);
 
+/* 1 when o's string member k equals want. */
+static int str_is(json_t *o, const char *k, const char *want);
+
 /* The alerts of the recorded bodies at path whose labels match
  * alertname, dag and status ("firing" / "resolved"): a new array of
  * copies (json_decref it). AM and AX's webhook both put a status on
@@ -164,17 +167,9 @@ alerts_at(const char *path, const char *alertname, const char *dag,
 		json_array_foreach(json_object_get(b, "alerts"), k, a)
 		{
 			json_t *l = json_object_get(a, "labels");
-			if (strcmp(json_string_value(
-			               json_object_get(l, "alertname"))
-			               ?: "",
-			           alertname) == 0 &&
-			    strcmp(json_string_value(json_object_get(l, "dag"))
-			               ?: "",
-			           dag) == 0 &&
-			    strcmp(
-			        json_string_value(json_object_get(a, "status"))
-			            ?: "",
-			        status) == 0)
+			if (str_is(l, "alertname", alertname) &&
+			    str_is(l, "dag", dag) &&
+			    str_is(a, "status", status))
 				json_array_append(out, a);
 		}
 		json_decref(b);
@@ -211,6 +206,14 @@ wait_alert(const char *path, const char *alertname, const char *dag,
 	return NULL;
 }
 
+/* 1 when o's string member k equals want. */
+static int
+str_is(json_t *o, const char *k, const char *want)
+{
+	const char *v = json_string_value(json_object_get(o, k));
+	return v != NULL && strcmp(v, want) == 0;
+}
+
 static const char *
 lbl(json_t *a, const char *k)
 {
@@ -222,7 +225,7 @@ lbl(json_t *a, const char *k)
 Test(alerts, through_alertmanager_and_the_webhook_by_impact)
 {
 	unsigned rxport, amport = free_port();
-	char     hook[96], yaml[2048], extra[512], at[32], reason[64];
+	char     hook[96], yaml[10240], extra[512], at[32], reason[64];
 
 	struct MHD_Daemon *d = ax_http_rx_start(&rx, &rxport);
 	snprintf(hook, sizeof(hook), "http://127.0.0.1:%u/am", rxport);
