@@ -667,6 +667,11 @@ open_alerts(ax_event_emitter *em)
 		.backoff0_us  = ax_config_duration_us(c, "alerts.backoff"),
 		.timeout_us   = ax_config_duration_us(c, "alerts.timeout"),
 		.registry     = em->ctx->registry,
+		.dsn          = em->ctx->dsn,
+		.stuck_after_us =
+		    ax_config_duration_us(c, "alerts.stuck_after"),
+		.stuck_check_us =
+		    ax_config_duration_us(c, "alerts.stuck_check"),
 	};
 	if ((rv = ax_sink_alert_new(&ac, &em->alert)) == AX_OK) {
 		em->alert_on = 1;

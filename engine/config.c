@@ -192,6 +192,14 @@ static const cfg_key cfg_keys[] = {
 	  "first delay between POSTs of an alert; doubles, at most 5 s" },
 	{ "alerts.timeout", CFG_DURATION, "5s",
 	  "connect and answer time allowed per alert POST" },
+	{ "alerts.stuck_after", CFG_DURATION, "6h",
+	  "an instance READY, RUNNING or UNKNOWN this long without a change "
+	  "alerts as stuck; 0 = no stuck check" },
+	{ "alerts.stuck_check", CFG_DURATION, "1m",
+	  "how often axd looks for stuck instances (one bounded query)" },
+	{ "alerts.no_lease_after", CFG_DURATION, "30s",
+	  "an axd that cannot take the scheduler lease this long (database "
+	  "away) alerts; 0 = only a lost lease alerts" },
 	{ "resources.overcommit", CFG_INT, "4",
 	  "admit up to worker-group slots x this, so pulls find work" },
 	{ "resources.default_group_slots", CFG_INT, "16",

@@ -25,6 +25,13 @@
  * ones worth keeping), which its own sender thread POSTs with retries.
  * Impact and owner come from the registry's memory; a DAG not cached
  * there costs one PostgreSQL read, only for the few events that alert.
+ * Stuck instances: with a DSN and stuck_after set, a thread of the sink
+ * reads every stuck_check the instances left in READY, RUNNING or
+ * UNKNOWN longer than stuck_after (a bounded query on the partial index
+ * of unfinished instances: no scan of the history, no cost per
+ * instance on the hot path) and alerts AxInstanceStuck once for each,
+ * resolved when it moves on. axd itself alerts AxSchedulerNoLease
+ * (ax_sink_alert_scheduler) when it loses the lease or cannot take one.
  * The alerts fired per task are remembered (at most AX_SINK_ALERT_OPEN
  * tasks) so a success can resolve them with identical labels.
  */
@@ -38,8 +45,10 @@
 #include "ax_err.h"
 #include "events.pb-c.h"
 #include "sink_http.h"
+#include "store_instances.h"
 
-#define AX_SINK_ALERT_OPEN 10000 /* tasks with firing alerts remembered */
+#define AX_SINK_ALERT_OPEN      10000 /* tasks with firing alerts kept */
+#define AX_SINK_ALERT_STUCK_MAX 1000  /* stuck instances read per check */
 
 struct ax_dag_registry;
 typedef struct ax_sink_alert ax_sink_alert;
@@ -54,10 +63,15 @@ typedef struct ax_sink_alert_config {
 	int64_t     timeout_us;   /* per POST; 0: 5 s */
 	struct ax_dag_registry *registry; /* impact, owner, retries; may be
 	                                     NULL (P2, no owner, final) */
+	const char *dsn;            /* the stuck check's database; NULL: off */
+	int64_t     stuck_after_us; /* READY/RUNNING/UNKNOWN this long is
+	                               stuck; 0: no stuck check */
+	int64_t stuck_check_us;     /* period of the check; 0: 1 min */
 } ax_sink_alert_config;
 
 typedef struct ax_sink_alert_stats {
 	uint64_t           fired, resolved; /* alerts mapped */
+	uint64_t           checks;          /* stuck checks done */
 	int                am_on, wh_on;    /* targets configured */
 	ax_sink_http_stats am, wh;          /* per target (0 when off) */
 } ax_sink_alert_stats;
@@ -84,6 +98,31 @@ typedef enum ax_alert_action {
  */
 ax_alert_action ax_sink_alert_map(const Ax__Event *e, const ax_alert_dag *d,
                                   const char *link_url, json_t **out);
+
+/*
+ * The alert of an instance stuck in x->state (AxInstanceStuck, reason
+ * STUCK_<state>, startsAt when it became stuck). Pure; json_decref it.
+ */
+json_t *ax_sink_alert_stuck_json(const ax_store_stuck *x,
+                                 const ax_alert_dag *d, int64_t stuck_after_us,
+                                 const char *link_url);
+
+/*
+ * The alert of a scheduler without its lease (AxSchedulerNoLease, P0,
+ * reason e.g. LEASE_LOST or NO_LEASE, label instance = holder, the axd).
+ * Pure; json_decref it.
+ */
+json_t *ax_sink_alert_scheduler_json(const char *reason, const char *holder,
+                                     const char *summary, int64_t time_us);
+
+/*
+ * Queues the scheduler alert (resolved 0) or its resolution (1, endsAt
+ * now) on every target. The labels depend on reason and holder only, so
+ * the resolution matches the alert. Returns 1 when queued. Any thread.
+ */
+int ax_sink_alert_scheduler(ax_sink_alert *sa, const char *reason,
+                            const char *holder, const char *summary,
+                            int resolved);
 
 /*
  * Checks the configuration: AX_EINVAL with a detail naming the key and

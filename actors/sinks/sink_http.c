@@ -3,8 +3,8 @@
  * thread (see sink_http.h).
  *
  * Invariants: the queue holds at most `cap` bodies, oldest first; only
- * the sender thread takes from it and only the pushing thread adds to it
- * (or, under DROP_OLDEST, evicts its head); a body leaves the queue
+ * the sender thread takes from it; pushers (any thread) add to it or,
+ * under DROP_OLDEST, evict its head, all under mu; a body leaves the queue
  * before it is POSTed, so a slow endpoint never holds the lock. Stopping
  * wakes every wait (backoff included).
  *

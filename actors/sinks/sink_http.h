@@ -60,7 +60,7 @@ ax_err ax_sink_http_new(const ax_sink_http_config *cfg, ax_sink_http **out);
  * in every case, freed with free()). Returns 1 when body is queued
  * (DROP_OLDEST: possibly after evicting the oldest, counted), 0 when it
  * was refused (DROP_NEWEST and full, or stopping; counted) and freed.
- * Never blocks on the network. One pushing thread at a time.
+ * Never blocks on the network. Any thread.
  */
 int ax_sink_http_push(ax_sink_http *h, char *body);
 

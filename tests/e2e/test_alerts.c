@@ -10,10 +10,14 @@
  *  - the direct webhook gets the same alert as plain JSON;
  *  - a P3 task that times out, then succeeds on its retry: the timeout
  *    fires and is resolved (endsAt) on both paths;
+ *  - a P1 task RUNNING past alerts.stuck_after alerts as stuck once,
+ *    and is resolved when it ends;
+ *  - the leader's session terminated: AxSchedulerNoLease (LEASE_LOST),
+ *    resolved once the axd leads again;
  *  - amtool accepts deploy/alertmanager/alertmanager.yml and routes P0 to
  *    the pager, P1 to the team, P2 and P3 to the daily digest.
  * Alertmanager's group_wait is 100 ms and group_interval 1 s here, so
- * the whole case takes about 15 s.
+ * the whole case takes about 20 s.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -166,9 +170,11 @@ alerts_at(const char *path, const char *alertname, const char *dag,
 		json_t *a;
 		json_array_foreach(json_object_get(b, "alerts"), k, a)
 		{
-			json_t *l = json_object_get(a, "labels");
-			if (str_is(l, "alertname", alertname) &&
-			    str_is(l, "dag", dag) &&
+			json_t *l      = json_object_get(a, "labels");
+			int     dag_ok = dag[0] != '\0'
+			        ? str_is(l, "dag", dag)
+			        : json_object_get(l, "dag") == NULL;
+			if (str_is(l, "alertname", alertname) && dag_ok &&
 			    str_is(a, "status", status))
 				json_array_append(out, a);
 		}
@@ -233,7 +239,8 @@ Test(alerts, through_alertmanager_and_the_webhook_by_impact)
 	snprintf(extra, sizeof(extra),
 	         "alerts:\n  alertmanager_url: http://127.0.0.1:%u\n"
 	         "  webhook_url: http://127.0.0.1:%u/direct\n"
-	         "  link_url: http://ax.example:8080\n",
+	         "  link_url: http://ax.example:8080\n"
+	         "  stuck_after: 2s\n  stuck_check: 300ms\n",
 	         amport, rxport);
 	e = ax_e2e_new(1, extra);
 	snprintf(yaml, sizeof(yaml),
@@ -247,8 +254,12 @@ Test(alerts, through_alertmanager_and_the_webhook_by_impact)
 	         "  - name: t\n"
 	         "    command: \"test -f %s/slow.mark || { touch "
 	         "%s/slow.mark; sleep 30; }\"\n"
-	         "    timeout: 1s\n    retries: {count: 1, delay: 1s}\n",
-	         ax_e2e_at(2, at, sizeof(at)), at, e->st.home, e->st.home);
+	         "    timeout: 1s\n    retries: {count: 1, delay: 1s}\n"
+	         "---\n"
+	         "kind: DAG\nname: al.stuck\nimpact: P1\nowner: team-ops\n"
+	         "schedule: {at: \"%s\"}\ntasks:\n"
+	         "  - {name: long, command: \"sleep 4\"}\n",
+	         ax_e2e_at(2, at, sizeof(at)), at, e->st.home, e->st.home, at);
 	ax_e2e_load(e, "alerts", NULL, yaml);
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
@@ -307,6 +318,37 @@ Test(alerts, through_alertmanager_and_the_webhook_by_impact)
 	json_decref(a);
 	a = wait_alert("/am", "AxTaskTimeout", "al.slow", "resolved", 30);
 	cr_assert_str_eq(lbl(a, "owner"), "team-bi");
+	json_decref(a);
+
+	/* RUNNING past alerts.stuck_after (2 s): stuck, resolved once it
+	 * has ended */
+	a = wait_alert("/direct", "AxInstanceStuck", "al.stuck", "firing", 20);
+	cr_assert_str_eq(lbl(a, "reason"), "STUCK_RUNNING");
+	cr_assert_str_eq(lbl(a, "impact"), "P1");
+	cr_assert_str_eq(lbl(a, "owner"), "team-ops");
+	cr_assert_str_eq(lbl(a, "task"), "long");
+	json_decref(a);
+	a = wait_alert("/direct", "AxInstanceStuck", "al.stuck", "resolved",
+	               20);
+	json_decref(a);
+	all = alerts_at("/direct", "AxInstanceStuck", "al.stuck", "firing");
+	cr_assert_eq(json_array_size(all), 1, "alerted once, not per check");
+	json_decref(all);
+
+	/* the leader session ends (as when PostgreSQL drops it): the axd
+	 * alerts LEASE_LOST, takes the lease again and resolves it */
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(pg_terminate_backend(pid)) FROM "
+	                        "pg_locks WHERE locktype = 'advisory' AND "
+	                        "classid = 1096315747::oid AND objid = "
+	                        "1751475200::oid"),
+	             1, "the leader session");
+	a = wait_alert("/direct", "AxSchedulerNoLease", "", "firing", 20);
+	cr_assert_str_eq(lbl(a, "reason"), "LEASE_LOST");
+	cr_assert_str_eq(lbl(a, "impact"), "P0");
+	cr_assert_str_neq(lbl(a, "instance"), "(none)");
+	json_decref(a);
+	a = wait_alert("/direct", "AxSchedulerNoLease", "", "resolved", 20);
 	json_decref(a);
 
 	teardown();

@@ -178,3 +178,51 @@ ParameterizedTest(check_case *k, sink_alert, check)
 		cr_assert_not_null(strstr(ax_err_detail(), k->detail), "%s",
 		                   ax_err_detail());
 }
+
+Test(sink_alert, stuck_instance_alert)
+{
+	ax_store_stuck x = { .instance_id = 9,
+		             .dag_run_id  = 4,
+		             .since_us    = 1767225600000000LL,
+		             .try_number  = 2,
+		             .state       = "RUNNING",
+		             .dag         = "pay.settle",
+		             .task        = "load" };
+	ax_alert_dag   d = { .owner = "team-pay", .impact = 1 };
+	json_t        *a = ax_sink_alert_stuck_json(&x, &d, 3600000000LL, "");
+
+	cr_assert_not_null(a);
+	cr_assert_str_eq(label(a, "alertname"), "AxInstanceStuck");
+	cr_assert_str_eq(label(a, "reason"), "STUCK_RUNNING");
+	cr_assert_str_eq(label(a, "impact"), "P1");
+	cr_assert_str_eq(label(a, "severity"), "error");
+	cr_assert_str_eq(label(a, "owner"), "team-pay");
+	cr_assert_str_eq(label(a, "task"), "load");
+	/* it became stuck an hour after its last change */
+	cr_assert_str_eq(json_string_value(json_object_get(a, "startsAt")),
+	                 "2026-01-01T01:00:00.000000Z");
+	cr_assert_str_eq(json_string_value(json_object_get(
+	                     json_object_get(a, "annotations"), "explain")),
+	                 "axctl explain instance 9");
+	json_decref(a);
+}
+
+Test(sink_alert, scheduler_alert_labels_match_for_the_resolution)
+{
+	json_t *a = ax_sink_alert_scheduler_json("LEASE_LOST", "axd h pid 1",
+	                                         "lost", 1767225600000000LL);
+	json_t *b = ax_sink_alert_scheduler_json("LEASE_LOST", "axd h pid 1",
+	                                         "scheduling again",
+	                                         1767225700000000LL);
+
+	cr_assert_str_eq(label(a, "alertname"), "AxSchedulerNoLease");
+	cr_assert_str_eq(label(a, "impact"), "P0");
+	cr_assert_str_eq(label(a, "severity"), "critical");
+	cr_assert_str_eq(label(a, "instance"), "axd h pid 1");
+	cr_assert_null(label(a, "dag"));
+	cr_assert(json_equal(json_object_get(a, "labels"),
+	                     json_object_get(b, "labels")),
+	          "Alertmanager matches a resolution by its labels");
+	json_decref(a);
+	json_decref(b);
+}
