@@ -454,13 +454,7 @@ watch_wait(ax_sink_alert *sa, int64_t us)
 	struct timespec ts;
 	int             stop;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += us / AX_USEC_PER_SEC;
-	ts.tv_nsec += (long) (us % AX_USEC_PER_SEC) * 1000;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ax_clock_mono_deadline(us, &ts);
 	pthread_mutex_lock(&sa->wmu);
 	while (!sa->wstop &&
 	       pthread_cond_timedwait(&sa->wcv, &sa->wmu, &ts) == 0)
@@ -608,8 +602,6 @@ free_stuck(void *v)
 static ax_err
 watch_start(ax_sink_alert *sa, const ax_sink_alert_config *cfg)
 {
-	pthread_condattr_t ca;
-
 	if (cfg->dsn == NULL || cfg->dsn[0] == '\0' ||
 	    cfg->stuck_after_us <= 0)
 		return AX_OK;
@@ -620,10 +612,7 @@ watch_start(ax_sink_alert *sa, const ax_sink_alert_config *cfg)
 	sa->stuck_check_us = cfg->stuck_check_us > 0 ? cfg->stuck_check_us
 	                                             : 60 * AX_USEC_PER_SEC;
 	pthread_mutex_init(&sa->wmu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&sa->wcv, &ca);
-	pthread_condattr_destroy(&ca);
+	ax_clock_cond_init(&sa->wcv);
 	if (pthread_create(&sa->watch, NULL, watch, sa) != 0) {
 		pthread_cond_destroy(&sa->wcv);
 		pthread_mutex_destroy(&sa->wmu);

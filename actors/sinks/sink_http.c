@@ -46,18 +46,6 @@ struct ax_sink_http {
 	    undeliverable, rejected;
 };
 
-static void
-deadline_in(struct timespec *ts, int64_t us)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += us / AX_USEC_PER_SEC;
-	ts->tv_nsec += (long) (us % AX_USEC_PER_SEC) * 1000;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static size_t
 discard_body(char *p, size_t sz, size_t n, void *u)
 {
@@ -118,7 +106,7 @@ backoff_wait(ax_sink_http *h, int64_t us)
 	struct timespec ts;
 	int             stop;
 
-	deadline_in(&ts, us);
+	ax_clock_mono_deadline(us, &ts);
 	pthread_mutex_lock(&h->mu);
 	while (!h->stop && pthread_cond_timedwait(&h->cv, &h->mu, &ts) == 0)
 		;
@@ -213,9 +201,8 @@ destroy(ax_sink_http *h)
 ax_err
 ax_sink_http_new(const ax_sink_http_config *cfg, ax_sink_http **out)
 {
-	ax_sink_http      *h;
-	pthread_condattr_t ca;
-	const char        *name = cfg->name != NULL ? cfg->name : "http";
+	ax_sink_http *h;
+	const char   *name = cfg->name != NULL ? cfg->name : "http";
 
 	*out = NULL;
 	if (cfg->url == NULL || cfg->url[0] == '\0')
@@ -243,10 +230,7 @@ ax_sink_http_new(const ax_sink_http_config *cfg, ax_sink_http **out)
 	    cfg->timeout_us > 0 ? cfg->timeout_us : HTTP_TIMEOUT_US;
 	h->overflow = cfg->overflow;
 	pthread_mutex_init(&h->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	ax_clock_cond_init(&h->cv);
 	if (pthread_create(&h->thr, NULL, sender, h) != 0) {
 		pthread_cond_destroy(&h->cv);
 		pthread_mutex_destroy(&h->mu);

@@ -531,6 +531,37 @@ Test(sinks, openlineage_connection_refused_gives_up_after_5_attempts)
 	teardown();
 }
 
+/* Stops the actor system (the sinks write their final counters to
+ * component_stats) and renders ax-api's sink metrics into *b; returns an
+ * open store (ax_store_close it). */
+static ax_store *
+stop_and_render_sinks(ax_buf *b)
+{
+	ax_store *st;
+
+	ax_actor_client_free(cli);
+	cli = NULL;
+	ax_actor_system_free(sys);
+	sys = NULL;
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
+	cr_assert_eq(ax_api_metrics_render_sinks(st, b), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_not_null(b->p);
+	return st;
+}
+
+/* /metrics counts n drops of sink for a full buffer. */
+static void
+assert_buffer_full(const ax_buf *b, const char *sink, uint64_t n)
+{
+	char want[160];
+	snprintf(want, sizeof(want),
+	         "ax_event_sink_dropped_total{sink=\"%s\",reason="
+	         "\"buffer_full\"} %llu\n",
+	         sink, (unsigned long long) n);
+	cr_assert_not_null(strstr(b->p, want), "want %s in:\n%s", want, b->p);
+}
+
 static int
 all50(const ax_event_emitter_stats *s)
 {
@@ -573,23 +604,9 @@ Test(sinks, openlineage_overflow_drops_counted_never_blocks)
 
 	/* stop: what is queued is undeliverable; counters reach
 	 * component_stats and /metrics */
-	ax_actor_client_free(cli);
-	cli = NULL;
-	ax_actor_system_free(sys);
-	sys = NULL;
-
-	ax_store *st;
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
-	ax_buf b = { 0 };
-	cr_assert_eq(ax_api_metrics_render_sinks(st, &b), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_not_null(b.p);
-	char want[160];
-	snprintf(want, sizeof(want),
-	         "ax_event_sink_dropped_total{sink=\"openlineage\",reason="
-	         "\"buffer_full\"} %llu\n",
-	         (unsigned long long) full);
-	cr_assert_not_null(strstr(b.p, want), "want %s in:\n%s", want, b.p);
+	ax_buf    b  = { 0 };
+	ax_store *st = stop_and_render_sinks(&b);
+	assert_buffer_full(&b, "openlineage", full);
 	cr_assert_not_null(
 	    strstr(b.p,
 	           "ax_event_sink_dropped_total{sink=\"openlineage\","
@@ -661,22 +678,9 @@ Test(sinks, alerts_dead_alertmanager_drops_oldest_counted_never_blocks)
 	uint64_t full = s.alerts.am.dropped_full;
 	cr_assert_eq(s.stored, 50, "event_log still gets every event");
 
-	ax_actor_client_free(cli);
-	cli = NULL;
-	ax_actor_system_free(sys);
-	sys = NULL;
-	ax_store *st;
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
-	ax_buf b = { 0 };
-	cr_assert_eq(ax_api_metrics_render_sinks(st, &b), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_not_null(b.p);
-	char want[160];
-	snprintf(want, sizeof(want),
-	         "ax_event_sink_dropped_total{sink=\"alertmanager\",reason="
-	         "\"buffer_full\"} %llu\n",
-	         (unsigned long long) full);
-	cr_assert_not_null(strstr(b.p, want), "want %s in:\n%s", want, b.p);
+	ax_buf    b  = { 0 };
+	ax_store *st = stop_and_render_sinks(&b);
+	assert_buffer_full(&b, "alertmanager", full);
 	ax_buf_fini(&b);
 	ax_store_close(st);
 	teardown();
