@@ -42,6 +42,22 @@ ax_clock_cond_init(pthread_cond_t *cv)
 	return rv;
 }
 
+int
+ax_clock_cond_sleep(pthread_cond_t *cv, pthread_mutex_t *mu, const int *stop,
+                    int64_t us)
+{
+	struct timespec ts;
+	int             rv;
+
+	ax_clock_mono_deadline(us, &ts);
+	pthread_mutex_lock(mu);
+	while (!*stop && pthread_cond_timedwait(cv, mu, &ts) == 0)
+		;
+	rv = *stop;
+	pthread_mutex_unlock(mu);
+	return rv;
+}
+
 int64_t
 ax_clock_utc_us(void)
 {

@@ -34,6 +34,15 @@ void ax_clock_mono_deadline(int64_t us, struct timespec *ts);
  * pthread_cond_init's result. */
 int ax_clock_cond_init(pthread_cond_t *cv);
 
+/*
+ * Waits on cv (made by ax_clock_cond_init) for up to us microseconds
+ * unless *stop is set, which a signal or broadcast of cv makes it check
+ * at once; mu guards *stop and is not held by the caller. Returns *stop.
+ * Any thread.
+ */
+int ax_clock_cond_sleep(pthread_cond_t *cv, pthread_mutex_t *mu,
+                        const int *stop, int64_t us);
+
 /* Microseconds since 1970-01-01T00:00:00Z on CLOCK_REALTIME. */
 int64_t ax_clock_utc_us(void);
 

@@ -447,23 +447,6 @@ ax_sink_alert_submit(ax_sink_alert *sa, const Ax__Event *e)
 /* ---------------------------------------------------------------------- */
 /* the stuck check (its own thread) */
 
-/* Sleeps us unless stopping; 1 when stopping. */
-static int
-watch_wait(ax_sink_alert *sa, int64_t us)
-{
-	struct timespec ts;
-	int             stop;
-
-	ax_clock_mono_deadline(us, &ts);
-	pthread_mutex_lock(&sa->wmu);
-	while (!sa->wstop &&
-	       pthread_cond_timedwait(&sa->wcv, &sa->wmu, &ts) == 0)
-		;
-	stop = sa->wstop;
-	pthread_mutex_unlock(&sa->wmu);
-	return stop;
-}
-
 /* Fires the alert of a stuck instance not alerted yet; marks those
  * already alerted as still stuck (gen). Watch thread. */
 static void
@@ -558,7 +541,9 @@ watch(void *arg)
 	int             warned = 0;
 	size_t          n      = 0;
 
-	while (rows != NULL && !watch_wait(sa, sa->stuck_check_us)) {
+	while (rows != NULL &&
+	       !ax_clock_cond_sleep(&sa->wcv, &sa->wmu, &sa->wstop,
+	                            sa->stuck_check_us)) {
 		ax_err rv = st != NULL ? AX_OK : ax_store_open(sa->dsn, &st);
 		if (rv == AX_OK)
 			rv = ax_store_stuck_instances(

@@ -99,22 +99,6 @@ take(ax_sink_http *h)
 	return body;
 }
 
-/* Sleeps us unless stopping; returns 1 when stopping. */
-static int
-backoff_wait(ax_sink_http *h, int64_t us)
-{
-	struct timespec ts;
-	int             stop;
-
-	ax_clock_mono_deadline(us, &ts);
-	pthread_mutex_lock(&h->mu);
-	while (!h->stop && pthread_cond_timedwait(&h->cv, &h->mu, &ts) == 0)
-		;
-	stop = h->stop;
-	pthread_mutex_unlock(&h->mu);
-	return stop;
-}
-
 static void
 deliver(ax_sink_http *h, CURL *c, const char *body)
 {
@@ -132,7 +116,8 @@ deliver(ax_sink_http *h, CURL *c, const char *body)
 			        "%s refused a POST (4xx): dropped", h->url);
 			return;
 		}
-		if (a >= h->max_attempts || backoff_wait(h, delay)) {
+		if (a >= h->max_attempts ||
+		    ax_clock_cond_sleep(&h->cv, &h->mu, &h->stop, delay)) {
 			atomic_fetch_add(&h->undeliverable, 1);
 			ax_logf(AX_LOG_WARN, h->name, NULL, NULL,
 			        "cannot deliver to %s after %d attempts: "

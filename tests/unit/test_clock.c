@@ -98,5 +98,10 @@ Test(clock, mono_deadline_adds_and_normalises)
 	pthread_mutex_unlock(&mu);
 	cr_assert(took >= 15000 && took < 1000000, "%lld us",
 	          (long long) took);
+	/* a stop flag set before the sleep returns at once */
+	int stop = 1;
+	t0       = ax_clock_mono_us();
+	cr_assert_eq(ax_clock_cond_sleep(&cv, &mu, &stop, 10000000), 1);
+	cr_assert(ax_clock_mono_us() - t0 < 1000000);
 	pthread_cond_destroy(&cv);
 }
