@@ -57,6 +57,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,7 @@
 #include "queue_service.h"
 #include "resource_detector.h"
 #include "result_handler.h"
+#include "sink_alert.h"
 #include "store.h"
 #include "store_sched.h"
 #include "time_detector.h"
@@ -117,6 +119,10 @@ typedef struct axd {
 	ax_dependency_detector_stats dds;
 	ax_queue                    *queue;
 	ax_event_emitter            *emitter;
+	ax_sink_alert               *alerts; /* scheduler alerts; NULL: off */
+	int64_t                      no_lease_us;   /* alerts.no_lease_after */
+	int                          alert_lost;    /* LEASE_LOST firing */
+	int                          alert_nolease; /* NO_LEASE firing */
 	sigset_t                     sigs;  /* SIGINT, SIGTERM, SIGUSR1 */
 	int                          sigfd; /* reads sigs (main() only) */
 } axd;
@@ -287,6 +293,61 @@ connect_standby(axd *d)
 }
 
 /*
+ * Scheduler alerts (sink_alert.h): this axd lost its lease (LEASE_LOST),
+ * or could not take one for alerts.no_lease_after because the database
+ * is away (NO_LEASE); both are resolved once it leads again. Why: while
+ * no axd leads nothing is scheduled at all, and the pipeline's own alert
+ * sink stops with the pipeline, so main() keeps a sink of its own.
+ * A wrong call costs a page for a short database blip (raise
+ * no_lease_after) or a silent outage (never: the lease loss always
+ * fires). Main thread only.
+ */
+static void sched_alert(axd *d, const char *reason, int *firing, int resolve,
+                        const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void
+sched_alert(axd *d, const char *reason, int *firing, int resolve,
+            const char *fmt, ...)
+{
+	char    summary[512];
+	va_list ap;
+
+	if (d->alerts == NULL || *firing == !resolve)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(summary, sizeof(summary), fmt, ap);
+	va_end(ap);
+	(void) ax_sink_alert_scheduler(d->alerts, reason, d->holder, summary,
+	                               resolve);
+	*firing = !resolve;
+}
+
+/* Opens main()'s alert sink when an alert target is configured. */
+static void
+open_sched_alerts(axd *d)
+{
+	int64_t cap = ax_config_int(d->cfg, "alerts.buffer");
+	ax_err  rv;
+
+	ax_sink_alert_config ac = {
+		.alertmanager_url =
+		    ax_config_str(d->cfg, "alerts.alertmanager_url"),
+		.webhook_url  = ax_config_str(d->cfg, "alerts.webhook_url"),
+		.capacity     = cap > 0 ? (size_t) cap : 0,
+		.max_attempts = (int) ax_config_int(d->cfg, "alerts.attempts"),
+		.backoff0_us = ax_config_duration_us(d->cfg, "alerts.backoff"),
+		.timeout_us  = ax_config_duration_us(d->cfg, "alerts.timeout"),
+	};
+	d->no_lease_us =
+	    ax_config_duration_us(d->cfg, "alerts.no_lease_after");
+	if ((rv = ax_sink_alert_new(&ac, &d->alerts)) != AX_OK &&
+	    rv != AX_ENOENT)
+		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL,
+		        "scheduler alerts off: %s", ax_err_detail());
+}
+
+/*
  * Becomes the leader: (re)connects with backoff while the database is
  * away, then tries the leadership lock every standby poll while another
  * axd holds it. Returns AX_OK (d->epoch set), or AX_ECLOSED when a signal
@@ -310,6 +371,10 @@ acquire(axd *d)
 				        (long long) ((ax_clock_mono_us() -
 				                      down_since) /
 				                     AX_USEC_PER_MSEC));
+			sched_alert(d, "NO_LEASE", &d->alert_nolease, 1,
+			            "scheduling again");
+			sched_alert(d, "LEASE_LOST", &d->alert_lost, 1,
+			            "scheduling again");
 			return AX_OK;
 		}
 		if (rv == AX_EBUSY) {
@@ -343,6 +408,17 @@ acquire(axd *d)
 			}
 			wait    = backoff;
 			backoff = backoff_next(backoff);
+			if (d->no_lease_us > 0 &&
+			    ax_clock_mono_us() - down_since >= d->no_lease_us)
+				sched_alert(d, "NO_LEASE", &d->alert_nolease,
+				            0,
+				            "%s has not been able to take the "
+				            "scheduler lease for %lld s: %s",
+				            d->holder,
+				            (long long) ((ax_clock_mono_us() -
+				                          down_since) /
+				                         AX_USEC_PER_SEC),
+				            ax_err_detail());
 		}
 		ax_control_discard(d->ctl);
 		int sig = wait_event(d, wait, NULL);
@@ -613,6 +689,7 @@ start_error_is_final(ax_err rv)
 static void
 axd_fini(axd *d)
 {
+	ax_sink_alert_free(d->alerts, 2 * AX_USEC_PER_SEC, NULL);
 	ax_control_free(d->ctl);
 	ax_actor_system_free(d->sys);
 	ax_dag_registry_free(d->reg);
@@ -670,6 +747,11 @@ cycles(axd *d)
 			return EXIT_CLEAN;
 		}
 		stop_pipeline(d, 1);
+		sched_alert(d, "LEASE_LOST", &d->alert_lost, 0,
+		            "%s lost the scheduler lease (epoch %" PRId64
+		            ") and stopped scheduling; it tries to take it "
+		            "again",
+		            d->holder, d->epoch);
 		/* drop the session: frees the lock if it still lives */
 		ax_store_sched_leader_close(d->leader);
 		d->leader = NULL;
@@ -708,6 +790,7 @@ serve(axd *d)
 	(void) gethostname(host, sizeof(host) - 1);
 	snprintf(d->holder, sizeof(d->holder), "axd %s pid %ld", host,
 	         (long) getpid());
+	open_sched_alerts(d);
 	return cycles(d);
 }
 

@@ -25,17 +25,20 @@
 #include "clock.h"
 #include "buf.h"
 #include "flow_util.h"
+#include "sink_alert.h"
 #include "sink_openlineage.h"
 #include "sink_pub.h"
 #include "store.h"
 #include "store_attempts.h"
 #include "store_stats.h"
 
-#define EM_CHUNK        2000 /* rows per insert */
-#define EM_BACKOFF0_US  (100 * AX_USEC_PER_MSEC)
-#define EM_BACKOFF_MAX  (5 * AX_USEC_PER_SEC)
-#define EM_RECONNECT_US (200 * AX_USEC_PER_MSEC)
-#define EM_OL_DRAIN_US  (2 * AX_USEC_PER_SEC) /* OpenLineage at stop */
+#define EM_CHUNK          2000 /* rows per insert */
+#define EM_BACKOFF0_US    (100 * AX_USEC_PER_MSEC)
+#define EM_BACKOFF_MAX    (5 * AX_USEC_PER_SEC)
+#define EM_RECONNECT_US   (200 * AX_USEC_PER_MSEC)
+#define EM_OL_DRAIN_US    (2 * AX_USEC_PER_SEC) /* OpenLineage at stop */
+#define EM_ALERT_DRAIN_US (2 * AX_USEC_PER_SEC) /* alerts at stop */
+#define EM_STATS_MAX      32                    /* component_stats rows */
 
 struct ax_event_emitter {
 	const ax_pipeline_ctx *ctx;
@@ -45,12 +48,15 @@ struct ax_event_emitter {
 	int64_t                backoff_us;
 	int                    down;   /* last write failed: wait for tick */
 	int64_t                db_due; /* mono: retry event_log; 0 none */
-	int64_t                stats_due;      /* mono: next component_stats */
-	int64_t                last_stats[16]; /* values last upserted */
-	ax_sink_pub           *pub;            /* NULL: PUB sink off */
-	ax_sink_ol            *ol;             /* NULL: OpenLineage off */
-	int                    pub_on, ol_on;  /* configured (stats rows) */
-	ax_sink_ol_stats       ol_final;       /* counters after stop */
+	int64_t                stats_due; /* mono: next component_stats */
+	int64_t                last_stats[EM_STATS_MAX]; /* last upserted */
+	ax_sink_pub           *pub;           /* NULL: PUB sink off */
+	ax_sink_ol            *ol;            /* NULL: OpenLineage off */
+	ax_sink_alert         *alert;         /* NULL: alerts off */
+	int                    alert_on;      /* configured (stats rows) */
+	ax_sink_alert_stats    alert_final;   /* counters after stop */
+	int                    pub_on, ol_on; /* configured (stats rows) */
+	ax_sink_ol_stats       ol_final;      /* counters after stop */
 	ax_sink_pub_stats      pub_final;
 	_Atomic uint64_t       events, stored, dropped, failures, bad;
 	_Atomic uint64_t       dead_lettered, refused_dropped;
@@ -145,6 +151,17 @@ ol_write(ax_actor *self, ax_event_emitter *em, Ax__Event **evs, size_t n)
 		return AX_OK;
 	for (size_t i = 0; i < n; i++)
 		(void) ax_sink_ol_submit(em->ol, evs[i]);
+	return AX_OK;
+}
+
+static ax_err
+alert_write(ax_actor *self, ax_event_emitter *em, Ax__Event **evs, size_t n)
+{
+	(void) self;
+	if (em->alert == NULL)
+		return AX_OK;
+	for (size_t i = 0; i < n; i++)
+		(void) ax_sink_alert_submit(em->alert, evs[i]);
 	return AX_OK;
 }
 
@@ -376,6 +393,27 @@ db_tick(ax_actor *self, ax_event_emitter *em)
 /* ---------------------------------------------------------------------- */
 /* component_stats: the sink counters, for ax-api's /metrics */
 
+/* The rows of one HTTP target of the alert sink (component c). */
+static void
+http_rows(ax_store_stat *rows, size_t *n, const char *c,
+          const ax_sink_http_stats *h)
+{
+	const struct {
+		const char *key;
+		uint64_t    v;
+	} kv[] = {
+		{ "delivered", h->delivered },
+		{ "retries", h->retries },
+		{ "dropped.buffer_full", h->dropped_full },
+		{ "dropped.undeliverable", h->undeliverable },
+		{ "dropped.rejected", h->rejected },
+	};
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		rows[(*n)++] = (ax_store_stat) { .component = c,
+			                         .key       = kv[i].key,
+			                         .value = (int64_t) kv[i].v };
+}
+
 /*
  * Upserts the counters when one changed since the last write. Skipped
  * while event_log is unreachable (same database): the next period tries
@@ -385,7 +423,7 @@ static void
 stats_persist(ax_event_emitter *em)
 {
 	ax_event_emitter_stats st;
-	ax_store_stat          rows[16];
+	ax_store_stat          rows[EM_STATS_MAX];
 	size_t                 n       = 0;
 	int                    changed = 0;
 
@@ -412,6 +450,10 @@ stats_persist(ax_event_emitter *em)
 		    st.ol_undeliverable);
 		ROW("openlineage", "dropped.rejected", st.ol_rejected);
 	}
+	if (st.alert_on && st.alerts.am_on)
+		http_rows(rows, &n, "event_sink.alertmanager", &st.alerts.am);
+	if (st.alert_on && st.alerts.wh_on)
+		http_rows(rows, &n, "event_sink.webhook", &st.alerts.wh);
 #undef ROW
 	for (size_t i = 0; i < n; i++)
 		if (rows[i].value != em->last_stats[i])
@@ -450,6 +492,7 @@ static const em_sink em_sinks[] = {
 	{ .name = "log", .write = log_write, .tick = stats_tick },
 	{ .name = "pub", .write = pub_write },
 	{ .name = "openlineage", .write = ol_write },
+	{ .name = "alerts", .write = alert_write },
 	{ .name = "event_log", .write = db_write, .tick = db_tick },
 };
 
@@ -536,6 +579,8 @@ em_fini(void *state)
 		(void) flush(em); /* last chance at stop */
 	ax_sink_ol_free(em->ol, EM_OL_DRAIN_US, &em->ol_final);
 	em->ol = NULL;
+	ax_sink_alert_free(em->alert, EM_ALERT_DRAIN_US, &em->alert_final);
+	em->alert = NULL;
 	if (em->pub != NULL)
 		ax_sink_pub_stats_get(em->pub, &em->pub_final);
 	ax_sink_pub_close(em->pub);
@@ -595,10 +640,55 @@ ax_event_emitter_stats_get(const ax_event_emitter *em,
 		out->ol_undeliverable = os.undeliverable;
 		out->ol_rejected      = os.rejected;
 	}
+	out->alert_on = em->alert_on;
+	if (em->alert_on) {
+		out->alerts = em->alert_final;
+		if (em->alert != NULL)
+			ax_sink_alert_stats_get(em->alert, &out->alerts);
+	}
 }
 
-/* Opens the PUB and OpenLineage sinks; a sink that cannot start is
- * logged and stays off (events still reach the others). */
+/* Opens the alert sink when a target is configured; a bad value is
+ * logged with its key and the sink stays off. */
+static void
+open_alerts(ax_event_emitter *em)
+{
+	const ax_config *c   = em->ctx->cfg;
+	int64_t          cap = ax_config_int(c, "alerts.buffer");
+	ax_err           rv;
+
+	ax_sink_alert_config ac = {
+		.alertmanager_url =
+		    ax_config_str(c, "alerts.alertmanager_url"),
+		.webhook_url  = ax_config_str(c, "alerts.webhook_url"),
+		.link_url     = ax_config_str(c, "alerts.link_url"),
+		.capacity     = cap > 0 ? (size_t) cap : 0,
+		.max_attempts = (int) ax_config_int(c, "alerts.attempts"),
+		.backoff0_us  = ax_config_duration_us(c, "alerts.backoff"),
+		.timeout_us   = ax_config_duration_us(c, "alerts.timeout"),
+		.registry     = em->ctx->registry,
+		.dsn          = em->ctx->dsn,
+		.stuck_after_us =
+		    ax_config_duration_us(c, "alerts.stuck_after"),
+		.stuck_check_us =
+		    ax_config_duration_us(c, "alerts.stuck_check"),
+	};
+	if ((rv = ax_sink_alert_new(&ac, &em->alert)) == AX_OK) {
+		em->alert_on = 1;
+		ax_log_info(AX_A_EVENT_EMITTER,
+		            "alerts to%s%s%s%s (buffer %zu per target)",
+		            ac.alertmanager_url[0] ? " Alertmanager " : "",
+		            ac.alertmanager_url,
+		            ac.webhook_url[0] ? " webhook " : "",
+		            ac.webhook_url, ac.capacity);
+	} else if (rv != AX_ENOENT) {
+		ax_logf(AX_LOG_ERROR, AX_A_EVENT_EMITTER, NULL, NULL,
+		        "alert sink off: %s", ax_err_detail());
+	}
+}
+
+/* Opens the PUB, OpenLineage and alert sinks; a sink that cannot start
+ * is logged and stays off (events still reach the others). */
 static void
 open_sinks(ax_event_emitter *em)
 {
@@ -615,6 +705,7 @@ open_sinks(ax_event_emitter *em)
 		ax_logf(AX_LOG_WARN, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "PUB sink off: %s", ax_err_detail());
 	}
+	open_alerts(em);
 	if (url == NULL || url[0] == '\0')
 		return;
 	ax_sink_ol_config oc = {

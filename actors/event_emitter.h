@@ -17,14 +17,20 @@
  *   "openlineage" run and instance events mapped to OpenLineage
  *                RunEvents, POSTed to openlineage.url by a sender thread
  *                with a bounded queue (sink_openlineage.h); disabled when
- *                the URL is empty.
+ *                the URL is empty;
+ *   "alerts"     final failures, timeouts and missed deadlines as alerts
+ *                labelled by impact and owner, to Alertmanager and/or a
+ *                webhook, each with its own sender thread and bounded
+ *                queue that drops the oldest (sink_alert.h); off unless
+ *                alerts.alertmanager_url or alerts.webhook_url is set.
  * A PUB address that cannot be bound (e.g. in use) is logged and the PUB
  * sink stays off; it never stops axd.
  *
  * Counters of every sink are upserted into component_stats (component
- * "event_sink.<sink>", keys "delivered", "retries", "dropped.<reason>")
- * every AX_EVENT_EMITTER_STATS_US and at stop, when a DSN is set; ax-api
- * exposes them as ax_event_sink_*_total on /metrics.
+ * "event_sink.<sink>", the alert targets as "alertmanager" and "webhook"; keys
+ * "delivered", "retries", "dropped.<reason>") every AX_EVENT_EMITTER_STATS_US
+ * and at stop, when a DSN is set; ax-api exposes them as ax_event_sink_*_total
+ * on /metrics.
  *
  * Never blocks the pipeline: while PostgreSQL is unreachable the
  * event_log sink keeps a bounded buffer (config events.buffer), counts
@@ -44,6 +50,7 @@
 #include <stdint.h>
 
 #include "pipeline.h"
+#include "sink_alert.h"
 
 typedef struct ax_event_emitter ax_event_emitter;
 
@@ -69,7 +76,10 @@ typedef struct ax_event_emitter_stats {
 	uint64_t ol_dropped_full;  /* queue full */
 	uint64_t ol_undeliverable; /* retries exhausted, or stop */
 	uint64_t ol_rejected;      /* endpoint answered 4xx */
-	uint64_t stats_writes;     /* component_stats upserts done */
+	/* alert sink (0 when off) */
+	int                 alert_on;
+	ax_sink_alert_stats alerts;
+	uint64_t            stats_writes; /* component_stats upserts done */
 } ax_event_emitter_stats;
 
 #define AX_EVENT_EMITTER_STATS_US (5 * 1000000LL) /* component_stats */

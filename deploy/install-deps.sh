@@ -21,6 +21,7 @@ PKGS=(
 	openssl # test_api_e2e makes a self-signed TLS certificate
 	patroni etcd-server python3-etcd # the ha suite: AX on a Patroni cluster (tests/ha)
 	chromium nodejs # the browser suite: the web UI in headless chromium (tests/browser)
+	prometheus-alertmanager # test_alerts: alerts through a real Alertmanager, amtool checks deploy/alertmanager/
 	# runtime: embedded PostgreSQL, time zone data
 	postgresql postgresql-contrib tzdata procps
 )

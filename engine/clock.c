@@ -17,6 +17,47 @@ ax_clock_mono_us(void)
 	return (int64_t) ts.tv_sec * AX_USEC_PER_SEC + ts.tv_nsec / 1000;
 }
 
+void
+ax_clock_mono_deadline(int64_t us, struct timespec *ts)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += us / AX_USEC_PER_SEC;
+	ts->tv_nsec += (long) (us % AX_USEC_PER_SEC) * 1000;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+int
+ax_clock_cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+	int                rv;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	rv = pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return rv;
+}
+
+int
+ax_clock_cond_sleep(pthread_cond_t *cv, pthread_mutex_t *mu, const int *stop,
+                    int64_t us)
+{
+	struct timespec ts;
+	int             rv;
+
+	ax_clock_mono_deadline(us, &ts);
+	pthread_mutex_lock(mu);
+	while (!*stop && pthread_cond_timedwait(cv, mu, &ts) == 0)
+		;
+	rv = *stop;
+	pthread_mutex_unlock(mu);
+	return rv;
+}
+
 int64_t
 ax_clock_utc_us(void)
 {

@@ -9,8 +9,10 @@
 #ifndef AX_CLOCK_H
 #define AX_CLOCK_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "ax_err.h"
 
@@ -19,6 +21,27 @@
 
 /* Microseconds on CLOCK_MONOTONIC; for timers and durations only. */
 int64_t ax_clock_mono_us(void);
+
+/*
+ * *ts = now + us on CLOCK_MONOTONIC: the deadline for
+ * pthread_cond_timedwait on a condition variable made by
+ * ax_clock_cond_init (so a wall-clock step never shortens or stretches
+ * the wait). Any thread.
+ */
+void ax_clock_mono_deadline(int64_t us, struct timespec *ts);
+
+/* Initialises cv to time its waits on CLOCK_MONOTONIC; returns
+ * pthread_cond_init's result. */
+int ax_clock_cond_init(pthread_cond_t *cv);
+
+/*
+ * Waits on cv (made by ax_clock_cond_init) for up to us microseconds
+ * unless *stop is set, which a signal or broadcast of cv makes it check
+ * at once; mu guards *stop and is not held by the caller. Returns *stop.
+ * Any thread.
+ */
+int ax_clock_cond_sleep(pthread_cond_t *cv, pthread_mutex_t *mu,
+                        const int *stop, int64_t us);
 
 /* Microseconds since 1970-01-01T00:00:00Z on CLOCK_REALTIME. */
 int64_t ax_clock_utc_us(void);

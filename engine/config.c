@@ -174,6 +174,32 @@ static const cfg_key cfg_keys[] = {
 	  "job namespace of OpenLineage events" },
 	{ "openlineage.buffer", CFG_INT, "10000",
 	  "events buffered for OpenLineage before drops" },
+	{ "alerts.alertmanager_url", CFG_STRING, "",
+	  "Alertmanager base URL (alerts POSTed to <url>/api/v2/alerts); "
+	  "empty = off" },
+	{ "alerts.webhook_url", CFG_STRING, "",
+	  "URL that receives alerts as plain JSON POSTs; empty = off" },
+	{ "alerts.link_url", CFG_STRING, "",
+	  "ax-api base URL put into alerts as the explain link; empty = "
+	  "none" },
+	{ "alerts.buffer", CFG_INT, "1000",
+	  "alerts queued per target while it is unreachable; when full the "
+	  "oldest is dropped (counted)" },
+	{ "alerts.attempts", CFG_INT, "5",
+	  "POSTs per alert before it is dropped (retries on errors, 408, 429, "
+	  "5xx)" },
+	{ "alerts.backoff", CFG_DURATION, "100ms",
+	  "first delay between POSTs of an alert; doubles, at most 5 s" },
+	{ "alerts.timeout", CFG_DURATION, "5s",
+	  "connect and answer time allowed per alert POST" },
+	{ "alerts.stuck_after", CFG_DURATION, "6h",
+	  "an instance READY, RUNNING or UNKNOWN this long without a change "
+	  "alerts as stuck; 0 = no stuck check" },
+	{ "alerts.stuck_check", CFG_DURATION, "1m",
+	  "how often axd looks for stuck instances (one bounded query)" },
+	{ "alerts.no_lease_after", CFG_DURATION, "30s",
+	  "an axd that cannot take the scheduler lease this long (database "
+	  "away) alerts; 0 = only a lost lease alerts" },
 	{ "resources.overcommit", CFG_INT, "4",
 	  "admit up to worker-group slots x this, so pulls find work" },
 	{ "resources.default_group_slots", CFG_INT, "16",

@@ -535,3 +535,54 @@ ax_store_deps_clear(ax_store *s, const int64_t *ids, const int32_t *base,
 	ax_sqlarr_fini_all(a, 2);
 	return rv;
 }
+
+/* ---------------------------------------------------------------------- */
+/* instances stuck in a non-terminal state (the alert sink's check) */
+
+#define SQL_STUCK_TI                                                          \
+	"SELECT t.id, t.dag_run_id, coalesce(r.dag_version_id, 0), "          \
+	"ax_us(t.updated_at), t.try_number, t.state, d.name, t.task "         \
+	"FROM task_instances t JOIN dags d ON d.id = t.dag_id "               \
+	"JOIN dag_runs r ON r.id = t.dag_run_id "                             \
+	"WHERE t.state IN ('READY', 'RUNNING', 'UNKNOWN') "                   \
+	"AND t.updated_at < now() - $1::bigint * interval '1 microsecond' "   \
+	"ORDER BY t.updated_at LIMIT $2::int"
+
+static void
+copy_cell(char *dst, size_t cap, const PGresult *r, int row, int col)
+{
+	const char *v = ax_store_cell(r, row, col);
+	snprintf(dst, cap, "%s", v != NULL ? v : "");
+}
+
+ax_err
+ax_store_stuck_instances(ax_store *s, int64_t older_than_us,
+                         ax_store_stuck *out, size_t max, size_t *n)
+{
+	char        age[24], lim[24];
+	const char *p[2] = { age, lim };
+	PGresult   *r    = NULL;
+	ax_err      rv;
+
+	*n = 0;
+	if (max == 0)
+		return AX_OK;
+	snprintf(age, sizeof(age), "%lld", (long long) older_than_us);
+	snprintf(lim, sizeof(lim), "%zu", max);
+	if ((rv = ax_store_query(s, SQL_STUCK_TI, 2, p, &r)) != AX_OK)
+		return rv;
+	for (int i = 0; i < PQntuples(r) && (size_t) i < max; i++) {
+		ax_store_stuck *x = &out[i];
+		x->instance_id    = ax_store_cell_i64(r, i, 0);
+		x->dag_run_id     = ax_store_cell_i64(r, i, 1);
+		x->dag_version_id = ax_store_cell_i64(r, i, 2);
+		x->since_us       = ax_store_cell_i64(r, i, 3);
+		x->try_number     = (int) ax_store_cell_i64(r, i, 4);
+		copy_cell(x->state, sizeof(x->state), r, i, 5);
+		copy_cell(x->dag, sizeof(x->dag), r, i, 6);
+		copy_cell(x->task, sizeof(x->task), r, i, 7);
+		(*n)++;
+	}
+	PQclear(r);
+	return AX_OK;
+}

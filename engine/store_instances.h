@@ -151,4 +151,28 @@ ax_err ax_store_set_reasons(ax_store *s, ax_store_ti_reason *rows, size_t n,
 ax_err ax_store_deps_clear(ax_store *s, const int64_t *ids,
                            const int32_t *base, size_t n, size_t *cleared);
 
+/* One instance that has stayed in READY, RUNNING or UNKNOWN too long. */
+typedef struct ax_store_stuck {
+	int64_t instance_id;
+	int64_t dag_run_id;
+	int64_t dag_version_id; /* of its run */
+	int64_t since_us;       /* updated_at: its last state change */
+	int     try_number;
+	char    state[16];
+	char    dag[256];
+	char    task[256];
+} ax_store_stuck;
+
+/*
+ * Up to max instances in READY, RUNNING or UNKNOWN whose last change
+ * (updated_at) is older than older_than_us by the database clock, the
+ * oldest first, into out; *n gets how many. PENDING is not included:
+ * waiting for an upstream or a time can last days by design. Reads the
+ * partial index of unfinished instances (task_instances_active_idx), so
+ * its cost follows the unfinished instances, never the history. Any
+ * thread that owns s.
+ */
+ax_err ax_store_stuck_instances(ax_store *s, int64_t older_than_us,
+                                ax_store_stuck *out, size_t max, size_t *n);
+
 #endif /* AX_STORE_INSTANCES_H */

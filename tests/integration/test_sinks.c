@@ -11,12 +11,10 @@
  * ($defs/RunEvent, Draft 2020-12). One PostgreSQL cluster for the suite
  * (the counters test).
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <nng/nng.h>
-#include <netinet/in.h>
 #include <nng/protocol/pubsub0/sub.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,6 +26,7 @@
 #include "ax_config.h"
 #include "clock.h"
 #include "event_emitter.h"
+#include "http_rx.h"
 #include "log.h"
 #include "migrate.h"
 #include "pg_harness.h"
@@ -35,8 +34,7 @@
 #include "store.h"
 #include "uuid.h"
 
-#define MAX_POSTS 256
-#define RUN_ID    "3f2c8f0e-5a8b-4c1e-9d2a-0b6f1e2d3c4a"
+#define RUN_ID "3f2c8f0e-5a8b-4c1e-9d2a-0b6f1e2d3c4a"
 
 static ax_test_pg       *pg;
 static ax_config        *cfg;
@@ -44,114 +42,10 @@ static ax_pipeline_ctx   ctx;
 static ax_actor_system  *sys;
 static ax_actor_client  *cli;
 static ax_event_emitter *em;
+static const char       *alert_am; /* alerts.alertmanager_url for setup */
 
-/* ---------------------------------------------------------------------- */
-/* HTTP receiver */
-
-static struct {
-	pthread_mutex_t mu;
-	char           *body[MAX_POSTS];
-	int             nbody;
-	int             fail_next; /* answer 503 to this many POSTs */
-	int             hits;      /* POSTs seen (any answer) */
-	int             bad_ctype; /* POSTs without application/json */
-	unsigned        answer;    /* nonzero: answer this status to all */
-} rx = { .mu = PTHREAD_MUTEX_INITIALIZER };
-
-typedef struct {
-	char  *p;
-	size_t len;
-} rx_req;
-
-static enum MHD_Result
-rx_handler(void *cls, struct MHD_Connection *c, const char *url,
-           const char *method, const char *version, const char *data,
-           size_t *size, void **con_cls)
-{
-	rx_req *q = *con_cls;
-	(void) cls;
-	(void) url;
-	(void) version;
-	if (q == NULL) {
-		*con_cls = calloc(1, sizeof(rx_req));
-		return *con_cls != NULL ? MHD_YES : MHD_NO;
-	}
-	if (*size > 0) {
-		char *np = realloc(q->p, q->len + *size + 1);
-		if (np == NULL)
-			return MHD_NO;
-		memcpy(np + q->len, data, *size);
-		q->p = np;
-		q->len += *size;
-		q->p[q->len] = '\0';
-		*size        = 0;
-		return MHD_YES;
-	}
-	const char *ct =
-	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-	unsigned status = 200;
-	pthread_mutex_lock(&rx.mu);
-	rx.hits++;
-	if (strcmp(method, "POST") != 0 || ct == NULL ||
-	    strncmp(ct, "application/json", 16) != 0)
-		rx.bad_ctype++;
-	if (rx.answer != 0) {
-		status = rx.answer;
-	} else if (rx.fail_next > 0) {
-		rx.fail_next--;
-		status = 503;
-	} else if (rx.nbody < MAX_POSTS) {
-		rx.body[rx.nbody++] = q->p != NULL ? q->p : strdup("");
-		q->p                = NULL;
-	}
-	pthread_mutex_unlock(&rx.mu);
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-	    2, (void *) "{}", MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result rv = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return rv;
-}
-
-static void
-rx_done(void *cls, struct MHD_Connection *c, void **con_cls,
-        enum MHD_RequestTerminationCode toe)
-{
-	rx_req *q = *con_cls;
-	(void) cls;
-	(void) c;
-	(void) toe;
-	if (q != NULL) {
-		free(q->p);
-		free(q);
-	}
-	*con_cls = NULL;
-}
-
-/* Starts the receiver on a free loopback port; returns its port. */
-static struct MHD_Daemon *
-rx_start(unsigned *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	a.sin_addr.s_addr    = htonl(INADDR_LOOPBACK);
-	struct MHD_Daemon *d = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, rx_handler, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &a,
-	    MHD_OPTION_NOTIFY_COMPLETED, rx_done, NULL, MHD_OPTION_END);
-	cr_assert_not_null(d, "cannot start the HTTP receiver");
-	const union MHD_DaemonInfo *i =
-	    MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-	*port = i->port;
-	return d;
-}
-
-static int
-rx_count(void)
-{
-	pthread_mutex_lock(&rx.mu);
-	int n = rx.nbody;
-	pthread_mutex_unlock(&rx.mu);
-	return n;
-}
+/* the OpenLineage receiver (tests/http_rx.h) */
+static ax_http_rx rx = AX_HTTP_RX_INIT;
 
 /* ---------------------------------------------------------------------- */
 /* fixture */
@@ -183,6 +77,13 @@ setup(const char *ol_url, const char *buffer, int with_db)
 	cr_assert_eq(ax_config_set(cfg, "openlineage.namespace", "prod-ax"),
 	             AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "openlineage.buffer", buffer), AX_OK);
+	if (alert_am != NULL) {
+		cr_assert_eq(
+		    ax_config_set(cfg, "alerts.alertmanager_url", alert_am),
+		    AX_OK);
+		cr_assert_eq(ax_config_set(cfg, "alerts.buffer", buffer),
+		             AX_OK);
+	}
 	ctx     = (ax_pipeline_ctx) { 0 };
 	ctx.cfg = cfg;
 	ctx.dsn = with_db ? ax_test_pg_dsn(pg) : NULL;
@@ -206,12 +107,8 @@ teardown(void)
 	ax_actor_system_free(sys);
 	sys = NULL;
 	ax_config_free(cfg);
-	pthread_mutex_lock(&rx.mu);
-	for (int i = 0; i < rx.nbody; i++)
-		free(rx.body[i]);
-	rx.nbody = rx.hits = rx.fail_next = rx.bad_ctype = 0;
-	rx.answer                                        = 0;
-	pthread_mutex_unlock(&rx.mu);
+	ax_http_rx_reset(&rx);
+	alert_am = NULL;
 }
 
 /* Sends one event of type to the emitter, about task `task` of DAG "etl"
@@ -497,7 +394,7 @@ Test(sinks, openlineage_run_events_validate_against_the_schema)
 {
 	unsigned           port;
 	char               url[96];
-	struct MHD_Daemon *d = rx_start(&port);
+	struct MHD_Daemon *d = ax_http_rx_start(&rx, &port);
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/api/v1/lineage", port);
 	setup(url, "100", 0);
@@ -577,7 +474,7 @@ Test(sinks, openlineage_retries_5xx_then_delivers_once)
 {
 	unsigned           port;
 	char               url[96];
-	struct MHD_Daemon *d = rx_start(&port);
+	struct MHD_Daemon *d = ax_http_rx_start(&rx, &port);
 
 	rx.fail_next = 2;
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
@@ -590,7 +487,7 @@ Test(sinks, openlineage_retries_5xx_then_delivers_once)
 	cr_assert_eq(s.ol_undeliverable, 0);
 	ax_clock_sleep_us(300000); /* a duplicate would arrive now */
 	cr_assert_eq(rx.hits, 3, "503, 503, 200: three POSTs");
-	cr_assert_eq(rx_count(), 1, "delivered exactly once");
+	cr_assert_eq(ax_http_rx_count(&rx), 1, "delivered exactly once");
 	teardown();
 	MHD_stop_daemon(d);
 }
@@ -599,7 +496,7 @@ Test(sinks, openlineage_4xx_is_dropped_without_retry)
 {
 	unsigned           port;
 	char               url[96];
-	struct MHD_Daemon *d = rx_start(&port);
+	struct MHD_Daemon *d = ax_http_rx_start(&rx, &port);
 
 	rx.answer = 400;
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
@@ -620,7 +517,7 @@ Test(sinks, openlineage_connection_refused_gives_up_after_5_attempts)
 {
 	unsigned           port;
 	char               url[96];
-	struct MHD_Daemon *d = rx_start(&port);
+	struct MHD_Daemon *d = ax_http_rx_start(&rx, &port);
 
 	MHD_stop_daemon(d); /* nothing listens there now */
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
@@ -634,6 +531,37 @@ Test(sinks, openlineage_connection_refused_gives_up_after_5_attempts)
 	teardown();
 }
 
+/* Stops the actor system (the sinks write their final counters to
+ * component_stats) and renders ax-api's sink metrics into *b; returns an
+ * open store (ax_store_close it). */
+static ax_store *
+stop_and_render_sinks(ax_buf *b)
+{
+	ax_store *st;
+
+	ax_actor_client_free(cli);
+	cli = NULL;
+	ax_actor_system_free(sys);
+	sys = NULL;
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
+	cr_assert_eq(ax_api_metrics_render_sinks(st, b), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_not_null(b->p);
+	return st;
+}
+
+/* /metrics counts n drops of sink for a full buffer. */
+static void
+assert_buffer_full(const ax_buf *b, const char *sink, uint64_t n)
+{
+	char want[160];
+	snprintf(want, sizeof(want),
+	         "ax_event_sink_dropped_total{sink=\"%s\",reason="
+	         "\"buffer_full\"} %llu\n",
+	         sink, (unsigned long long) n);
+	cr_assert_not_null(strstr(b->p, want), "want %s in:\n%s", want, b->p);
+}
+
 static int
 all50(const ax_event_emitter_stats *s)
 {
@@ -645,7 +573,7 @@ Test(sinks, openlineage_overflow_drops_counted_never_blocks)
 {
 	unsigned           port;
 	char               url[96];
-	struct MHD_Daemon *d = rx_start(&port);
+	struct MHD_Daemon *d = ax_http_rx_start(&rx, &port);
 	MHD_stop_daemon(d); /* receiver down: connection refused */
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
 	setup(url, "3", 1);
@@ -676,23 +604,9 @@ Test(sinks, openlineage_overflow_drops_counted_never_blocks)
 
 	/* stop: what is queued is undeliverable; counters reach
 	 * component_stats and /metrics */
-	ax_actor_client_free(cli);
-	cli = NULL;
-	ax_actor_system_free(sys);
-	sys = NULL;
-
-	ax_store *st;
-	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
-	ax_buf b = { 0 };
-	cr_assert_eq(ax_api_metrics_render_sinks(st, &b), AX_OK, "%s",
-	             ax_err_detail());
-	cr_assert_not_null(b.p);
-	char want[160];
-	snprintf(want, sizeof(want),
-	         "ax_event_sink_dropped_total{sink=\"openlineage\",reason="
-	         "\"buffer_full\"} %llu\n",
-	         (unsigned long long) full);
-	cr_assert_not_null(strstr(b.p, want), "want %s in:\n%s", want, b.p);
+	ax_buf    b  = { 0 };
+	ax_store *st = stop_and_render_sinks(&b);
+	assert_buffer_full(&b, "openlineage", full);
 	cr_assert_not_null(
 	    strstr(b.p,
 	           "ax_event_sink_dropped_total{sink=\"openlineage\","
@@ -715,6 +629,58 @@ Test(sinks, openlineage_overflow_drops_counted_never_blocks)
 	             AX_OK);
 	cr_assert_eq((uint64_t) und + full, 50, "undeliverable %lld",
 	             (long long) und);
+	ax_buf_fini(&b);
+	ax_store_close(st);
+	teardown();
+}
+
+/* ---------------------------------------------------------------------- */
+/* alerts */
+
+static int
+alerts50(const ax_event_emitter_stats *s)
+{
+	return s->events == 50 && s->alerts.fired == 50 && s->stored == 50;
+}
+
+Test(sinks, alerts_dead_alertmanager_drops_oldest_counted_never_blocks)
+{
+	unsigned           port;
+	char               url[96];
+	struct MHD_Daemon *d = ax_http_rx_start(&rx, &port);
+	MHD_stop_daemon(d); /* Alertmanager down: connection refused */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
+	alert_am = url;
+	setup("", "3", 1);
+	start();
+	int64_t t0 = ax_clock_mono_us();
+	for (int i = 0; i < 50; i++)
+		send_event("instance.failed", "load"); /* no registry: final */
+	ax_event_emitter_stats s    = wait_stats(alerts50, 5000000);
+	int64_t                took = ax_clock_mono_us() - t0;
+	cr_assert(s.alert_on && s.alerts.am_on);
+	cr_assert_eq(s.alerts.fired, 50, "fired %llu",
+	             (unsigned long long) s.alerts.fired);
+	fprintf(stderr,
+	        "test_sinks: 50 alerts handled with Alertmanager down in "
+	        "%.3f ms\n",
+	        (double) took / 1000.0);
+	cr_assert(took < 500000, "handling blocked: %lld us",
+	          (long long) took);
+	/* every push is accepted (the oldest make room): 3 wait in the
+	 * queue, at most 1 is being retried by the sender */
+	cr_assert_eq(s.alerts.am.pushed, 50);
+	cr_assert(s.alerts.am.dropped_full == 46 ||
+	              s.alerts.am.dropped_full == 47,
+	          "dropped %llu (queued %llu)",
+	          (unsigned long long) s.alerts.am.dropped_full,
+	          (unsigned long long) s.alerts.am.queued);
+	uint64_t full = s.alerts.am.dropped_full;
+	cr_assert_eq(s.stored, 50, "event_log still gets every event");
+
+	ax_buf    b  = { 0 };
+	ax_store *st = stop_and_render_sinks(&b);
+	assert_buffer_full(&b, "alertmanager", full);
 	ax_buf_fini(&b);
 	ax_store_close(st);
 	teardown();

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <string.h>
@@ -73,4 +74,34 @@ Test(clock, monotonic_never_goes_back)
 	ax_clock_sleep_us(1000);
 	int64_t b = ax_clock_mono_us();
 	cr_assert_geq(b - a, 1000);
+}
+
+Test(clock, mono_deadline_adds_and_normalises)
+{
+	struct timespec now, ts;
+	pthread_cond_t  cv;
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ax_clock_mono_deadline(1999999, &ts); /* just under 2 s */
+	cr_assert(ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000L);
+	int64_t d = (int64_t) (ts.tv_sec - now.tv_sec) * 1000000 +
+	    (ts.tv_nsec - now.tv_nsec) / 1000;
+	cr_assert(d >= 1999999 && d < 2100000, "%lld us", (long long) d);
+	/* a wait on a monotonic condition variable ends at its deadline */
+	cr_assert_eq(ax_clock_cond_init(&cv), 0);
+	ax_clock_mono_deadline(20000, &ts);
+	pthread_mutex_lock(&mu);
+	int64_t t0 = ax_clock_mono_us();
+	cr_assert_eq(pthread_cond_timedwait(&cv, &mu, &ts), ETIMEDOUT);
+	int64_t took = ax_clock_mono_us() - t0;
+	pthread_mutex_unlock(&mu);
+	cr_assert(took >= 15000 && took < 1000000, "%lld us",
+	          (long long) took);
+	/* a stop flag set before the sleep returns at once */
+	int stop = 1;
+	t0       = ax_clock_mono_us();
+	cr_assert_eq(ax_clock_cond_sleep(&cv, &mu, &stop, 10000000), 1);
+	cr_assert(ax_clock_mono_us() - t0 < 1000000);
+	pthread_cond_destroy(&cv);
 }
