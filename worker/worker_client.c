@@ -2,6 +2,7 @@
  * worker_client.c - ax-worker's loop and protocol (see worker_client.h).
  */
 #include "worker_client.h"
+#include "worker_internal.h"
 
 #include <errno.h>
 #include <nng/nng.h>
@@ -27,335 +28,6 @@
 #include "resources.h"
 #include "worker.pb-c.h"
 #include "worker_proto.h"
-
-#define NEXEC       2    /* bash (local), noop */
-#define DONE_RING   1024 /* recently finished run_ids kept for dedupe */
-#define REPORT_MAX  512  /* entries per Report */
-#define RETRY_MIN   (200 * AX_USEC_PER_MSEC)
-#define REGISTER_US (500 * AX_USEC_PER_MSEC)
-/* After a stop, how long an idle worker waits for the queue to
- * acknowledge its last reports before it leaves anyway. */
-#define DRAIN_REPORT_WAIT_US (10 * AX_USEC_PER_SEC)
-#define COMP                 "ax-worker"
-
-enum { RQ_CTL = 0, RQ_REPORT, RQ_PULL, NRQ };
-enum { PH_IDLE = 0, PH_SEND, PH_RECV, PH_DONE };
-enum { K_REGISTER = 1, K_HEARTBEAT, K_DEREGISTER, K_REPORT, K_PULL };
-
-/* One REQ context with its request in flight. */
-typedef struct wreq {
-	_Atomic(struct ax_worker *) w; /* NULL once its link is retired */
-	nng_ctx                     ctx;
-	nng_aio                    *aio;
-	_Atomic int                 phase;
-	int                         kind;
-	int                         rv;       /* nng result when PH_DONE */
-	int64_t                     timeout;  /* receive timeout, ms */
-	int64_t                     sent_at;  /* mono us of the send */
-	uint64_t                    session;  /* session it was sent in */
-	size_t                      nstarted; /* Report: entries carried */
-	size_t                      nresults;
-	size_t                      nacks;
-} wreq;
-
-/*
- * The link to the queue: one REQ socket with its dialer and a context per
- * request kind. A link that answered nothing for a whole lease is
- * replaced by a new one (link_reset): a connection can die without either
- * end seeing it (a peer host frozen or cut off, a NAT that dropped the
- * flow: TCP then never reports the loss), and a worker that kept asking
- * on it would never register again, so its group would run nothing. The
- * old link is closed on a thread of its own, so that a close that waits
- * on a stuck request cannot stop the worker.
- */
-typedef struct wlink {
-	nng_socket sock;
-	int        open; /* sock is open */
-	wreq       rq[NRQ];
-} wlink;
-
-/* A running attempt, or one received ahead of its start (pend != NULL:
- * not started yet, ex NULL). Both count as held by this worker: their
- * slots are used and they are in the running sets it reports. */
-typedef struct wrun {
-	char     run_id[AX_EXEC_RUN_ID_MAX];
-	ax_exec *ex;
-	int      killed; /* kill asked by the queue */
-	int      handed; /* killed to hand back: not reported */
-	int      slots;
-	uint8_t *pend;     /* its Dispatch, packed (owned), until it starts */
-	size_t   pend_len; /* bytes in pend */
-	int64_t  start_mono; /* pend: mono us at which it starts */
-} wrun;
-
-typedef struct wstarted {
-	char   *run_id;
-	int64_t started_at;
-} wstarted;
-
-struct ax_worker {
-	ax_worker_opts o;
-	ax_res_set     res; /* named resources offered (o.resources) */
-	char           id[256];
-	char           host[128];
-	char           log_dir[1024];
-	wlink         *link;        /* the current link (owned) */
-	wreq          *rq;          /* link->rq */
-	int64_t        link_since;  /* mono us the link was made */
-	int64_t        last_answer; /* mono us of the last reply */
-	int64_t        reconnects;  /* links replaced */
-	int            evfd;
-	ax_exec       *ex[NEXEC]; /* [0] local, [1] noop */
-
-	uint64_t session, seq;
-	int      registered;
-	int64_t  retry_us, next_register, next_hb, report_at;
-	/* Lease: the queue renews it on Register and Heartbeat and lets it
-	 * lapse lease_ttl after the last one it received; measuring from
-	 * the send time of the last one it answered keeps us ahead. */
-	int     leased; /* a lease is held (0 before Register, fenced) */
-	int64_t lease_ttl_us, lease_base; /* base: mono us of that send */
-	int64_t fences;                   /* times the lease lapsed */
-
-	wrun  *run;
-	size_t nrun;
-	char   done[DONE_RING][AX_EXEC_RUN_ID_MAX];
-	size_t done_next;
-
-	wstarted   *ost;
-	size_t      nost, cost;
-	Ax__Result *ores; /* owned strings: run_id, error, log_path */
-	size_t      nores, cores;
-	char      **acks;
-	size_t      nacks, cacks;
-	char      **handed; /* run_ids killed to be handed back */
-	size_t      nhanded, chanded;
-
-	int     stops, draining, hand_back, deregistered;
-	int64_t drain_since; /* mono us of the first stop request */
-
-	ax_exec_cred  *cred;   /* the tasks' default user (owned) */
-	ax_task_policy policy; /* run_as and secrets rules */
-};
-
-/* --------------------------------------------------------------- nng */
-
-static void
-wake(ax_worker *w)
-{
-	uint64_t one = 1;
-	if (write(w->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		ax_log_warn(COMP, "eventfd: %s", strerror(errno));
-}
-
-/* nng thread: send done -> receive; receive done -> wake the loop. */
-static void
-rq_cb(void *arg)
-{
-	wreq      *r  = arg;
-	int        rv = nng_aio_result(r->aio);
-	ax_worker *w;
-
-	if (atomic_load(&r->phase) == PH_SEND && rv == 0) {
-		atomic_store(&r->phase, PH_RECV);
-		nng_aio_set_timeout(r->aio, (nng_duration) r->timeout);
-		nng_ctx_recv(r->ctx, r->aio);
-		return;
-	}
-	if (atomic_load(&r->phase) == PH_SEND && rv != 0)
-		nng_msg_free(nng_aio_get_msg(r->aio));
-	r->rv = rv;
-	atomic_store(&r->phase, PH_DONE);
-	if ((w = atomic_load(&r->w)) != NULL)
-		wake(w);
-}
-
-/* Sends m on request context k; the reply arrives through rq_cb. */
-static void
-rq_send(ax_worker *w, int k, int kind, Ax__WorkerMessage *m,
-        int64_t timeout_us)
-{
-	wreq    *r = &w->rq[k];
-	nng_msg *msg;
-	size_t   len;
-
-	m->worker_id = w->id;
-	m->session   = w->session;
-	m->seq       = ++w->seq;
-	len          = ax__worker_message__get_packed_size(m);
-	if (nng_msg_alloc(&msg, len) != 0) {
-		r->rv = NNG_ENOMEM;
-		atomic_store(&r->phase, PH_DONE);
-		wake(w);
-		return;
-	}
-	ax__worker_message__pack(m, nng_msg_body(msg));
-	r->kind    = kind;
-	r->timeout = timeout_us / 1000;
-	r->sent_at = ax_clock_mono_us();
-	r->session = w->session;
-	atomic_store(&r->phase, PH_SEND);
-	nng_aio_set_msg(r->aio, msg);
-	nng_aio_set_timeout(r->aio, (nng_duration) r->timeout);
-	nng_ctx_send(r->ctx, r->aio);
-}
-
-/* The reply of a finished request (NULL on a transport error or a reply
- * that does not parse). Free with ax__queue_message__free_unpacked. */
-static Ax__QueueMessage *
-rq_reply(ax_worker *w, int k)
-{
-	wreq             *r = &w->rq[k];
-	nng_msg          *msg;
-	Ax__QueueMessage *m;
-
-	atomic_store(&r->phase, PH_IDLE);
-	if (r->rv != 0) {
-		if (r->rv != NNG_ETIMEDOUT && r->rv != NNG_ECANCELED)
-			ax_logf(AX_LOG_DEBUG, COMP, NULL, NULL,
-			        "request %d: %s", r->kind,
-			        nng_strerror(r->rv));
-		return NULL;
-	}
-	w->last_answer = ax_clock_mono_us();
-	msg            = nng_aio_get_msg(r->aio);
-	if (ax_wproto_queue_msg(nng_msg_body(msg), nng_msg_len(msg), &m) !=
-	    AX_OK)
-		ax_logf(AX_LOG_WARN, COMP, "BAD_REPLY", NULL,
-		        "reply from the queue ignored: %s", ax_err_detail());
-	nng_msg_free(msg);
-	return m;
-}
-
-static int
-rq_idle(const ax_worker *w, int k)
-{
-	return atomic_load(&((ax_worker *) w)->rq[k].phase) == PH_IDLE;
-}
-
-/* ------------------------------------------------------------- link */
-
-/* A link's requests stop before its socket closes: rq_cb may be about to
- * receive on its context, and nng 1.5 can deadlock a receive on a context
- * its socket is closing (the callback thread and the closer wait on each
- * other). nng_aio_stop() waits for a running callback, and a stopped aio
- * refuses the callback's receive. Any thread; l is freed. */
-static void
-link_free(wlink *l)
-{
-	if (l == NULL)
-		return;
-	for (int k = 0; k < NRQ; k++)
-		if (l->rq[k].aio)
-			nng_aio_stop(l->rq[k].aio);
-	if (l->open)
-		nng_close(l->sock);
-	for (int k = 0; k < NRQ; k++)
-		if (l->rq[k].aio) {
-			if (atomic_load(&l->rq[k].phase) == PH_DONE &&
-			    l->rq[k].rv == 0)
-				nng_msg_free(nng_aio_get_msg(l->rq[k].aio));
-			nng_aio_free(l->rq[k].aio);
-		}
-	free(l);
-}
-
-static void *
-link_free_main(void *arg)
-{
-	link_free(arg);
-	return NULL;
-}
-
-/* A new link dialing w->o.server (without waiting for the connection). */
-static ax_err
-link_new(ax_worker *w, wlink **out)
-{
-	wlink *l = calloc(1, sizeof(*l));
-	int    rv;
-	ax_err e;
-
-	*out = NULL;
-	if (l == NULL)
-		return ax_err_set(AX_ENOMEM, "worker: out of memory");
-	if ((rv = nng_req0_open(&l->sock)) != 0) {
-		free(l);
-		return ax_err_set(AX_ENNG, "worker: REQ socket: %s",
-		                  nng_strerror(rv));
-	}
-	l->open = 1;
-	/* our own retry logic re-sends; nng's must not duplicate */
-	nng_socket_set_ms(l->sock, NNG_OPT_REQ_RESENDTIME,
-	                  NNG_DURATION_INFINITE);
-	nng_socket_set_size(l->sock, NNG_OPT_RECVMAXSZ, 64 << 20);
-	nng_socket_set_ms(l->sock, NNG_OPT_RECONNMINT, 50);
-	nng_socket_set_ms(l->sock, NNG_OPT_RECONNMAXT, 1000);
-	for (int k = 0; k < NRQ; k++) {
-		atomic_store(&l->rq[k].w, w);
-		if ((rv = nng_aio_alloc(&l->rq[k].aio, rq_cb, &l->rq[k])) ||
-		    (rv = nng_ctx_open(&l->rq[k].ctx, l->sock))) {
-			link_free(l);
-			return ax_err_set(AX_ENNG, "worker: REQ context: %s",
-			                  nng_strerror(rv));
-		}
-	}
-	if ((rv = nng_dial(l->sock, w->o.server, NULL, NNG_FLAG_NONBLOCK))) {
-		e = ax_err_set(rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP
-		                   ? AX_EINVAL
-		                   : AX_ENNG,
-		               "worker: dial %s: %s; use tcp://HOST:PORT or "
-		               "ipc:///PATH",
-		               w->o.server, nng_strerror(rv));
-		link_free(l);
-		return e;
-	}
-	*out = l;
-	return AX_OK;
-}
-
-/* How long a link may go unanswered while we are not registered before
- * it is replaced: a lease, at least 10 s (a restarting axd takes its
- * lease over in about that). */
-static int64_t
-relink_us(const ax_worker *w)
-{
-	return w->lease_ttl_us > 10 * AX_USEC_PER_SEC ? w->lease_ttl_us
-	                                              : 10 * AX_USEC_PER_SEC;
-}
-
-/*
- * Replaces the link (see wlink): the requests in flight on the old one
- * are dropped (they belong to the old session or are sent again), and
- * it is closed on a detached thread. Loop thread. On failure the old
- * link stays and the next attempt is relink_us later.
- */
-static void
-link_reset(ax_worker *w, const char *why)
-{
-	wlink    *n, *old = w->link;
-	pthread_t t;
-
-	w->link_since = ax_clock_mono_us();
-	if (link_new(w, &n) != AX_OK) {
-		ax_logf(AX_LOG_WARN, COMP, "QUEUE_RECONNECT", NULL,
-		        "%s; a new connection failed: %s", why,
-		        ax_err_detail());
-		return;
-	}
-	ax_logf(AX_LOG_WARN, COMP, "QUEUE_RECONNECT", NULL,
-	        "%s; connecting to %s again", why, w->o.server);
-	for (int k = 0; k < NRQ; k++)
-		atomic_store(&old->rq[k].w, NULL);
-	if (pthread_create(&t, NULL, link_free_main, old) == 0)
-		pthread_detach(t);
-	else /* left open: it only costs its memory and a connection */
-		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
-		        "could not start a thread to close the old "
-		        "connection: left open");
-	w->link = n;
-	w->rq   = n->rq;
-	w->reconnects++;
-}
 
 /* ------------------------------------------------------------ outbox */
 
@@ -840,7 +512,7 @@ send_register(ax_worker *w)
 	reg.running_run_ids   = running;
 	reg.start_after       = 1; /* see pend_one */
 	w->session            = 0;
-	rq_send(w, RQ_CTL, K_REGISTER, &m, w->retry_us);
+	axw_rq_send(w, RQ_CTL, K_REGISTER, &m, w->retry_us);
 	free(running);
 }
 
@@ -885,7 +557,7 @@ send_heartbeat(ax_worker *w)
 	hb.rss_kb            = rss_kb();
 	hb.sent_at_us        = ax_clock_utc_us();
 	hb.draining          = w->draining != 0;
-	rq_send(w, RQ_CTL, K_HEARTBEAT, &m, w->retry_us);
+	axw_rq_send(w, RQ_CTL, K_HEARTBEAT, &m, w->retry_us);
 	free(running);
 }
 
@@ -900,7 +572,7 @@ send_deregister(ax_worker *w)
 	d.hand_back         = w->hand_back != 0;
 	d.n_running_run_ids = w->nhanded;
 	d.running_run_ids   = w->handed;
-	rq_send(w, RQ_CTL, K_DEREGISTER, &m, w->retry_us);
+	axw_rq_send(w, RQ_CTL, K_DEREGISTER, &m, w->retry_us);
 }
 
 static void
@@ -938,7 +610,7 @@ send_report(ax_worker *w)
 	w->rq[RQ_REPORT].nstarted = ns;
 	w->rq[RQ_REPORT].nresults = nr;
 	w->rq[RQ_REPORT].nacks    = na;
-	rq_send(w, RQ_REPORT, K_REPORT, &m, w->retry_us);
+	axw_rq_send(w, RQ_REPORT, K_REPORT, &m, w->retry_us);
 out:
 	free(st);
 	free(sp);
@@ -954,7 +626,8 @@ send_pull(ax_worker *w, int free_slots)
 	m.pull              = &p;
 	p.free_slots        = free_slots;
 	p.wait_ms           = (int32_t) (w->o.poll_us / 1000);
-	rq_send(w, RQ_PULL, K_PULL, &m, w->o.poll_us + 5 * AX_USEC_PER_SEC);
+	axw_rq_send(w, RQ_PULL, K_PULL, &m,
+	            w->o.poll_us + 5 * AX_USEC_PER_SEC);
 }
 
 /* -------------------------------------------------------- replies */
@@ -1033,7 +706,7 @@ done_ctl(ax_worker *w)
 	int               kind    = w->rq[RQ_CTL].kind;
 	int64_t           sent_at = w->rq[RQ_CTL].sent_at;
 	int               current = w->rq[RQ_CTL].session == w->session;
-	Ax__QueueMessage *m       = rq_reply(w, RQ_CTL);
+	Ax__QueueMessage *m       = axw_rq_reply(w, RQ_CTL);
 	int64_t           now     = ax_clock_mono_us();
 
 	if (m == NULL || session_error(w, m)) {
@@ -1096,7 +769,7 @@ static void
 done_report(ax_worker *w)
 {
 	wreq             *r = &w->rq[RQ_REPORT];
-	Ax__QueueMessage *m = rq_reply(w, RQ_REPORT);
+	Ax__QueueMessage *m = axw_rq_reply(w, RQ_REPORT);
 
 	if (m == NULL || m->body_case != AX__QUEUE_MESSAGE__BODY_ACK) {
 		/* no answer: the same entries go again after the retry */
@@ -1115,7 +788,7 @@ static void
 done_pull(ax_worker *w)
 {
 	int               current = w->rq[RQ_PULL].session == w->session;
-	Ax__QueueMessage *m       = rq_reply(w, RQ_PULL);
+	Ax__QueueMessage *m       = axw_rq_reply(w, RQ_PULL);
 	if (m == NULL)
 		return;
 	/* dispatches of a session that ended (fenced) are not ours to run:
@@ -1169,7 +842,7 @@ fence(ax_worker *w, int64_t now)
 	w->registered    = 0;
 	w->session       = 0;
 	w->next_register = now;
-	link_reset(w, "no answer for a whole lease");
+	axw_link_reset(w, "no answer for a whole lease");
 }
 
 /* Starts what may start now; returns the next instant to look again. */
@@ -1185,15 +858,15 @@ step(ax_worker *w, int64_t now)
 	if (!w->registered) {
 		int64_t since = w->last_answer > w->link_since ? w->last_answer
 		                                               : w->link_since;
-		if (now - since > relink_us(w))
-			link_reset(w, "no answer to Register");
-		if (rq_idle(w, RQ_CTL) && now >= w->next_register)
+		if (now - since > axw_relink_us(w))
+			axw_link_reset(w, "no answer to Register");
+		if (axw_rq_idle(w, RQ_CTL) && now >= w->next_register)
 			send_register(w);
 		if (w->next_register > now && w->next_register < next)
 			next = w->next_register;
-	} else if (rq_idle(w, RQ_CTL)) {
+	} else if (axw_rq_idle(w, RQ_CTL)) {
 		int quiet = w->nrun == 0 && w->nost == 0 && w->nores == 0 &&
-		    rq_idle(w, RQ_REPORT);
+		    axw_rq_idle(w, RQ_REPORT);
 		if (w->draining && quiet && !w->deregistered)
 			send_deregister(w);
 		else if (now >= w->next_hb) {
@@ -1203,14 +876,14 @@ step(ax_worker *w, int64_t now)
 	}
 	if (w->next_hb > now && w->next_hb < next)
 		next = w->next_hb;
-	if (w->registered && rq_idle(w, RQ_REPORT) &&
+	if (w->registered && axw_rq_idle(w, RQ_REPORT) &&
 	    (w->nost || w->nores || w->nacks)) {
 		if (now >= w->report_at)
 			send_report(w);
 		else if (w->report_at < next)
 			next = w->report_at;
 	}
-	if (w->registered && !w->draining && rq_idle(w, RQ_PULL) &&
+	if (w->registered && !w->draining && axw_rq_idle(w, RQ_PULL) &&
 	    used < w->o.slots)
 		send_pull(w, w->o.slots - used);
 	return next;
@@ -1462,7 +1135,7 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	else if (o->cgroups)
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 		        "each task runs in a cgroup v2 of its own");
-	if ((e = link_new(w, &w->link)) != AX_OK)
+	if ((e = axw_link_new(w, &w->link)) != AX_OK)
 		goto fail;
 	w->rq         = w->link->rq;
 	w->link_since = ax_clock_mono_us();
@@ -1478,7 +1151,7 @@ ax_worker_free(ax_worker *w)
 {
 	if (w == NULL)
 		return;
-	link_free(w->link);
+	axw_link_free(w->link);
 	for (size_t e = 0; e < NEXEC; e++)
 		ax_exec_free(w->ex[e]); /* SIGKILL to what still runs */
 	if (w->evfd >= 0)
