@@ -18,6 +18,7 @@ static const char *const legal[] = {
 	"RUNNING>UNKNOWN", "UNKNOWN>READY",    "UNKNOWN>SUCCESS",
 	"UNKNOWN>FAILED",  "FAILED>PENDING",   "TIMEOUT>PENDING",
 	"SUCCESS>PENDING", "CANCELED>PENDING", "SKIPPED>PENDING",
+	"RUNNING>PENDING", /* preempted */
 };
 
 static int
