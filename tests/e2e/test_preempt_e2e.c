@@ -131,6 +131,56 @@ load_high(void)
 	ax_e2e_load(e, "high", "e2e.preempt.high", yaml);
 }
 
+/*
+ * A DAG name (impact tier) starting 1 s from now whose task records
+ * "start <attempt>", on SIGTERM "term <attempt>", and "end <attempt>"
+ * after sleeping sleep_s seconds, in marks/<name>.
+ */
+static void
+load_task(const char *name, const char *tier, int preemptible, int sleep_s)
+{
+	char at[32], yaml[2048], dag[64];
+
+	snprintf(dag, sizeof(dag), "e2e.preempt.%s", name);
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: %s\nimpact: %s\n"
+	         "schedule: {at: \"%s\"}\n"
+	         "tasks:\n"
+	         "  - name: t\n"
+	         "    preemptible: %s\n"
+	         "    command: |\n"
+	         "      f=%s/%s\n"
+	         "      echo start $AX_ATTEMPT >> $f\n"
+	         "      trap 'echo term $AX_ATTEMPT >> $f; exit 143' TERM\n"
+	         "      sleep %d & wait\n"
+	         "      echo end $AX_ATTEMPT >> $f\n",
+	         dag, tier, ax_e2e_at(1, at, sizeof(at)),
+	         preemptible ? "true" : "false", marks, name, sleep_s);
+	ax_e2e_load(e, name, dag, yaml);
+}
+
+/* Lines "term *" of all the files in marks (the SIGTERMs counted). */
+static int
+terms(const char *const *names, size_t n)
+{
+	int k = 0;
+	for (size_t i = 0; i < n; i++)
+		for (int a = 1; a <= 3; a++) {
+			char line[32];
+			snprintf(line, sizeof(line), "term %d", a);
+			k += count_lines(names[i], line);
+		}
+	return k;
+}
+
+static int64_t
+events_preempted(void)
+{
+	return ax_e2e_int(e,
+	                  "SELECT count(*) FROM event_log WHERE type = "
+	                  "'attempt.preempted'");
+}
+
 static void
 start_stack(void)
 {
@@ -213,4 +263,65 @@ Test(preempt_e2e, a_task_not_preemptible_is_never_stopped)
 	                        "SELECT count(*) FROM event_log WHERE "
 	                        "type = 'attempt.preempted'"),
 	             0);
+}
+
+Test(preempt_e2e, at_most_two_preemptions_per_worker_per_minute)
+{
+	static const char *const low[] = { "low1", "low2", "low3" };
+	int64_t                  end;
+
+	setenv("AX_WORKER_SLOTS", "3", 1);
+	start_stack();
+	for (int i = 0; i < 3; i++)
+		load_task(low[i], "P3", 1, 30);
+	for (int i = 0; i < 3; i++)
+		wait_lines(low[i], "start 1", 1, 30);
+	/* three P0 that run 10 s each: two victims, then the limit */
+	load_task("high1", "P0", 0, 10);
+	load_task("high2", "P0", 0, 10);
+	load_task("high3", "P0", 0, 10);
+	ax_e2e_wait(e, 20, "two preemptions",
+	            "SELECT count(*) >= 2 FROM event_log WHERE type = "
+	            "'attempt.preempted'");
+	/* the third P0 waits: no third preemption inside the minute */
+	end = ax_clock_mono_us() + 4 * AX_USEC_PER_SEC;
+	while (ax_clock_mono_us() < end) {
+		cr_assert_leq(events_preempted(), 2);
+		cr_assert_leq(terms(low, 3), 2);
+		ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	}
+	cr_assert_eq(terms(low, 3), 2);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances i "
+	                        "JOIN dags d ON d.id = i.dag_id WHERE "
+	                        "d.name LIKE 'e2e.preempt.high%%' AND "
+	                        "i.state IN ('RUNNING', 'SUCCESS')"),
+	             2);
+}
+
+Test(preempt_e2e, a_victim_is_preempted_again_only_two_tiers_up)
+{
+	static const char *const low[] = { "low" };
+
+	start_stack();
+	load_task("low", "P3", 1, 30);
+	wait_lines("low", "start 1", 1, 30);
+	/* a P2 preempts it once */
+	load_task("mid1", "P2", 0, 0);
+	wait_lines("low", "term 1", 1, 20);
+	wait_lines("mid1", "end 1", 1, 20);
+	wait_lines("low", "start 2", 1, 20);
+	/* another P2 may not: the victim was preempted inside the window */
+	load_task("mid2", "P2", 0, 0);
+	int64_t end = ax_clock_mono_us() + 4 * AX_USEC_PER_SEC;
+	while (ax_clock_mono_us() < end) {
+		cr_assert_eq(terms(low, 1), 1);
+		cr_assert_eq(count_lines("mid2", "start 1"), 0);
+		ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	}
+	/* a P0, three tiers up, may */
+	load_task("high", "P0", 0, 0);
+	wait_lines("low", "term 2", 1, 20);
+	wait_lines("high", "end 1", 1, 20);
+	cr_assert_eq(events_preempted(), 2);
 }
