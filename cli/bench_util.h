@@ -24,6 +24,7 @@ typedef enum ax_bench_scenario {
 	AX_BENCH_LAYERED,    /* layers x width, each layer on the previous */
 	AX_BENCH_TIMERS,     /* N monthly schedules armed: axd RSS */
 	AX_BENCH_SCALE,      /* many DAGs and history: start-up, API */
+	AX_BENCH_STORM,      /* P0 stream + P3 burst, preemption off/on */
 	AX_BENCH_N_SCENARIOS
 } ax_bench_scenario;
 
