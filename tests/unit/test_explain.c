@@ -448,6 +448,9 @@ Test(explain, run_deadline_missed_and_met)
 	d = build("{\"subject\":\"run\",\"now_us\":1764583300000000,"
 	          "\"run\":{\"id\":4,\"dag\":\"d\",\"state\":\"RUNNING\"}}");
 	cr_assert_null(json_object_get(d, "deadline"));
+	json_decref(d);
+}
+
 Test(explain, preempted_names_the_winner_and_the_requeue)
 {
 	json_t *d = build(
