@@ -13,16 +13,15 @@
  * jitter of 5 s (the defaults, 60-120 s, would stretch the run by
  * minutes; the guards are the defaults).
  *
- * Figures per mode (prefix base_, off_, on_): P0 and P3 due->start P50 /
- * P99 / max in ms (first attempts; P0 only those due after the burst),
- * the burst's makespan (first due to last end), the preemptions
- * (attempt.preempted events) and the instances whose first start came
- * later than scheduler.starvation_after (10 min) after their due time.
- * All from what the pipeline persisted.
+ * Figures per mode (prefix base_, off_, on_, shave_): P0 and P3 due->start P50
+ * / P99 / max in ms (first attempts; P0 only those due after the burst), the
+ * burst's makespan (first due to last end), the preemptions (attempt.preempted
+ * events) and the instances whose first start came later than
+ * scheduler.starvation_after (10 min) after their due time. All from what the
+ * pipeline persisted.
  *
- * Shaving (actors/resource/, config shaving.*) is not part of this
- * branch: a mode with shaving on is one more row of `modes` with its
- * environment variable.
+ * A fourth mode turns peak shaving on as well (AX_SHAVING_ENABLED,
+ * shaving.* at their defaults, actors/resource/).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -43,12 +42,14 @@ typedef struct storm_mode {
 	const char *name;    /* in the human report */
 	int         burst;   /* the P3 burst runs */
 	const char *preempt; /* AX_PREEMPTION_ENABLED */
+	const char *shaving; /* AX_SHAVING_ENABLED */
 } storm_mode;
 
 static const storm_mode modes[] = {
-	{ "base", "P0 stream alone", 0, "false" },
-	{ "off", "storm, preemption off", 1, "false" },
-	{ "on", "storm, preemption on", 1, "true" },
+	{ "base", "P0 stream alone", 0, "false", "false" },
+	{ "off", "storm, preemption off", 1, "false", "false" },
+	{ "on", "storm, preemption on", 1, "true", "false" },
+	{ "shave", "storm, preemption+shaving", 1, "true", "true" },
 };
 
 static void
@@ -168,6 +169,7 @@ run_mode(ax_bench *b, const storm_mode *m)
 
 	fprintf(stderr, "storm: %s\n", m->name);
 	setenv("AX_PREEMPTION_ENABLED", m->preempt, 1);
+	setenv("AX_SHAVING_ENABLED", m->shaving, 1);
 	if (ax_bench_begin(b, "storm", write_storm, NULL))
 		return 1;
 	start = (int64_t) ax_bench_sql_num(b, "SELECT ax_us(now())");

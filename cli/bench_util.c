@@ -89,7 +89,8 @@ ax_bench_usage(FILE *f)
 	    "      storm:       a P0 stream (1/s, 20 s) plus a burst of 20x\n"
 	    "                   as many preemptible P3 instances on one\n"
 	    "                   worker of at most 8 slots, alone, with\n"
-	    "                   preemption off and on: due->start per tier,\n"
+	    "                   preemption off, on, on with shaving:\n"
+	    "                   due->start per tier,\n"
 	    "                   the burst's makespan, preemptions, "
 	    "starving\n");
 	fprintf(
