@@ -114,11 +114,13 @@ fig(const ax_bench *b, const char *prefix, const char *what)
 	return ax_bench_get(&b->r, key);
 }
 
-/* The figures of mode m, measured after its stack stopped. */
+/* The figures of mode m, measured after its stack stopped (start_us:
+ * the mode's start; event_log is not emptied between modes). */
 static int
-measure_mode(ax_bench *b, const storm_mode *m, int64_t from_us)
+measure_mode(ax_bench *b, const storm_mode *m, int64_t start_us,
+             int64_t from_us)
 {
-	char key[64];
+	char key[64], q[256];
 
 	if (measure_tier(b, m->prefix, "p0", P0_DAG, from_us) ||
 	    (m->burst && measure_tier(b, m->prefix, "p3", P3_DAG, 0)))
