@@ -126,10 +126,11 @@ measure_mode(ax_bench *b, const storm_mode *m, int64_t start_us,
 	    (m->burst && measure_tier(b, m->prefix, "p3", P3_DAG, 0)))
 		return 1;
 	snprintf(key, sizeof(key), "%s_preemptions", m->prefix);
-	ax_bench_put(&b->r, key,
-	             ax_bench_sql_num(b,
-	                              "SELECT count(*) FROM event_log "
-	                              "WHERE type = 'attempt.preempted'"));
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM event_log WHERE type = "
+	         "'attempt.preempted' AND time >= ax_ts(%" PRId64 ")",
+	         start_us);
+	ax_bench_put(&b->r, key, ax_bench_sql_num(b, q));
 	snprintf(key, sizeof(key), "%s_starving", m->prefix);
 	ax_bench_put(
 	    &b->r, key,
@@ -194,7 +195,7 @@ run_mode(ax_bench *b, const storm_mode *m)
 	}
 	ax_clock_sleep_us(AX_USEC_PER_SEC); /* the last P0 fires */
 	ax_bench_stop_stack(b);
-	return measure_mode(b, m, from);
+	return measure_mode(b, m, start, from);
 }
 
 int
