@@ -41,6 +41,7 @@ typedef struct ax_queue_stats {
 	uint64_t cancels;      /* CancelInstance handled */
 	uint64_t workers;      /* live workers now */
 	uint64_t registers;    /* Register requests handled */
+	uint64_t preemptions;  /* running attempts stopped for a higher tier */
 } ax_queue_stats;
 
 /*

@@ -31,9 +31,12 @@
 #include "clock.h"
 #include "dag.h"
 #include "dag_registry.h"
+#include "config.h"
 #include "flow_util.h"
+#include "hash.h"
 #include "hmap.h"
 #include "hooks.h"
+#include "preempt.h"
 #include "store.h"
 #include "store_attempts.h"
 #include "store_stats.h"
@@ -65,6 +68,9 @@ typedef struct rh_state {
 	int64_t fin[RH_NFIN + 1], fin_pub[RH_NFIN + 1];
 	int64_t stats_due;
 	int     stats_written;
+	/* when preempted instances are ready again (preemption.requeue_*,
+	 * preemption.recovery_rate; UTC us) */
+	ax_preempt_recovery recovery;
 } rh_state;
 
 typedef struct rh_ev {
@@ -211,6 +217,31 @@ schedule_retry(rh_state *st, rh_run *x, int64_t now)
 	}
 }
 
+/*
+ * x's attempt was preempted (CANCELED, reason PREEMPTED) while its
+ * instance ran: the instance goes back to PENDING and is ready again at
+ * its recovery instant (jittered, throttled: ax_preempt_recovery_at), as
+ * a retry that uses up no try (the move raises max_tries, migration
+ * 0017). now: UTC us.
+ */
+static void
+schedule_requeue(rh_state *st, rh_run *x, int64_t now)
+{
+	move(x, AX_TI_PENDING, "PREEMPTED", "instance.preempted");
+	x->retry = 1;
+	x->fire_at_us =
+	    ax_preempt_recovery_at(&st->recovery, now, ax_hash_str(x->run_id));
+	rh_ev *v = add_ev(x, "instance.retry_scheduled", "PREEMPTED");
+	if (v != NULL) {
+		snprintf(v->payload, sizeof(v->payload),
+		         "{\"delay_us\":%lld,\"fire_at_us\":%lld,"
+		         "\"attempt\":%d,\"preempted\":true}",
+		         (long long) (x->fire_at_us - now),
+		         (long long) x->fire_at_us, x->info.number);
+		v->e.ev.payload_json = v->payload;
+	}
+}
+
 static const char *
 status_name(Ax__AttemptStatus s)
 {
@@ -290,6 +321,19 @@ apply_terminal(rh_state *st, rh_run *x, const Ax__AttemptResult *res,
 	int         is_ok     = strcmp(s, "SUCCESS") == 0;
 	int         is_cancel = strcmp(s, "CANCELED") == 0;
 	int         is_to     = strcmp(s, "TIMEOUT") == 0;
+	/* preempted after its start (a kill before it is a cancel) */
+	int is_pre = is_cancel && why != NULL &&
+	    strcmp(why, "PREEMPTED") == 0 &&
+	    (x->ti == AX_TI_RUNNING ||
+	     (x->ti == AX_TI_READY && x->upd.started_at_us != 0));
+	if (is_pre) {
+		if (x->ti == AX_TI_READY)
+			move(x, AX_TI_RUNNING, NULL, "instance.running");
+		schedule_requeue(st, x, now);
+		st->retried++;
+		snprintf(x->final, sizeof(x->final), "PENDING");
+		return;
+	}
 	if (x->ti == AX_TI_READY && is_cancel)
 		move(x, AX_TI_CANCELED, why, "instance.canceled");
 	else if (x->ti == AX_TI_READY)
@@ -911,6 +955,12 @@ rh_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	rh_state *st = state;
 	(void) arg;
 	st->ctx = ctx;
+	st->recovery.delay_us =
+	    ax_config_duration_us(ctx->cfg, "preemption.requeue_delay");
+	st->recovery.jitter_us =
+	    ax_config_duration_us(ctx->cfg, "preemption.requeue_jitter");
+	st->recovery.rate_per_s =
+	    (int) ax_config_int(ctx->cfg, "preemption.recovery_rate");
 	return AX_OK;
 }
 

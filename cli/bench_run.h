@@ -126,5 +126,6 @@ int ax_bench_run_timers(ax_bench *b);
 int ax_bench_run_chain(ax_bench *b);
 int ax_bench_run_layered(ax_bench *b);
 int ax_bench_run_scale(ax_bench *b);
+int ax_bench_run_storm(ax_bench *b);
 
 #endif /* AX_BENCH_RUN_H */

@@ -21,6 +21,7 @@ static const struct {
 	[AX_BENCH_LAYERED]    = { "layered", 1 },
 	[AX_BENCH_TIMERS]     = { "timers", 0 },
 	[AX_BENCH_SCALE]      = { "scale", 0 },
+	[AX_BENCH_STORM]      = { "storm", 0 },
 };
 
 const char *
@@ -55,7 +56,7 @@ ax_bench_usage(FILE *f)
 	    "\n"
 	    "  --scenario S     all (default: latency, throughput, chain,\n"
 	    "                   layered) | latency | throughput | chain |\n"
-	    "                   layered | timers | scale\n"
+	    "                   layered | timers | scale | storm\n"
 	    "      latency:     N seconds-level schedules (`S * * * * ?`, "
 	    "spread\n"
 	    "                   over the minute) run for --duration; "
@@ -84,7 +85,14 @@ ax_bench_usage(FILE *f)
 	    "                   history built in SQL; axd exec -> first\n"
 	    "                   on-time fire (first start and restart), its\n"
 	    "                   RSS, ax-api list pages and /metrics (P50,\n"
-	    "                   P99 of 40 requests each)\n");
+	    "                   P99 of 40 requests each)\n"
+	    "      storm:       a P0 stream (1/s, 20 s) plus a burst of 20x\n"
+	    "                   as many preemptible P3 instances on one\n"
+	    "                   worker of at most 8 slots, alone, with\n"
+	    "                   preemption off, on, on with shaving:\n"
+	    "                   due->start per tier,\n"
+	    "                   the burst's makespan, preemptions, "
+	    "starving\n");
 	fprintf(
 	    f,
 	    "  --schedules N    latency schedules (default 10000)\n"

@@ -24,6 +24,7 @@ typedef enum ax_bench_scenario {
 	AX_BENCH_LAYERED,    /* layers x width, each layer on the previous */
 	AX_BENCH_TIMERS,     /* N monthly schedules armed: axd RSS */
 	AX_BENCH_SCALE,      /* many DAGs and history: start-up, API */
+	AX_BENCH_STORM,      /* P0 stream + P3 burst, preemption off/on */
 	AX_BENCH_N_SCENARIOS
 } ax_bench_scenario;
 
@@ -115,7 +116,7 @@ void ax_bench_yaml_chain(FILE *f, int length, int process);
  */
 void ax_bench_yaml_layered(FILE *f, int layers, int width, int process);
 
-#define AX_BENCH_EXTRA_MAX 32
+#define AX_BENCH_EXTRA_MAX 48
 
 /* The measurements; negative: not measured (printed as null). Scenarios
  * beyond the first ones add named figures with ax_bench_put(). */

@@ -47,6 +47,7 @@ static int (*const dispatch[AX_BENCH_N_SCENARIOS])(ax_bench *b) = {
 	[AX_BENCH_LAYERED]    = ax_bench_run_layered,
 	[AX_BENCH_TIMERS]     = ax_bench_run_timers,
 	[AX_BENCH_SCALE]      = ax_bench_run_scale,
+	[AX_BENCH_STORM]      = ax_bench_run_storm,
 };
 
 static int

@@ -76,6 +76,27 @@ static const cfg_key cfg_keys[] = {
 	{ "scheduler.starvation_after", CFG_DURATION, "10m",
 	  "an instance waiting for admission longer than this counts as "
 	  "starving (the ax_instances_starving gauge, per tier)" },
+	/* Preemption (engine/preempt.h, actors/queue/queue_preempt.c):
+	 * off by default, because it stops running work; an operator turns
+	 * it on for groups whose low tiers mark their tasks preemptible. */
+	{ "preemption.enabled", CFG_BOOL, "false",
+	  "the queue may stop a running preemptible attempt of a lower tier "
+	  "when an attempt of a higher tier cannot be placed in its group" },
+	{ "preemption.max_runtime", CFG_DURATION, "30m",
+	  "never preempt an attempt that has run longer than this" },
+	{ "preemption.per_worker_per_minute", CFG_INT, "2",
+	  "at most this many preemptions on one worker in any minute" },
+	{ "preemption.window", CFG_DURATION, "10m",
+	  "an instance preempted inside this window is preempted again only "
+	  "for a winner at least two tiers above it" },
+	{ "preemption.requeue_delay", CFG_DURATION, "60s",
+	  "a preempted instance is ready again after this delay plus a "
+	  "jitter of up to preemption.requeue_jitter" },
+	{ "preemption.requeue_jitter", CFG_DURATION, "60s",
+	  "the largest jitter added to preemption.requeue_delay" },
+	{ "preemption.recovery_rate", CFG_INT, "10",
+	  "at most this many preempted instances become ready again per "
+	  "second (the others wait their turn)" },
 	{ "registry.cache_dags", CFG_INT, "10000",
 	  "decoded DAG versions axd keeps beyond those in use; the others "
 	  "are read from PostgreSQL on first use" },

@@ -470,6 +470,33 @@ wait_backoff(const json_t *f, json_t *w, int64_t now)
 	    at > now ? "in" : "due", dur(at > now ? at - now : 0, d, 32));
 }
 
+/* PENDING after a preemption: who took the slot, and when it is ready
+ * again (the queue's attempt.preempted, the result handler's
+ * instance.retry_scheduled). */
+static void
+wait_preempted(const json_t *f, json_t *w, int64_t now)
+{
+	const json_t *evs = json_object_get(f, "events");
+	const json_t *pe  = last_event(evs, "attempt.preempted", 0);
+	const json_t *re  = last_event(evs, "instance.retry_scheduled", 0);
+	const json_t *pp  = json_object_get(pe, "payload"),
+	             *rp  = json_object_get(re, "payload");
+	int64_t at        = jint(rp, "fire_at_us");
+	char    t[40], d[32];
+
+	ax_clock_fmt_utc(at, t, sizeof(t));
+	add_wait(w, "preempted",
+	         json_pack("{s:s?,s:s?,s:s?,s:o}", "winner",
+	                   jstr(pp, "winner"), "winner_dag",
+	                   jstr(pp, "winner_dag"), "winner_tier",
+	                   jstr(pp, "winner_tier"), "until", ts_json(at)),
+	         "preempted by %s.%s (%s); ready again at %s (%s %s)",
+	         jstr(pp, "winner_dag") ? jstr(pp, "winner_dag") : "?",
+	         jstr(pp, "winner_task") ? jstr(pp, "winner_task") : "?",
+	         jstr(pp, "winner_tier") ? jstr(pp, "winner_tier") : "?", t,
+	         at > now ? "in" : "due", dur(at > now ? at - now : 0, d, 32));
+}
+
 static void
 wait_instance(const json_t *f, json_t *w, int64_t now)
 {
@@ -530,6 +557,8 @@ wait_instance(const json_t *f, json_t *w, int64_t now)
 		wait_rule(f, w);
 	else if (streq(reason, "RETRY_SCHEDULED"))
 		wait_backoff(f, w, now);
+	else if (streq(reason, "PREEMPTED"))
+		wait_preempted(f, w, now);
 	else if (streq(reason, "WAIT_RESOURCE") ||
 	         streq(reason, "BACKPRESSURE_DELAYED")) {
 		wait_resource(f, w);
@@ -667,6 +696,23 @@ event_text(const json_t *f, const json_t *e, char *b, size_t n)
 		    w = jstr(x, "worker_id");
 		snprintf(b, n, "attempt %" PRId64 " running%s%s", a,
 		         w ? " on " : "", w ? w : "");
+	} else if (!strcmp(t, "attempt.preempted")) {
+		snprintf(
+		    b, n,
+		    "attempt %" PRId64 " preempted by %s.%s (%s over %s) "
+		    "on %s",
+		    a, jstr(pl, "winner_dag") ? jstr(pl, "winner_dag") : "?",
+		    jstr(pl, "winner_task") ? jstr(pl, "winner_task") : "?",
+		    jstr(pl, "winner_tier") ? jstr(pl, "winner_tier") : "?",
+		    jstr(pl, "victim_tier") ? jstr(pl, "victim_tier") : "?",
+		    jstr(pl, "worker") ? jstr(pl, "worker") : "?");
+	} else if (!strcmp(t, "instance.retry_scheduled") &&
+	           json_is_true(json_object_get(pl, "preempted"))) {
+		ax_clock_fmt_utc(jint(pl, "fire_at_us"), at, sizeof(at));
+		snprintf(b, n,
+		         "preempted: ready again at %s (after %s), no try "
+		         "used",
+		         at, dur(jint(pl, "delay_us"), d, sizeof(d)));
 	} else if (!strcmp(t, "instance.retry_scheduled")) {
 		ax_clock_fmt_utc(jint(pl, "fire_at_us"), at, sizeof(at));
 		snprintf(b, n,

@@ -78,3 +78,20 @@ ax_preempt_choose(const ax_preempt_policy *p, int winner_tier,
 		*why = best;
 	return pick;
 }
+
+int64_t
+ax_preempt_recovery_at(ax_preempt_recovery *r, int64_t now_us, uint64_t h)
+{
+	int64_t d  = r->delay_us > 0 ? r->delay_us : 0;
+	int64_t j  = r->jitter_us > 0 ? r->jitter_us : 0;
+	int64_t at = now_us + d + (int64_t) (h % (uint64_t) (j + 1));
+
+	if (r->rate_per_s <= 0)
+		return at;
+	/* a token every 1/rate s: the turns are spaced, so no second holds
+	 * more than rate of them */
+	if (at < r->next_us)
+		at = r->next_us;
+	r->next_us = at + 1000000 / r->rate_per_s;
+	return at;
+}

@@ -74,4 +74,32 @@ long ax_preempt_choose(const ax_preempt_policy *p, int winner_tier,
                        const ax_preempt_cand *c, size_t n,
                        ax_preempt_verdict *why);
 
+/*
+ * The recovery of preempted instances: a victim is ready again after a
+ * jittered delay, and at most rate_per_s victims become ready in any
+ * second. Why: victims stopped together and requeued together would
+ * come back as one burst, take the slots the winners just got, and be
+ * preempted again (a storm); the jitter spreads them, the throttle
+ * bounds what any second sees. Too long a delay costs the victims
+ * latency; too short a one brings the storm back.
+ */
+typedef struct ax_preempt_recovery {
+	int64_t delay_us;   /* the least delay */
+	int64_t jitter_us;  /* added: 0 .. jitter_us, from the hash */
+	int     rate_per_s; /* <= 0: no throttle */
+	int64_t next_us;    /* state: the earliest instant still free */
+} ax_preempt_recovery;
+
+/*
+ * The instant (now_us's clock) a victim preempted at now_us is ready
+ * again: now_us + delay + (h % (jitter + 1)), moved later when that
+ * instant's turn under the throttle is taken; advances r->next_us.
+ * Victims are given instants in the order of the calls (the order of
+ * their preemptions). h: any hash of the victim (its run_id), so that
+ * the jitter is stable for one victim. Pure but for r's state; one
+ * thread (the result handler's).
+ */
+int64_t ax_preempt_recovery_at(ax_preempt_recovery *r, int64_t now_us,
+                               uint64_t h);
+
 #endif

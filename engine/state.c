@@ -25,6 +25,7 @@ static const char *const state_names[AX_TI_STATE_COUNT_] = {
  * PENDING -> READY -> RUNNING -> SUCCESS | FAILED | TIMEOUT
  * PENDING|READY|RUNNING -> CANCELED ; PENDING -> SKIPPED
  * RUNNING -> UNKNOWN -> READY | SUCCESS | FAILED
+ * RUNNING -> PENDING (preempted: ready again after a delay)
  * FAILED|TIMEOUT -> PENDING (retry) ; terminal -> PENDING (clear)
  */
 static const unsigned legal_moves[AX_TI_STATE_COUNT_] = {
@@ -32,7 +33,8 @@ static const unsigned legal_moves[AX_TI_STATE_COUNT_] = {
 	    BIT(AX_TI_READY) | BIT(AX_TI_CANCELED) | BIT(AX_TI_SKIPPED),
 	[AX_TI_READY]   = BIT(AX_TI_RUNNING) | BIT(AX_TI_CANCELED),
 	[AX_TI_RUNNING] = BIT(AX_TI_SUCCESS) | BIT(AX_TI_FAILED) |
-	    BIT(AX_TI_TIMEOUT) | BIT(AX_TI_CANCELED) | BIT(AX_TI_UNKNOWN),
+	    BIT(AX_TI_TIMEOUT) | BIT(AX_TI_CANCELED) | BIT(AX_TI_UNKNOWN) |
+	    BIT(AX_TI_PENDING),
 	[AX_TI_SUCCESS]  = BIT(AX_TI_PENDING),
 	[AX_TI_FAILED]   = BIT(AX_TI_PENDING),
 	[AX_TI_TIMEOUT]  = BIT(AX_TI_PENDING),

@@ -308,6 +308,8 @@ timers(ax_queue *q)
 		next = q->db_down_until;
 	if ((t = axq_stats_publish(q, now)) < next)
 		next = t;
+	if ((t = axq_preempt_scan(q, now)) < next)
+		next = t;
 	ax_actor_set_deadline(q->self, next == INT64_MAX ? 0 : next);
 }
 
@@ -410,6 +412,7 @@ queue_fini(void *state)
 		nng_aio_free(q->wake_aio);
 	}
 	ax_actor_client_free(q->client);
+	axq_preempt_fini(q);
 	for (int ch = 0; ch < AX_QUEUE_NCHANNELS; ch++)
 		nq += atomic_load(&q->st_depth[ch]);
 	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
@@ -483,6 +486,7 @@ queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 		q->lease_grace_us = 0;
 	q->hb_us     = ax_config_duration_us(ctx->cfg, "worker.heartbeat");
 	q->hand_back = ax_config_bool(ctx->cfg, "queue.drain_hand_back");
+	axq_preempt_init(q);
 	q->dispatch_ahead_us =
 	    ax_config_duration_us(ctx->cfg, "queue.dispatch_ahead");
 	if (q->ack_timeout_us <= 0)
@@ -596,6 +600,7 @@ ax_queue_stats_get(const ax_queue *q, ax_queue_stats *o)
 	o->cancels      = atomic_load(&m->st_cancels);
 	o->workers      = atomic_load(&m->st_workers);
 	o->registers    = atomic_load(&m->st_registers);
+	o->preemptions  = atomic_load(&m->st_preemptions);
 }
 
 void

@@ -32,9 +32,12 @@
  * that does not change with time: the heap stays valid without
  * re-sorting (the aging is continuous rather than in whole steps). The
  * key is ax_aging_key (engine/aging.h), the one aging function of the
- * scheduler. P0 always goes before the other channels (reserved for
- * critical links); the others compete by that key. A re-queued attempt
- * keeps its enqueue time.
+ * scheduler, of the tier priority (ax_aging_tier_priority: the DAG's
+ * impact, then the task's priority), as the resource detector's lanes:
+ * a P1 attempt goes before a burst of P3 attempts queued at the same
+ * time. P0 always goes before the other channels (reserved for critical
+ * links); the others compete by that key. A re-queued attempt keeps its
+ * enqueue time.
  *
  * Prepared attempts: an attempt whose due_at is still ahead (the time
  * detector prepares runs scheduler.prepare_ahead early) waits on the held
@@ -697,7 +700,10 @@ att_setup(ax_queue *q, qatt *a, Ax__Command *cmd)
 	a->rank  = ch == AX_QUEUE_P0;
 	a->route = route;
 	/* enqueued now (see "Order in a channel" in the file comment) */
-	a->key = ax_aging_key(ar->priority, ax_clock_mono_us(), q->aging_us);
+	a->tier        = axq_tier_of(ar->impact);
+	a->preemptible = ar->preemptible;
+	a->key = ax_aging_key(ax_aging_tier_priority(a->tier, ar->priority),
+	                      ax_clock_mono_us(), q->aging_us);
 	if (ar->instance != NULL && ar->instance->instance_id != 0) {
 		snprintf(a->inst_key, sizeof(a->inst_key), "%" PRId64,
 		         ar->instance->instance_id);

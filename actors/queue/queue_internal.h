@@ -25,6 +25,7 @@
 #include "hist.h"
 #include "hmap.h"
 #include "list.h"
+#include "preempt.h"
 #include "log.h"
 #include "queue_service.h"
 #include "resources.h"
@@ -41,6 +42,7 @@
 enum { AXQ_LAT_DECISION = 0, AXQ_LAT_ENV_READY, AXQ_LAT_E2E, AXQ_LAT_KINDS };
 
 #define AXQ_STATS_US AX_USEC_PER_SEC /* component_stats period */
+#define AXQ_PRE_RING 16              /* preemptions remembered per worker */
 
 typedef struct qatt    qatt;
 typedef struct qworker qworker;
@@ -95,8 +97,10 @@ struct qatt {
 	                    unless its result came (0: none) */
 	ax_list_node xn; /* holder->doubt (ST_DOUBT) */
 	qworker     *holder; /* ST_DOUBT: the worker that may hold it */
-	int resend; /* DISPATCHED, not acknowledged in time: goes again
-	               to its worker in that worker's next Pull reply */
+	int resend;      /* DISPATCHED, not acknowledged in time: goes again
+	                    to its worker in that worker's next Pull reply */
+	int tier;        /* 0 = P0 .. 3 = P3 (AttemptRendered.impact) */
+	int preemptible; /* the task's flag (queue_preempt.c) */
 };
 
 /* One worker id: a live session, or a placeholder pinned attempts wait
@@ -138,6 +142,8 @@ struct qworker {
 	int64_t      held_until; /* mono us: its report channel was blocked */
 	int32_t      nresend;    /* its attempts with resend set */
 	int          start_after; /* holds a dispatch for its instant */
+	int64_t      pre_at[AXQ_PRE_RING]; /* its last preemptions, mono us */
+	int          pre_i;                /* next slot of pre_at */
 };
 
 struct qgroup {
@@ -236,6 +242,14 @@ struct ax_queue {
 	int64_t   early_retry;   /* mono us: fill the Pulls again (0: no) */
 	ax_list   doubt_dl; /* workers with in-doubt attempts, by deadline */
 
+	/* preemption (queue_preempt.c) */
+	int               pre_on; /* preemption.enabled */
+	ax_preempt_policy pre_pol;
+	int64_t           pre_window_us; /* preemption.window */
+	int64_t           pre_next;      /* mono us: next scan */
+	ax_strmap        *pre_hist; /* instance id -> qpre, in the window */
+	ax_list           pre_fifo; /* those qpre, oldest first */
+
 	/* scheduling latency per kind (AXQ_LAT_*) and channel, observed at
 	 * an attempt's first STARTED; what was last published of it and
 	 * the next publication (queue_stats.c) */
@@ -248,7 +262,7 @@ struct ax_queue {
 	_Atomic int      drop_acks;
 	_Atomic uint64_t st_depth[AX_QUEUE_NCHANNELS], st_dispatches,
 	    st_resends, st_lease_losses, st_started, st_results, st_cancels,
-	    st_workers, st_registers;
+	    st_workers, st_registers, st_preemptions;
 };
 
 #define STAT(q, f, v)                                                         \
@@ -411,6 +425,21 @@ void axq_on_started(ax_queue *q, qworker *w, const char *wid,
                     const Ax__Started *s);
 void axq_on_result(ax_queue *q, qworker *w, const char *wid,
                    const Ax__Result *r);
+
+/* -------------------------------------------------------- queue_preempt.c */
+
+/* Reads the preemption.* keys (init) and frees the history (fini, safe
+ * on zeroed memory). */
+void axq_preempt_init(ax_queue *q);
+void axq_preempt_fini(ax_queue *q);
+
+/* The tier of AttemptRendered.impact ("P0".."P3"; else 2, P2). */
+int axq_tier_of(const char *impact);
+
+/* Stops running preemptible attempts for waiting ones of a higher tier
+ * in groups without a free slot (now: mono us); returns the next instant
+ * to call it (INT64_MAX: at the next event). Timers only. */
+int64_t axq_preempt_scan(ax_queue *q, int64_t now);
 
 /* ---------------------------------------------------------- queue_stats.c */
 

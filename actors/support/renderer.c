@@ -491,6 +491,8 @@ render_one(rn_state *st, const Ax__AttemptCreated *ac, const ax_dag *dag,
 	                                              : "";
 	r->max_tries =
 	    1 + (t->eff.retries.count > 0 ? t->eff.retries.count : 0);
+	r->impact      = (char *) ax_impact_name(dag->impact);
+	r->preemptible = t->eff.preemptible != 0;
 	return 0;
 }
 

@@ -301,6 +301,24 @@ ax_e2e_wait(ax_e2e *e, double timeout_s, const char *what, const char *fmt,
 	}
 }
 
+void
+ax_e2e_marks_new(char *dir, size_t len, const char *prefix)
+{
+	snprintf(dir, len, "/tmp/%s-XXXXXX", prefix);
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", dir,
+	                   strerror(errno));
+	chmod(dir, 0777);
+}
+
+void
+ax_e2e_marks_free(const char *dir)
+{
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		cr_log_warn("could not remove %s", dir);
+}
+
 char *
 ax_e2e_at(double secs, char *buf, size_t len)
 {

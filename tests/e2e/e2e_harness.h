@@ -135,6 +135,14 @@ void ax_e2e_wait(ax_e2e *e, double timeout_s, const char *what,
 /* Prints the end of every daemon log and the instance table to stderr. */
 void ax_e2e_dump(ax_e2e *e);
 
+/*
+ * A fresh directory /tmp/<prefix>-XXXXXX, writable by every user (the
+ * tasks' marks: a task user other than root writes there too), into dir
+ * (at least 64 bytes); marks_free removes it and everything in it.
+ */
+void ax_e2e_marks_new(char *dir, size_t len, const char *prefix);
+void ax_e2e_marks_free(const char *dir);
+
 /* Current UTC time + secs as ISO 8601 "YYYY-MM-DDTHH:MM:SSZ" (for a
  * one-shot `schedule: {at: ...}`), whole seconds rounded up. */
 char *ax_e2e_at(double secs, char *buf, size_t len);

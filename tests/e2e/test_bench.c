@@ -94,7 +94,7 @@ Test(bench, bad_options_exit_2_naming_the_option)
 	static const struct {
 		const char *arg, *val, *msg;
 	} cases[] = {
-		{ "--scenario", "storm", "--scenario must be latency, " },
+		{ "--scenario", "gale", "--scenario must be latency, " },
 		{ "--width", "2000",
 		  "--width must be an integer from 1 to 1024" },
 		{ "--runs", "0", "--runs must be an integer from 1" },

@@ -35,20 +35,15 @@ setup(void)
 	setenv("AX_WORKER_KILL_GRACE", "1s", 1);
 	setenv("AX_SCHEDULER_LEASE_TTL", "3s", 1);
 	e = NULL;
-	snprintf(marks, sizeof(marks), "/tmp/ax-fence-XXXXXX");
-	cr_assert_not_null(mkdtemp(marks));
-	chmod(marks, 0777);
+	ax_e2e_marks_new(marks, sizeof(marks), "ax-fence");
 }
 
 static void
 teardown(void)
 {
-	char cmd[PATH_MAX + 16];
 	ax_e2e_free(e);
 	e = NULL;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", marks);
-	if (system(cmd) != 0)
-		cr_log_warn("could not remove %s", marks);
+	ax_e2e_marks_free(marks);
 }
 
 TestSuite(worker_fence, .init = setup, .fini = teardown, .timeout = 240);

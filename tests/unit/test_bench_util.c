@@ -171,6 +171,8 @@ Test(bench_util, scale_options)
 	cr_assert_eq(o.dags, 500);
 	cr_assert_eq(o.history, 0);
 	cr_assert_not(ax_bench_in_all(AX_BENCH_SCALE), "scale: on demand");
+	cr_assert_not(ax_bench_in_all(AX_BENCH_STORM), "storm: on demand");
+	cr_assert_str_eq(ax_bench_scenario_name(AX_BENCH_STORM), "storm");
 	cr_assert_eq(parse(&o, err, sizeof(err), 3, argv3), 2);
 	cr_assert(strstr(err, "--history must be an integer from 0 to") !=
 	              NULL,
@@ -201,9 +203,8 @@ ParameterizedTestParameters(bench_util, bad_options)
 		{ "--workers", "65",
 		  "--workers must be an integer from 1 to 64" },
 		{ "--instances", "", "--instances needs a value" },
-		{ "--scenario", "storm",
-		  "--scenario must be latency, throughput, chain, layered, "
-		  "timers, scale or all, not 'storm'" },
+		{ "--scenario", "gale",
+		  "chain, layered, timers, scale, storm or all, not 'gale'" },
 		{ "--history", "x", "--history must be an integer from 0" },
 		{ "--dags", "0", "--dags must be an integer from 1" },
 		{ "--runs", "0", "--runs must be an integer from 1 to 10000" },

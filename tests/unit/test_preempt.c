@@ -139,3 +139,37 @@ Test(preempt, choose_reports_the_closest_refusal)
 	cr_assert_str_eq(ax_preempt_reason((ax_preempt_verdict) 99),
 	                 "INVALID");
 }
+
+Test(preempt, recovery_jitters_inside_the_window)
+{
+	ax_preempt_recovery r = { .delay_us   = 60 * SEC,
+		                  .jitter_us  = 60 * SEC,
+		                  .rate_per_s = 0 };
+	for (uint64_t h = 0; h < 1000; h += 7) {
+		int64_t at = ax_preempt_recovery_at(&r, 1000, h * 7919);
+		cr_assert_geq(at, 1000 + 60 * SEC);
+		cr_assert_leq(at, 1000 + 120 * SEC);
+	}
+	/* the same victim gets the same jitter */
+	cr_assert_eq(ax_preempt_recovery_at(&r, 0, 42),
+	             ax_preempt_recovery_at(&r, 0, 42));
+}
+
+Test(preempt, recovery_throttle_spaces_a_burst)
+{
+	/* 100 victims preempted at once, no jitter, 10 per second: the
+	 * k-th is ready k/10 s after the first, never two in 100 ms */
+	ax_preempt_recovery r    = { .delay_us   = 60 * SEC,
+		                     .jitter_us  = 0,
+		                     .rate_per_s = 10 };
+	int64_t             prev = 0;
+	for (int k = 0; k < 100; k++) {
+		int64_t at = ax_preempt_recovery_at(&r, 0, (uint64_t) k);
+		cr_assert_eq(at, 60 * SEC + k * (SEC / 10));
+		if (k > 0)
+			cr_assert_geq(at - prev, SEC / 10);
+		prev = at;
+	}
+	/* a victim preempted later than the backlog is not held back */
+	cr_assert_eq(ax_preempt_recovery_at(&r, 100 * SEC, 0), 160 * SEC);
+}

@@ -1,0 +1,322 @@
+/*
+ * test_preempt_e2e.c - preemption end to end with the real axd and one
+ * ax-worker of one slot on a throwaway PostgreSQL. The tasks record
+ * their own start and SIGTERM in a file, and the test counts from it:
+ *  - a P0 attempt that cannot be placed preempts the running preemptible
+ *    P3 attempt: the P3 task gets SIGTERM once, one attempt.preempted
+ *    event names victim and winner, the P0 runs, the P3 instance goes
+ *    back to PENDING (PREEMPTED) without using up a try and succeeds on
+ *    its next attempt, exactly once;
+ *  - a P3 attempt that is not preemptible is never touched: the P0 waits
+ *    for its end.
+ */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "e2e_harness.h"
+
+static ax_e2e *e;
+static char    marks[256];
+
+static void
+setup(void)
+{
+	/* inherited by the daemons: one slot, kills seen within 200 ms */
+	setenv("AX_WORKER_SLOTS", "1", 1);
+	setenv("AX_WORKER_HEARTBEAT", "200ms", 1);
+	setenv("AX_WORKER_KILL_GRACE", "1s", 1);
+	e = NULL;
+	ax_e2e_marks_new(marks, sizeof(marks), "ax-preempt");
+}
+
+static void
+teardown(void)
+{
+	ax_e2e_free(e);
+	e = NULL;
+	ax_e2e_marks_free(marks);
+}
+
+TestSuite(preempt_e2e, .init = setup, .fini = teardown, .timeout = 120);
+
+static const char *config = "preemption:\n"
+                            "  enabled: true\n"
+                            "  requeue_delay: 1s\n"
+                            "  requeue_jitter: 500ms\n";
+
+/* Lines of marks/name equal to line (0 when the file is missing). */
+static int
+count_lines(const char *name, const char *line)
+{
+	char  path[PATH_MAX + 64], buf[256];
+	int   n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", marks, name);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(buf, sizeof(buf), f) != NULL) {
+		buf[strcspn(buf, "\n")] = '\0';
+		n += strcmp(buf, line) == 0;
+	}
+	fclose(f);
+	return n;
+}
+
+/* Polls count_lines(name, line) >= want for up to limit_s seconds. */
+static void
+wait_lines(const char *name, const char *line, int want, int limit_s)
+{
+	int64_t end = ax_clock_mono_us() + limit_s * AX_USEC_PER_SEC;
+	while (count_lines(name, line) < want) {
+		if (ax_clock_mono_us() > end) {
+			ax_e2e_dump(e);
+			cr_assert_fail("%s: fewer than %d lines '%s'", name,
+			               want, line);
+		}
+		ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
+	}
+}
+
+/*
+ * A P3 DAG starting 1 s from now whose task records "start <attempt>"
+ * and, on SIGTERM, "term <attempt>"; its first attempt runs 30 s, a
+ * later one ends at once.
+ */
+static void
+load_low(int preemptible)
+{
+	char at[32], yaml[2048];
+
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.preempt.low\nimpact: P3\n"
+	         "schedule: {at: \"%s\"}\n"
+	         "tasks:\n"
+	         "  - name: batch\n"
+	         "    preemptible: %s\n"
+	         "    command: |\n"
+	         "      f=%s/low\n"
+	         "      echo start $AX_ATTEMPT >> $f\n"
+	         "      trap 'echo term $AX_ATTEMPT >> $f; exit 143' TERM\n"
+	         "      if [ \"$AX_ATTEMPT\" = 1 ]; then sleep %d & wait; fi\n"
+	         "      echo end $AX_ATTEMPT >> $f\n",
+	         ax_e2e_at(1, at, sizeof(at)), preemptible ? "true" : "false",
+	         marks, preemptible ? 30 : 4);
+	ax_e2e_load(e, "low", "e2e.preempt.low", yaml);
+}
+
+/* A P0 DAG starting 1 s from now whose task records "ran". */
+static void
+load_high(void)
+{
+	char at[32], yaml[1024];
+
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.preempt.high\nimpact: P0\n"
+	         "schedule: {at: \"%s\"}\n"
+	         "tasks:\n"
+	         "  - {name: core, command: \"echo ran >> %s/high\"}\n",
+	         ax_e2e_at(1, at, sizeof(at)), marks);
+	ax_e2e_load(e, "high", "e2e.preempt.high", yaml);
+}
+
+/*
+ * A DAG name (impact tier) starting 1 s from now whose task records
+ * "start <attempt>", on SIGTERM "term <attempt>", and "end <attempt>"
+ * after sleeping sleep_s seconds, in marks/<name>.
+ */
+static void
+load_task(const char *name, const char *tier, int preemptible, int sleep_s)
+{
+	char at[32], yaml[2048], dag[64];
+
+	snprintf(dag, sizeof(dag), "e2e.preempt.%s", name);
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: %s\nimpact: %s\n"
+	         "schedule: {at: \"%s\"}\n"
+	         "tasks:\n"
+	         "  - name: t\n"
+	         "    preemptible: %s\n"
+	         "    command: |\n"
+	         "      f=%s/%s\n"
+	         "      echo start $AX_ATTEMPT >> $f\n"
+	         "      trap 'echo term $AX_ATTEMPT >> $f; exit 143' TERM\n"
+	         "      sleep %d & wait\n"
+	         "      echo end $AX_ATTEMPT >> $f\n",
+	         dag, tier, ax_e2e_at(1, at, sizeof(at)),
+	         preemptible ? "true" : "false", marks, name, sleep_s);
+	ax_e2e_load(e, name, dag, yaml);
+}
+
+/* Lines "term *" of all the files in marks (the SIGTERMs counted). */
+static int
+terms(const char *const *names, size_t n)
+{
+	int k = 0;
+	for (size_t i = 0; i < n; i++)
+		for (int a = 1; a <= 3; a++) {
+			char line[32];
+			snprintf(line, sizeof(line), "term %d", a);
+			k += count_lines(names[i], line);
+		}
+	return k;
+}
+
+static int64_t
+events_preempted(void)
+{
+	return ax_e2e_int(e,
+	                  "SELECT count(*) FROM event_log WHERE type = "
+	                  "'attempt.preempted'");
+}
+
+static void
+start_stack(void)
+{
+	e = ax_e2e_new(1, config);
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+}
+
+Test(preempt_e2e, p0_preempts_a_running_preemptible_p3_once)
+{
+	char ev[600];
+
+	start_stack();
+	load_low(1);
+	wait_lines("low", "start 1", 1, 30);
+	load_high();
+	ax_e2e_wait(e, 20, "the P0 instance to succeed",
+	            "SELECT count(*) FROM task_instances i JOIN dags d ON "
+	            "d.id = i.dag_id WHERE d.name = 'e2e.preempt.high' AND "
+	            "i.state = 'SUCCESS'");
+	/* the P3 task got SIGTERM, once, before the P0 ran */
+	cr_assert_eq(count_lines("low", "term 1"), 1);
+	cr_assert_eq(count_lines("high", "ran"), 1);
+	/* one decision event naming the victim and the winner */
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'attempt.preempted' AND reason = "
+	                        "'PREEMPTED'"),
+	             1);
+	ax_e2e_text(e, ev, sizeof(ev),
+	            "SELECT payload::text FROM event_log WHERE type = "
+	            "'attempt.preempted'");
+	cr_assert(strstr(ev, "\"winner_dag\": \"e2e.preempt.high\"") ||
+	              strstr(ev, "\"winner_dag\":\"e2e.preempt.high\""),
+	          "%s", ev);
+	cr_assert(strstr(ev, "\"victim_tier\": \"P3\"") ||
+	              strstr(ev, "\"victim_tier\":\"P3\""),
+	          "%s", ev);
+	/* the victim comes back and succeeds, exactly once, with its
+	 * preempted attempt CANCELED (PREEMPTED) and no try used up */
+	wait_lines("low", "end 2", 1, 30);
+	ax_e2e_wait(e, 20, "the P3 instance to succeed",
+	            "SELECT count(*) FROM task_instances i JOIN dags d ON "
+	            "d.id = i.dag_id WHERE d.name = 'e2e.preempt.low' AND "
+	            "i.state = 'SUCCESS'");
+	cr_assert_eq(
+	    ax_e2e_int(e,
+	               "SELECT count(*) FROM attempts a JOIN task_instances "
+	               "i ON i.id = a.instance_id JOIN dags d ON d.id = "
+	               "i.dag_id WHERE d.name = 'e2e.preempt.low' AND "
+	               "a.state = 'CANCELED' AND a.reason = 'PREEMPTED'"),
+	    1);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT i.max_tries FROM task_instances i "
+	                        "JOIN dags d ON d.id = i.dag_id WHERE "
+	                        "d.name = 'e2e.preempt.low'"),
+	             2);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log v JOIN "
+	                        "dags d ON d.id = v.dag_id WHERE d.name = "
+	                        "'e2e.preempt.low' AND v.type = "
+	                        "'instance.succeeded'"),
+	             1);
+	cr_assert_eq(count_lines("low", "start 1"), 1);
+	cr_assert_eq(count_lines("low", "start 2"), 1);
+	cr_assert_eq(count_lines("low", "end 1"), 0);
+}
+
+Test(preempt_e2e, a_task_not_preemptible_is_never_stopped)
+{
+	start_stack();
+	load_low(0);
+	wait_lines("low", "start 1", 1, 30);
+	load_high();
+	/* the P0 runs only once the P3 ended by itself (4 s) */
+	wait_lines("high", "ran", 1, 30);
+	cr_assert_eq(count_lines("low", "end 1"), 1);
+	cr_assert_eq(count_lines("low", "term 1"), 0);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'attempt.preempted'"),
+	             0);
+}
+
+Test(preempt_e2e, at_most_two_preemptions_per_worker_per_minute)
+{
+	static const char *const low[] = { "low1", "low2", "low3" };
+	int64_t                  end;
+
+	setenv("AX_WORKER_SLOTS", "3", 1);
+	start_stack();
+	for (int i = 0; i < 3; i++)
+		load_task(low[i], "P3", 1, 30);
+	for (int i = 0; i < 3; i++)
+		wait_lines(low[i], "start 1", 1, 30);
+	/* three P0 that run 10 s each: two victims, then the limit */
+	load_task("high1", "P0", 0, 10);
+	load_task("high2", "P0", 0, 10);
+	load_task("high3", "P0", 0, 10);
+	ax_e2e_wait(e, 20, "two preemptions",
+	            "SELECT count(*) >= 2 FROM event_log WHERE type = "
+	            "'attempt.preempted'");
+	/* the third P0 waits: no third preemption inside the minute */
+	end = ax_clock_mono_us() + 4 * AX_USEC_PER_SEC;
+	while (ax_clock_mono_us() < end) {
+		cr_assert_leq(events_preempted(), 2);
+		cr_assert_leq(terms(low, 3), 2);
+		ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	}
+	cr_assert_eq(terms(low, 3), 2);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances i "
+	                        "JOIN dags d ON d.id = i.dag_id WHERE "
+	                        "d.name LIKE 'e2e.preempt.high%%' AND "
+	                        "i.state IN ('RUNNING', 'SUCCESS')"),
+	             2);
+}
+
+Test(preempt_e2e, a_victim_is_preempted_again_only_two_tiers_up)
+{
+	static const char *const low[] = { "low" };
+
+	start_stack();
+	load_task("low", "P3", 1, 30);
+	wait_lines("low", "start 1", 1, 30);
+	/* a P2 preempts it once */
+	load_task("mid1", "P2", 0, 0);
+	wait_lines("low", "term 1", 1, 20);
+	wait_lines("mid1", "end 1", 1, 20);
+	wait_lines("low", "start 2", 1, 20);
+	/* another P2 may not: the victim was preempted inside the window */
+	load_task("mid2", "P2", 0, 0);
+	int64_t end = ax_clock_mono_us() + 4 * AX_USEC_PER_SEC;
+	while (ax_clock_mono_us() < end) {
+		cr_assert_eq(terms(low, 1), 1);
+		cr_assert_eq(count_lines("mid2", "start 1"), 0);
+		ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	}
+	/* a P0, three tiers up, may */
+	load_task("high", "P0", 0, 0);
+	wait_lines("low", "term 2", 1, 20);
+	wait_lines("high", "end 1", 1, 20);
+	cr_assert_eq(events_preempted(), 2);
+}
