@@ -851,14 +851,18 @@ step(ax_worker *w, int64_t now)
 {
 	int64_t next = pend_start_due(w, now);
 	int     used = slots_used(w);
+	int64_t heard =
+	    w->last_answer > w->link_since ? w->last_answer : w->link_since;
 
 	if (next > now + AX_USEC_PER_SEC)
 		next = now + AX_USEC_PER_SEC;
-
+	/* Silent for half the lease: a new link can still renew the lease
+	 * (or register again with a restarted queue) before the attempts
+	 * have to be fenced. */
+	if (w->leased && now - heard > w->lease_ttl_us / 2)
+		axw_link_reset(w, "no answer for half the lease");
 	if (!w->registered) {
-		int64_t since = w->last_answer > w->link_since ? w->last_answer
-		                                               : w->link_since;
-		if (now - since > axw_relink_us(w))
+		if (now - heard > axw_relink_us(w))
 			axw_link_reset(w, "no answer to Register");
 		if (axw_rq_idle(w, RQ_CTL) && now >= w->next_register)
 			send_register(w);

@@ -54,13 +54,17 @@ typedef struct wreq {
 
 /*
  * The link to the queue: one REQ socket with its dialer and a context per
- * request kind. A link that answered nothing for a whole lease is
- * replaced by a new one (link_reset): a connection can die without either
- * end seeing it (a peer host frozen or cut off, a NAT that dropped the
- * flow: TCP then never reports the loss), and a worker that kept asking
- * on it would never register again, so its group would run nothing. The
- * old link is closed on a thread of its own, so that a close that waits
- * on a stuck request cannot stop the worker.
+ * request kind. A link that answered nothing for half the lease (while
+ * leased), for a whole one (at a fence) or for axw_relink_us (while not
+ * registered) is replaced by a new one (axw_link_reset): a connection can
+ * die without either end seeing it (a peer host frozen or cut off, a NAT
+ * that dropped the flow: TCP then never reports the loss; and requests
+ * that never reached a restarted axd on nng 1.5), and a worker that kept
+ * asking on it would never register again, so its group would run
+ * nothing. At half the lease a new link can still renew the lease, or
+ * register again with a restarted queue, before the attempts must be
+ * fenced. The old link is closed on a thread of its own, so that a close
+ * that waits on a stuck request cannot stop the worker.
  */
 typedef struct wlink {
 	nng_socket sock;

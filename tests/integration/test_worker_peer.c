@@ -420,9 +420,9 @@ Test(worker_peer, dispatch_sent_ahead_starts_at_its_instant_and_dies_unstarted)
 /*
  * A queue that stops answering without closing the connection (its host
  * frozen or cut off, a NAT that dropped the flow: nothing reports the
- * loss to the worker): once the worker's lease lapses it connects again
- * and registers on the new connection. Nothing that comes on the silent
- * one is answered, as nothing would be.
+ * loss to the worker): before the worker's lease lapses it connects
+ * again, and the lease renewed on the new connection fences nothing.
+ * Nothing that comes on the silent one is answered, as nothing would be.
  */
 Test(worker_peer, silent_queue_is_left_for_a_new_connection)
 {
@@ -430,24 +430,47 @@ Test(worker_peer, silent_queue_is_left_for_a_new_connection)
 	nng_pipe           first;
 	int64_t            end;
 	int                again = 0;
+	char               path[128], log[8192] = "";
+	FILE              *f;
+	size_t             n;
 
-	cr_assert(answer_register(1500, 10));
+	cr_assert(answer_register(3000, 10));
 	first = last_pipe;
-	/* the lease (1.5 s) and a few seconds of slack */
+	/* the lease (3 s) and a few seconds of slack */
 	end = ax_clock_mono_us() + 6 * AX_USEC_PER_SEC;
-	while (!again && ax_clock_mono_us() < end) {
+	while (again < 3 && ax_clock_mono_us() < end) {
 		m = next_request();
 		if (nng_pipe_id(last_pipe) == nng_pipe_id(first)) {
 			ax__worker_message__free_unpacked(m, NULL);
 			continue; /* the silent connection */
 		}
-		if (m->body_case == AX__WORKER_MESSAGE__BODY_REGISTER)
-			again = 1;
-		answer_other(m, NULL);
+		again++;
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
+			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
+			dq.reply_to_seq     = m->seq;
+			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+			dq.dispatch =
+			    &(Ax__DispatchBatch) AX__DISPATCH_BATCH__INIT;
+			answer(&dq);
+		} else {
+			answer_other(m, NULL);
+		}
 		ax__worker_message__free_unpacked(m, NULL);
 	}
-	cr_assert(again,
+	cr_assert(again > 0,
 	          "the worker kept asking on the silent connection and did "
-	          "not register on a new one within 6 s");
+	          "not connect again within 6 s");
+	/* its lease would have lapsed by now on the old connection */
+	ax_clock_sleep_us(1000 * AX_USEC_PER_MSEC);
+	snprintf(path, sizeof(path), "%s/worker.out", dir);
+	if ((f = fopen(path, "r")) != NULL) {
+		n      = fread(log, 1, sizeof(log) - 1, f);
+		log[n] = '\0';
+		fclose(f);
+	}
+	cr_expect(strstr(log, "connecting to") != NULL, "%s", log);
+	cr_expect(strstr(log, "lease lapsed") == NULL,
+	          "the new connection came too late: the worker fenced: %s",
+	          log);
 	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
 }
