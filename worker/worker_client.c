@@ -1156,6 +1156,8 @@ ax_worker_free(ax_worker *w)
 	if (w == NULL)
 		return;
 	axw_link_free(w->link);
+	/* an old link still closing frees into w's count when it is done */
+	axw_link_wait_retired(w, 2 * AX_USEC_PER_SEC);
 	for (size_t e = 0; e < NEXEC; e++)
 		ax_exec_free(w->ex[e]); /* SIGKILL to what still runs */
 	if (w->evfd >= 0)
@@ -1173,5 +1175,10 @@ ax_worker_free(ax_worker *w)
 		free(w->run[i].pend);
 	free(w->run);
 	free(w->cred);
-	free(w);
+	if (atomic_load(&w->retiring) > 0) /* its thread still counts in w */
+		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+		        "an old connection to the queue did not close in 2 s; "
+		        "left to the exit");
+	else
+		free(w);
 }

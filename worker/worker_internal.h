@@ -67,9 +67,10 @@ typedef struct wreq {
  * that waits on a stuck request cannot stop the worker.
  */
 typedef struct wlink {
-	nng_socket sock;
-	int        open; /* sock is open */
-	wreq       rq[NRQ];
+	nng_socket  sock;
+	int         open; /* sock is open */
+	atomic_int *live; /* retired: the worker's count of closing links */
+	wreq        rq[NRQ];
 } wlink;
 
 /* A running attempt, or one received ahead of its start (pend != NULL:
@@ -102,6 +103,7 @@ struct ax_worker {
 	int64_t        link_since;  /* mono us the link was made */
 	int64_t        last_answer; /* mono us of the last reply */
 	int64_t        reconnects;  /* links replaced */
+	atomic_int     retiring;    /* old links still being closed */
 	int            evfd;
 	ax_exec       *ex[NEXEC]; /* [0] local, [1] noop */
 
@@ -163,6 +165,10 @@ void axw_link_free(wlink *l);
 /* How long a link may go unanswered while unregistered before it is
  * replaced. */
 int64_t axw_relink_us(const ax_worker *w);
+
+/* Waits up to max_us for the old links' closing threads (at exit, so
+ * that what they free is freed before the process ends). */
+void axw_link_wait_retired(ax_worker *w, int64_t max_us);
 
 /* Replaces the current link; the old one is closed on a thread of its
  * own. Loop thread. */

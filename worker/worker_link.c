@@ -40,8 +40,10 @@ axw_rq_cb(void *arg)
 		nng_ctx_recv(r->ctx, r->aio);
 		return;
 	}
-	if (atomic_load(&r->phase) == PH_SEND && rv != 0)
-		nng_msg_free(nng_aio_get_msg(r->aio));
+	if (atomic_load(&r->phase) == PH_SEND && rv != 0) {
+		nng_msg_free(nng_aio_get_msg(r->aio)); /* given back */
+		nng_aio_set_msg(r->aio, NULL);
+	}
 	r->rv = rv;
 	atomic_store(&r->phase, PH_DONE);
 	if ((w = atomic_load(&r->w)) != NULL)
@@ -97,6 +99,7 @@ axw_rq_reply(ax_worker *w, int k)
 	}
 	w->last_answer = ax_clock_mono_us();
 	msg            = nng_aio_get_msg(r->aio);
+	nng_aio_set_msg(r->aio, NULL);
 	if (ax_wproto_queue_msg(nng_msg_body(msg), nng_msg_len(msg), &m) !=
 	    AX_OK)
 		ax_logf(AX_LOG_WARN, COMP, "BAD_REPLY", NULL,
@@ -128,11 +131,13 @@ axw_link_free(wlink *l)
 			nng_aio_stop(l->rq[k].aio);
 	if (l->open)
 		nng_close(l->sock);
+	/* what an aio still holds (a reply never read, a request the stop
+	 * gave back) is ours: the callback and rq_reply take theirs off */
 	for (int k = 0; k < NRQ; k++)
 		if (l->rq[k].aio) {
-			if (atomic_load(&l->rq[k].phase) == PH_DONE &&
-			    l->rq[k].rv == 0)
-				nng_msg_free(nng_aio_get_msg(l->rq[k].aio));
+			nng_msg *m = nng_aio_get_msg(l->rq[k].aio);
+			if (m != NULL)
+				nng_msg_free(m);
 			nng_aio_free(l->rq[k].aio);
 		}
 	free(l);
@@ -141,8 +146,21 @@ axw_link_free(wlink *l)
 static void *
 axw_link_free_main(void *arg)
 {
-	axw_link_free(arg);
+	wlink      *l    = arg;
+	atomic_int *live = l->live;
+
+	axw_link_free(l);
+	atomic_fetch_sub(live, 1);
 	return NULL;
+}
+
+void
+axw_link_wait_retired(ax_worker *w, int64_t max_us)
+{
+	int64_t end = ax_clock_mono_us() + max_us;
+
+	while (atomic_load(&w->retiring) > 0 && ax_clock_mono_us() < end)
+		ax_clock_sleep_us(10 * AX_USEC_PER_MSEC);
 }
 
 /* A new link dialing w->o.server (without waiting for the connection). */
@@ -225,12 +243,16 @@ axw_link_reset(ax_worker *w, const char *why)
 	        "%s; connecting to %s again", why, w->o.server);
 	for (int k = 0; k < NRQ; k++)
 		atomic_store(&old->rq[k].w, NULL);
-	if (pthread_create(&t, NULL, axw_link_free_main, old) == 0)
+	old->live = &w->retiring;
+	atomic_fetch_add(&w->retiring, 1);
+	if (pthread_create(&t, NULL, axw_link_free_main, old) == 0) {
 		pthread_detach(t);
-	else /* left open: it only costs its memory and a connection */
+	} else { /* left open: it only costs its memory and a connection */
+		atomic_fetch_sub(&w->retiring, 1);
 		ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
 		        "could not start a thread to close the old "
 		        "connection: left open");
+	}
 	w->link = n;
 	w->rq   = n->rq;
 	w->reconnects++;
