@@ -371,46 +371,6 @@ ax_api_check_body(const ax_api_req *q, ax_api_body kind, ax_api_resp *r)
 	}
 }
 
-int
-ax_api_utf8_ok(const char *str, size_t n)
-{
-	const unsigned char *s = (const unsigned char *) str;
-	size_t               i = 0;
-
-	while (i < n) {
-		unsigned c = s[i];
-		size_t   len;
-		uint32_t cp;
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			len = 2;
-			cp  = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			len = 3;
-			cp  = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			len = 4;
-			cp  = c & 0x07;
-		} else
-			return 0;
-		if (i + len > n)
-			return 0;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		i += len;
-	}
-	return 1;
-}
-
 /* PostgreSQL's "2024-05-01 10:30:00.5+08" -> "2024-05-01T02:30:00.500000Z" */
 static json_t *
 ts_json(const char *v)

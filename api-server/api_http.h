@@ -177,9 +177,6 @@ int ax_api_check_path_params(const char *pattern, const char *const *params,
  */
 int ax_api_check_body(const ax_api_req *q, ax_api_body kind, ax_api_resp *r);
 
-/* 1 when s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
-int ax_api_utf8_ok(const char *s, size_t n);
-
 /*
  * The rows of res as a JSON array of objects keyed by column name:
  * integers, booleans, json/jsonb as JSON, timestamptz as RFC 3339 UTC

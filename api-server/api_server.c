@@ -30,6 +30,7 @@
 #include "api_ui.h"
 #include "clock.h"
 #include "log.h"
+#include "utf8.h"
 
 #define POOL_WAIT_US (5 * 1000000LL) /* then 503: the database is stuck */
 /* A too big body is read and dropped up to this many bytes before the
@@ -252,8 +253,8 @@ check_arg(void *cls, enum MHD_ValueKind kind, const char *key,
           const char *value)
 {
 	int *bad = cls;
-	if ((key && !ax_api_utf8_ok(key, strlen(key))) ||
-	    (value && !ax_api_utf8_ok(value, strlen(value)))) {
+	if ((key && !ax_utf8_valid(key, strlen(key))) ||
+	    (value && !ax_utf8_valid(value, strlen(value)))) {
 		*bad = 1;
 		return MHD_NO;
 	}
@@ -347,7 +348,7 @@ dispatch(ax_api_server *s, struct MHD_Connection *c, const char *url,
 		return bad_request(s, c, rs, "invalid",
 		                   "the URL holds an encoded NUL byte (%00); "
 		                   "remove it");
-	if (bad || !ax_api_utf8_ok(url, strlen(url)))
+	if (bad || !ax_utf8_valid(url, strlen(url)))
 		return bad_request(s, c, rs, "bad_utf8",
 		                   "the path or query is not valid UTF-8");
 	route = ax_api_route_match(method, url, &m);
@@ -392,7 +393,7 @@ dispatch(ax_api_server *s, struct MHD_Connection *c, const char *url,
 	if (rt->min_role > AX_API_ROLE_NONE &&
 	    !authenticate(&q, rt->min_role, &r))
 		goto done;
-	if (!ax_api_utf8_ok(q.body, q.body_len) ||
+	if (!ax_utf8_valid(q.body, q.body_len) ||
 	    strlen(q.body) != q.body_len) {
 		ax_api_reply_error(&r, 400, "bad_utf8",
 		                   "the body is not valid UTF-8 (or holds a "

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include "utf8.h"
+
 static const struct {
 	const char *name;
 	const char *text;
@@ -52,10 +54,16 @@ ax_errname(ax_err e)
 	return ax_errs[e].name;
 }
 
+/* The detail often quotes input (a name, a file's text): it is kept as
+ * valid, printable UTF-8 (see ax_utf8_sanitize), so that every caller can
+ * log it and answer it in JSON as is. */
 ax_err
 ax_err_vset(ax_err e, const char *fmt, va_list ap)
 {
-	vsnprintf(ax_err_buf, sizeof(ax_err_buf), fmt, ap);
+	char raw[sizeof(ax_err_buf)];
+
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	ax_utf8_sanitize(ax_err_buf, sizeof(ax_err_buf), raw);
 	return e;
 }
 

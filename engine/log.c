@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "utf8.h"
 
 /* Set once by main() before any thread starts; read-only afterwards. */
 static struct {
@@ -45,31 +46,11 @@ ax_log_enabled(ax_log_level lvl)
 	return lvl >= ax_log_cfg.min && lvl < AX_LOG_OFF;
 }
 
-/* Length of a valid UTF-8 sequence starting at s, or 0 when invalid. */
+/* The valid UTF-8 sequence at the NUL-terminated s, or 0. */
 static size_t
 utf8_len(const unsigned char *s)
 {
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xE0) == 0xC0 && s[0] >= 0xC2 && (s[1] & 0xC0) == 0x80)
-		return 2;
-	if ((s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 &&
-	    (s[2] & 0xC0) == 0x80) {
-		if (s[0] == 0xE0 && s[1] < 0xA0)
-			return 0;
-		if (s[0] == 0xED && s[1] >= 0xA0)
-			return 0;
-		return 3;
-	}
-	if ((s[0] & 0xF8) == 0xF0 && s[0] <= 0xF4 && (s[1] & 0xC0) == 0x80 &&
-	    (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80) {
-		if (s[0] == 0xF0 && s[1] < 0x90)
-			return 0;
-		if (s[0] == 0xF4 && s[1] >= 0x90)
-			return 0;
-		return 4;
-	}
-	return 0;
+	return ax_utf8_seq_len((const char *) s, strnlen((const char *) s, 4));
 }
 
 /* ---- JSON text check (ax_json_object_valid) ---- */

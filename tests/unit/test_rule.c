@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rule.h"
+#include "utf8.h"
 
 /* UTC microseconds of an ISO 8601 instant with an offset. */
 static int64_t
@@ -83,6 +84,14 @@ static bad_case bads[] = {
 	{ "{\"action\":\"block\",\"tier\":\"P3\",\"tier\":\"P2\"}",
 	  "not JSON" },
 	{ "not json", "not JSON: 1:" },
+	/* found by fuzz_rule: the parser's error quotes bytes that are not
+	 * UTF-8, and the detail must still be answerable as JSON */
+	{ "{\"action\":\"block\",\"dag\":\"[a-\",\"tagdow\":{\"start\":\"22:"
+	  "00\",\"end\":\"02:00\",\"tz\":\"America/trNew_Y\304\213\372c\177",
+	  "not JSON" },
+	{ "{\"action\":\"block\",\"tier\":\"P3\",\"window\":{\"start\":\"20:"
+	  "00\",\"end\":\"21:00\",\"tz\":\"Asia/\\u0001Shang\"}}",
+	  "window.tz:" },
 };
 
 ParameterizedTestParameters(rule, bad)
@@ -100,6 +109,10 @@ ParameterizedTest(bad_case *c, rule, bad)
 	cr_assert(strstr(ax_err_detail(), c->want) != NULL,
 	          "%s: detail \"%s\" does not say \"%s\"", c->json,
 	          ax_err_detail(), c->want);
+	cr_assert(ax_utf8_valid(ax_err_detail(), strlen(ax_err_detail())),
+	          "%s: the detail is not UTF-8", c->json);
+	cr_assert(strchr(ax_err_detail(), '\001') == NULL,
+	          "%s: the detail holds a control character", c->json);
 	ax_rule_fini(&r);
 }
 
