@@ -87,6 +87,7 @@ typedef struct ax_dependency_detector_stats {
 	uint64_t discarded;  /* runs discarded */
 	uint64_t superseded; /* runs superseded (replace) */
 	uint64_t rebuilt;    /* runs rebuilt from PostgreSQL */
+	uint64_t startups;   /* start-up rebuilds done (0 or 1) */
 	uint64_t cleared;    /* instances cleared */
 	uint64_t versions;   /* DAG version graphs in memory now */
 	uint64_t deadlines_missed; /* deadline misses recorded */

@@ -63,6 +63,9 @@
 #define COMP AX_A_DEPENDENCY_DETECTOR
 
 #define DD_TRACE_LEN 33 /* a trace id (32 hex digits) and its NUL */
+/* How long the ids the start-up rebuild read are kept (dd.rebuilt): far
+ * longer than a Due waits in the detector's inbox. */
+#define DD_REBUILT_KEEP_US (10 * 60 * AX_USEC_PER_SEC)
 
 enum { I_WAIT = 0, I_SENT, I_OK, I_FAIL };
 enum { R_NEW = 0, R_HELD_DEP, R_HELD_CONC, R_ACTIVE };
@@ -154,6 +157,15 @@ typedef struct dd {
 	ax_store                     *store;
 	ax_strmap                    *vers, *runs, *dqs, *waiters;
 	int                           started;
+	/*
+	 * The runs the start-up rebuild read (run id -> non-NULL), kept for
+	 * DD_REBUILT_KEEP_US: a Due for one of them is a replay, even when
+	 * the run has ended (and left d->runs) since. Without it, the Due
+	 * the time detector sent just before the rebuild read the run would
+	 * start a run that the rebuild had discarded or superseded.
+	 */
+	ax_strmap *rebuilt;
+	int64_t    rebuilt_until_us; /* monotonic */
 	ax_tz_cache                  *tzc; /* deadlines' zones; lazily */
 	ax_dependency_detector_stats *stats, own;
 	/*

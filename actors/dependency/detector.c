@@ -350,6 +350,7 @@ dd_fini(void *state)
 	ax_strmap_free(d->dqs, axdd_dq_free);
 	ax_strmap_free(d->waiters, axdd_rvec_free);
 	ax_strmap_free(d->vers, axdd_dver_free);
+	ax_strmap_free(d->rebuilt, NULL);
 	ax_tz_cache_free(d->tzc);
 	for (size_t i = 0; i < d->nev; i++)
 		free(d->evs[i]);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "dependency_internal.h"
 #include "state.h"
 #include "store_deps.h"
@@ -122,6 +123,21 @@ rebuild_active(dd *d, drun *r, PGresult *res, int from, int to, int mode)
 	axdd_check_done(d, r);
 }
 
+/* Remembers that the start-up rebuild read the run of key (d->rebuilt). */
+static void
+rebuilt_add(dd *d, const char *key)
+{
+	if (d->rebuilt == NULL) {
+		if (ax_strmap_new(&d->rebuilt) != AX_OK) {
+			axdd_oom("rebuilt runs");
+			return;
+		}
+		d->rebuilt_until_us = ax_clock_mono_us() + DD_REBUILT_KEEP_US;
+	}
+	if (ax_strmap_put(d->rebuilt, key, d) != AX_OK)
+		axdd_oom("rebuilt runs");
+}
+
 /*
  * Rebuilds or plans the runs of res (rows grouped by run, in logical
  * order): runs with instances are rebuilt first (so they count against
@@ -153,6 +169,8 @@ build(dd *d, PGresult *res, int mode)
 		       ax_store_cell_i64(res, end, AX_DEPS_C_RUN) == id)
 			end++;
 		snprintf(key, sizeof(key), "%lld", (long long) id);
+		if (mode == M_RESTART)
+			rebuilt_add(d, key);
 		r = ax_strmap_get(d->runs, key);
 		if (state != NULL && strcmp(state, "CANCELED") == 0)
 			goto next;
@@ -215,6 +233,7 @@ axdd_startup(dd *d)
 		return rv;
 	}
 	build(d, res, M_RESTART);
+	d->stats->startups++;
 	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 	        "rebuilt %llu active run(s) from %d row(s); %zu in memory",
 	        (unsigned long long) d->stats->rebuilt, PQntuples(res),

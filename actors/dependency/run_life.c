@@ -462,6 +462,17 @@ axdd_on_due(dd *d, const Ax__Command *cmd)
 	snprintf(key, sizeof(key), "%lld", (long long) due->dag_run_id);
 	if (ax_strmap_get(d->runs, key) != NULL)
 		return; /* a replay */
+	if (d->rebuilt != NULL && ax_clock_mono_us() > d->rebuilt_until_us) {
+		ax_strmap_free(d->rebuilt, NULL);
+		d->rebuilt = NULL;
+	}
+	if (d->rebuilt != NULL && ax_strmap_get(d->rebuilt, key) != NULL) {
+		ax_logf(
+		    AX_LOG_DEBUG, COMP, NULL,
+		    &(ax_log_ids) { .dag = due->dag, .run = due->dag_run_id },
+		    "Due of a run the start-up rebuild read: a replay");
+		return;
+	}
 	if ((v = axdd_dver_get(d, due->dag_version_id)) == NULL)
 		return;
 	r = axdd_run_new(d, due->dag_run_id, v, due->logical_time_us,

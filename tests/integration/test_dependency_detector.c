@@ -610,11 +610,16 @@ Test(dependency_detector, serial_discard_replace)
 	int64_t ser = store_dag(policy_dag(y, sizeof(y), "ser", "serial"));
 	int64_t dis = store_dag(policy_dag(y, sizeof(y), "dis", "discard"));
 	int64_t rep = store_dag(policy_dag(y, sizeof(y), "rep", "replace"));
+	/* the runs come after the start-up rebuild, as the time detector's
+	 * do: each is decided when its Due arrives, in the order sent (runs
+	 * that exist at start are decided by the rebuild, all in one go:
+	 * see due_replayed_after_the_rebuild_changes_nothing) */
+	start_system();
+	WAIT_FOR(dstats.startups == 1);
 	int64_t s1 = make_run(ser, 10), s2 = make_run(ser, 20),
 	        s3 = make_run(ser, 15);
 	int64_t d1 = make_run(dis, 10), d2 = make_run(dis, 20);
 	int64_t p1 = make_run(rep, 10), p2 = make_run(rep, 20);
-	start_system();
 
 	/* serial: s2 and s3 wait; they start in logical order */
 	send_due("ser", s1);
@@ -659,15 +664,49 @@ Test(dependency_detector, serial_discard_replace)
 	       (long long) a1);
 	send_due("rep", p2);
 	WAIT_FOR(readies(&ready_cap, p2, "a") == 1);
-	/* The run's final row: CANCELED with SUPERSEDED. Under load the row
-	 * was seen CANCELED with no reason for a moment before that (an
-	 * extra write to it, not explained yet): the test waits for the
-	 * final row instead of reading it once. */
 	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
 	               "AND state = 'CANCELED' AND reason = 'SUPERSEDED'",
 	               (long long) p1) == 1);
 	WAIT_FOR(cancels(&hook_cap, p1) == 1);
 	cr_assert(run_state_is(p2, "RUNNING"));
+}
+
+/*
+ * The start-up rebuild decides the runs it reads; a Due for one of them
+ * that arrives later (the time detector sent it just before the rebuild
+ * read the run) is a replay, even when the run has ended since. Here the
+ * rebuild supersedes r1 by r2 (policy replace). Without the guard, r1's
+ * replayed Due made it a new run that superseded r2: r1 went back from
+ * CANCELED to RUNNING and r2 was canceled (seen as the dag_runs row of
+ * r1 flipping CANCELED -> RUNNING -> CANCELED under load).
+ */
+Test(dependency_detector, due_replayed_after_the_rebuild_changes_nothing)
+{
+	char    y[512];
+	int64_t rep = store_dag(policy_dag(y, sizeof(y), "rep", "replace"));
+	int64_t ser = store_dag(policy_dag(y, sizeof(y), "ser", "serial"));
+	int64_t r1 = make_run(rep, 10), r2 = make_run(rep, 20);
+	start_system();
+	WAIT_FOR(dstats.startups == 1);
+	WAIT_FOR(run_state_is(r2, "RUNNING"));
+	WAIT_FOR(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
+	               "AND state = 'CANCELED' AND reason = 'SUPERSEDED'",
+	               (long long) r1) == 1);
+	send_due("rep", r1);
+	send_due("rep", r2);
+	/* a Due after them, handled after them: then they were handled */
+	int64_t m = make_run(ser, 10);
+	send_due("ser", m);
+	WAIT_FOR(readies(&ready_cap, m, "a") == 1);
+	cr_assert(run_state_is(r2, "RUNNING"));
+	cr_assert_eq(q_int("SELECT count(*) FROM dag_runs WHERE id = %lld "
+	                   "AND state = 'CANCELED' AND reason = "
+	                   "'SUPERSEDED'",
+	                   (long long) r1),
+	             1);
+	cr_assert_eq(dstats.superseded, 1, "superseded %llu times",
+	             (unsigned long long) dstats.superseded);
+	cr_assert_eq(readies(&ready_cap, r2, "a"), 1);
 }
 
 /* Rows of event_log of type for run with trace_id trace. */
