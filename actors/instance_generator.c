@@ -29,6 +29,7 @@
 #include "renderer.h"
 #include "store.h"
 #include "store_attempts.h"
+#include "store_runs.h"
 
 #define COMP           AX_A_INSTANCE_GENERATOR
 #define IG_RETRY_US    AX_USEC_PER_SEC
@@ -185,6 +186,10 @@ admit_tx(ax_store *s, void *arg)
 			b->a[b->ti_of[b->miss[m]]].ad.instance_id =
 			    b->mrows[m].instance_id;
 	}
+	/* a run superseded or canceled since it released these: their
+	 * instances are canceled, and ax_store_admit skips them */
+	if ((rv = ax_store_runs_guard(s, b->runs, b->n, NULL)) != AX_OK)
+		return rv;
 	b->nad = 0;
 	for (size_t i = 0; i < b->n; i++)
 		if (b->a[i].ok)
@@ -503,6 +508,8 @@ keep_pending(ig_state *st, Ax__Command **cmds, size_t n)
 typedef struct plan_rows {
 	ax_store_ti_row *rows;
 	size_t           n, inserted;
+	const int64_t   *runs; /* the plans' runs */
+	size_t           nruns;
 } plan_rows;
 
 static ax_err
@@ -518,6 +525,10 @@ insert_plan(ax_store *s, void *arg)
 		rv = ax_store_insert_instances(s, pr->rows + off, m, &c);
 		pr->inserted += c;
 	}
+	/* a run superseded or canceled while its plan was on its way: the
+	 * rows just written are canceled with it (ax_store_runs_guard) */
+	if (rv == AX_OK)
+		rv = ax_store_runs_guard(s, pr->runs, pr->nruns, NULL);
 	return rv;
 }
 
@@ -527,16 +538,21 @@ do_plans(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 {
 	size_t           rows = 0, k = 0, ins = 0;
 	ax_store_ti_row *ti;
+	int64_t         *runs = NULL;
 	ax_err           rv;
 
 	for (size_t i = 0; i < n; i++)
 		rows += cmds[i]->run_plan->n_instances;
 	if (rows == 0)
 		return AX_OK;
-	if ((ti = calloc(rows, sizeof(*ti))) == NULL)
+	if ((ti = calloc(rows, sizeof(*ti))) == NULL ||
+	    (runs = calloc(n, sizeof(*runs))) == NULL) {
+		free(ti);
 		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
+	}
 	for (size_t i = 0; i < n; i++) {
 		const Ax__RunPlan *p = cmds[i]->run_plan;
+		runs[i]              = p->dag_run_id;
 		for (size_t j = 0; j < p->n_instances; j++) {
 			const Ax__PlannedInstance *x = p->instances[j];
 			ax_ti_state                s = AX_TI_PENDING;
@@ -565,13 +581,14 @@ do_plans(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 		}
 	}
 	if ((rv = ensure_store(st)) == AX_OK) {
-		plan_rows pr = { ti, rows, 0 };
+		plan_rows pr = { ti, rows, 0, runs, n };
 		/* PENDING rows are re-planned after a restart, so their
 		 * commit need not wait for the WAL flush */
 		rv  = ax_store_tx_relaxed(st->store, insert_plan, &pr);
 		ins = pr.inserted;
 	}
 	free(ti);
+	free(runs);
 	if (rv == AX_OK)
 		for (size_t i = 0; i < n; i++) {
 			const Ax__RunPlan *p   = cmds[i]->run_plan;

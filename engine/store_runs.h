@@ -130,6 +130,25 @@ ax_err ax_store_deps_wait_reason(ax_store *s, const int64_t *run_ids,
 ax_err ax_store_deps_supersede(ax_store *s, const int64_t *run_ids, size_t n,
                                PGresult **live);
 
+/*
+ * The guard of new instances against their run's end, inside the
+ * caller's transaction, after it wrote the instances of run_ids (n,
+ * duplicates and zeros fine): locks those dag_runs rows (FOR SHARE, in
+ * id order) and moves the PENDING instances of the runs that are
+ * CANCELED to CANCELED, with the run's reason (SUPERSEDED, ...; else
+ * RUN_CANCELED). *canceled (may be NULL) counts them.
+ *
+ * Why: a run can be superseded or canceled while its plan and its first
+ * admissions are still on their way through the pipeline (even in the
+ * same batch that started it); ax_store_deps_supersede then finds no
+ * rows to cancel, and the instances written after it would run. The
+ * lock closes the window: a supersede that marked the run first is
+ * waited for and seen; one that comes second waits for this transaction
+ * and then finds its rows.
+ */
+ax_err ax_store_runs_guard(ax_store *s, const int64_t *run_ids, size_t n,
+                           size_t *canceled);
+
 /* One cross-DAG dependency to check at plan time. */
 typedef struct ax_store_dagdep_check {
 	const char *upstream;    /* upstream DAG name */

@@ -405,3 +405,72 @@ Test(pipeline, seconds_schedule_fires_every_second_once)
 	                        "started_at < due_at"),
 	             0, "a run started before its due instant");
 }
+
+/*
+ * Two runs of a DAG with policy replace that axd finds at its start: the
+ * start-up rebuild starts the older and supersedes it by the newer in the
+ * same batch, before the older's plan and first admission have been
+ * written. The older run's task must never run. Before the guard
+ * (ax_store_runs_guard) its instance rows were written after the
+ * supersede had looked for them, so the superseded run's first task ran
+ * anyway. Counted from what the task itself writes.
+ */
+Test(pipeline, a_run_superseded_before_its_rows_exist_never_runs)
+{
+	char  yaml[1024], marks[256], path[300], line[64];
+	int   lines = 0;
+	FILE *f;
+
+	ax_e2e_marks_new(marks, sizeof(marks), "ax-replace");
+	e = ax_e2e_new(1, NULL);
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.replace\n"
+	         "concurrency: {max_active_runs: 1, policy: replace}\n"
+	         "tasks:\n"
+	         "  - {name: a, command: \"echo $AX_RUN_ID >> %s/ran\"}\n"
+	         "  - {name: b, command: \"true\", depends_on: [a]}\n",
+	         marks);
+	ax_e2e_load(e, "replace", NULL, yaml);
+	for (int i = 0; i < 2; i++)
+		ax_e2e_int(e,
+		           "INSERT INTO dag_runs (dag_id, dag_version_id, "
+		           "run_type, logical_date, interval_start, "
+		           "interval_end) SELECT d.id, v.id, 'scheduled', "
+		           "ax_ts(%lld), ax_ts(%lld), ax_ts(%lld) FROM dags d "
+		           "JOIN dag_versions v ON v.dag_id = d.id WHERE "
+		           "d.name = 'e2e.replace' RETURNING id",
+		           1774749600000000LL + i * 3600000000LL,
+		           1774749600000000LL + i * 3600000000LL,
+		           1774749600000000LL + i * 3600000000LL);
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+	ax_e2e_wait(e, 60, "the newer run to succeed",
+	            "SELECT count(*) FROM dag_runs WHERE state = 'SUCCESS'");
+	ax_clock_sleep_us(1500 * AX_USEC_PER_MSEC); /* anything late */
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM dag_runs WHERE "
+	                        "state = 'CANCELED' AND reason = "
+	                        "'SUPERSEDED' AND logical_date = "
+	                        "ax_ts(1774749600000000)"),
+	             1, "the older run is superseded");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM attempts a JOIN "
+	                        "task_instances t ON t.id = "
+	                        "a.instance_id JOIN dag_runs r ON r.id = "
+	                        "t.dag_run_id WHERE r.state = "
+	                        "'CANCELED'"),
+	             0, "an attempt of the superseded run");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances t "
+	                        "JOIN dag_runs r ON r.id = t.dag_run_id "
+	                        "WHERE r.state = 'CANCELED' AND t.state "
+	                        "<> 'CANCELED'"),
+	             0, "an instance of the superseded run left waiting");
+	snprintf(path, sizeof(path), "%s/ran", marks);
+	cr_assert_not_null(f = fopen(path, "r"), "the newer run's task ran");
+	while (fgets(line, sizeof(line), f) != NULL)
+		lines++;
+	fclose(f);
+	ax_e2e_marks_free(marks);
+	cr_assert_eq(lines, 1, "task a ran %d times", lines);
+}
