@@ -84,6 +84,10 @@ static const cfg_key cfg_keys[] = {
 	  "when an attempt of a higher tier cannot be placed in its group" },
 	{ "preemption.max_runtime", CFG_DURATION, "30m",
 	  "never preempt an attempt that has run longer than this" },
+	{ "preemption.grace", CFG_DURATION, "30s",
+	  "a preempted attempt gets SIGTERM, then SIGKILL after this (its "
+	  "task's own kill grace is not used: the winner waits for the "
+	  "slot)" },
 	{ "preemption.per_worker_per_minute", CFG_INT, "2",
 	  "at most this many preemptions on one worker in any minute" },
 	{ "preemption.window", CFG_DURATION, "10m",

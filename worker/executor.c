@@ -75,11 +75,11 @@ ax_exec_start(ax_exec *ex, const ax_exec_spec *spec)
 }
 
 ax_err
-ax_exec_kill(ax_exec *ex, const char *run_id)
+ax_exec_kill(ax_exec *ex, const char *run_id, int64_t grace_us)
 {
 	if (ex == NULL || run_id == NULL)
 		return ax_err_set(AX_EINVAL, "ax_exec_kill: NULL argument");
-	return ex->ops->kill(ex->self, run_id);
+	return ex->ops->kill(ex->self, run_id, grace_us > 0 ? grace_us : 0);
 }
 
 int

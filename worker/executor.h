@@ -185,7 +185,7 @@ typedef struct ax_exec_ops {
 	ax_err (*init)(void **self);
 	void (*fini)(void *self);
 	ax_err (*start)(void *self, const ax_exec_spec *spec);
-	ax_err (*kill)(void *self, const char *run_id);
+	ax_err (*kill)(void *self, const char *run_id, int64_t grace_us);
 	int (*fd)(void *self);
 	int64_t (*next_deadline)(void *self);
 	ax_err (*poll)(void *self, int64_t now_us, ax_exec_result *out,
@@ -236,11 +236,13 @@ ax_err ax_exec_start(ax_exec *ex, const ax_exec_spec *spec);
 
 /*
  * Asks a running attempt to stop: SIGTERM to its process group now,
- * SIGKILL after its grace period; its result says AX_EXEC_KILLED (unless it
- * had already ended or timed out). Returns AX_ENOENT when no attempt with
- * that run_id is running. Calling it twice does not restart the grace.
+ * SIGKILL after grace_us (0: the attempt's own grace period, its spec's
+ * grace_us); its result says AX_EXEC_KILLED (unless it had already ended
+ * or timed out). A preemption passes its own grace (preemption.grace).
+ * Returns AX_ENOENT when no attempt with that run_id is running. Calling
+ * it twice does not restart the grace.
  */
-ax_err ax_exec_kill(ax_exec *ex, const char *run_id);
+ax_err ax_exec_kill(ax_exec *ex, const char *run_id, int64_t grace_us);
 
 /*
  * A file descriptor that becomes readable when ax_exec_poll() has work

@@ -928,7 +928,7 @@ stop_attempt(attempt *at, ax_exec_status reason, int64_t now)
 }
 
 static ax_err
-local_kill(void *self, const char *run_id)
+local_kill(void *self, const char *run_id, int64_t grace_us)
 {
 	local *lx = self;
 
@@ -940,6 +940,8 @@ local_kill(void *self, const char *run_id)
 			log_note(
 			    at->log_path,
 			    "kill requested: SIGTERM to the process group");
+		if (grace_us > 0 && !at->stopping)
+			at->grace = grace_us; /* this kill's own grace */
 		stop_attempt(at, AX_EXEC_KILLED, ax_clock_mono_us());
 		return AX_OK;
 	}

@@ -129,8 +129,9 @@ noop_start(void *self, const ax_exec_spec *spec)
 }
 
 static ax_err
-noop_kill(void *self, const char *run_id)
+noop_kill(void *self, const char *run_id, int64_t grace_us)
 {
+	(void) grace_us;
 	/* A noop attempt has ended by the time start() returns. */
 	return ax_err_set(AX_ENOENT, "attempt %s is not running", run_id);
 }

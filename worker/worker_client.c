@@ -633,7 +633,7 @@ send_pull(ax_worker *w, int free_slots)
 /* -------------------------------------------------------- replies */
 
 static void
-kill_run(ax_worker *w, const char *run_id)
+kill_run(ax_worker *w, const char *run_id, int64_t grace_us)
 {
 	wrun *x = run_find(w, run_id);
 	if (x == NULL || x->killed)
@@ -648,7 +648,7 @@ kill_run(ax_worker *w, const char *run_id)
 		pend_drop(w, x);
 		return;
 	}
-	ax_exec_kill(x->ex, run_id);
+	ax_exec_kill(x->ex, run_id, grace_us);
 }
 
 static int
@@ -732,7 +732,7 @@ done_ctl(ax_worker *w)
 		if (w->retry_us < RETRY_MIN)
 			w->retry_us = RETRY_MIN;
 		for (size_t i = 0; i < r->n_cancel_run_ids; i++)
-			kill_run(w, r->cancel_run_ids[i]);
+			kill_run(w, r->cancel_run_ids[i], 0);
 		w->next_hb = now + w->o.heartbeat_us;
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 		        "registered as %s in group %s with %d slots", w->id,
@@ -742,7 +742,11 @@ done_ctl(ax_worker *w)
 		Ax__HeartbeatReply *r = m->heartbeat_reply;
 		lease_renewed(w, sent_at);
 		for (size_t i = 0; i < r->n_cancel_run_ids; i++)
-			kill_run(w, r->cancel_run_ids[i]);
+			kill_run(w, r->cancel_run_ids[i],
+			         i < r->n_cancel_grace_ms &&
+			                 r->cancel_grace_ms[i] > 0
+			             ? r->cancel_grace_ms[i] * AX_USEC_PER_MSEC
+			             : 0);
 		if (w->draining && r->hand_back && !w->hand_back) {
 			w->hand_back = 1;
 			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
@@ -755,7 +759,7 @@ done_ctl(ax_worker *w)
 					continue;
 				}
 				x->handed = 1;
-				ax_exec_kill(x->ex, x->run_id);
+				ax_exec_kill(x->ex, x->run_id, 0);
 				i++;
 			}
 		}

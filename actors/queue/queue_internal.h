@@ -90,6 +90,7 @@ struct qatt {
 	int64_t                    dispatched_at_us, started_at_us; /* UTC */
 	int                        kill; /* cancel requested */
 	char                       kill_reason[32];
+	int64_t  kill_grace_ms; /* SIGTERM -> SIGKILL (0: the attempt's own) */
 	int      doubt; /* ST_DOUBT: 1 DISPATCHED, 2 RUNNING in the database */
 	qworker *bound; /* dispatch only to this worker until it acks */
 	int64_t  verify; /* mono us; RUNNING, not listed at register: UNKNOWN
@@ -246,6 +247,7 @@ struct ax_queue {
 	int               pre_on; /* preemption.enabled */
 	ax_preempt_policy pre_pol;
 	int64_t           pre_window_us; /* preemption.window */
+	int64_t           pre_grace_ms;  /* preemption.grace */
 	int64_t           pre_next;      /* mono us: next scan */
 	ax_strmap        *pre_hist; /* instance id -> qpre, in the window */
 	ax_list           pre_fifo; /* those qpre, oldest first */

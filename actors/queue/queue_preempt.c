@@ -64,6 +64,8 @@ axq_preempt_init(ax_queue *q)
 	if (q->pre_pol.per_worker_per_min > AXQ_PRE_RING)
 		q->pre_pol.per_worker_per_min = AXQ_PRE_RING;
 	q->pre_window_us = ax_config_duration_us(cfg, "preemption.window");
+	q->pre_grace_ms =
+	    ax_config_duration_us(cfg, "preemption.grace") / AX_USEC_PER_MSEC;
 	if (q->pre_on && ax_strmap_new(&q->pre_hist) != AX_OK)
 		q->pre_on = 0;
 }
@@ -237,7 +239,8 @@ preempt(ax_queue *q, qatt *v, const qatt *win, int64_t now)
 	char       json[600];
 	ax_log_ids ids = axq_att_ids(v);
 
-	v->kill = 1;
+	v->kill          = 1;
+	v->kill_grace_ms = q->pre_grace_ms;
 	snprintf(v->kill_reason, sizeof(v->kill_reason), "PREEMPTED");
 	w->pre_at[w->pre_i] = now;
 	w->pre_i            = (w->pre_i + 1) % AXQ_PRE_RING;

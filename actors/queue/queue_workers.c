@@ -552,6 +552,7 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 	Ax__HeartbeatReply   hr  = AX__HEARTBEAT_REPLY__INIT;
 	size_t               nk = 0, nu = 0;
 	char               **kill, **unknown;
+	int64_t             *grace;
 
 	lease_renew(q, w);
 	w->load_x100 = hb->load_x100;
@@ -564,17 +565,21 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 			axq_park_answer_empty(q, w, 0);
 	}
 	kill    = calloc(w->slots + 1, sizeof(*kill));
+	grace   = calloc(w->slots + 1, sizeof(*grace));
 	unknown = calloc(hb->n_running_run_ids + 1, sizeof(*unknown));
-	if (kill == NULL || unknown == NULL) {
+	if (kill == NULL || grace == NULL || unknown == NULL) {
 		free(kill);
+		free(grace);
 		free(unknown);
 		axq_reply_error(q, c, m->seq, "INTERNAL", "out of memory");
 		return;
 	}
 	for (ax_list_node *n                        = w->att.head;
 	     n != NULL && nk < (size_t) w->slots; n = n->next)
-		if (QATT(n, wn)->kill)
+		if (QATT(n, wn)->kill) {
+			grace[nk]  = QATT(n, wn)->kill_grace_ms;
 			kill[nk++] = QATT(n, wn)->run_id;
+		}
 	for (size_t i = 0; i < hb->n_running_run_ids; i++) {
 		qatt *a = ax_hmap_get(&q->runs, hb->running_run_ids[i]);
 		if (a == NULL) {
@@ -599,11 +604,14 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 	hr.lease_expires_at_us = w->heartbeat_at_us + q->lease_us;
 	hr.n_cancel_run_ids    = nk;
 	hr.cancel_run_ids      = kill;
+	hr.n_cancel_grace_ms   = nk;
+	hr.cancel_grace_ms     = grace;
 	hr.n_unknown_run_ids   = nu;
 	hr.unknown_run_ids     = unknown;
 	hr.hand_back           = w->draining && q->hand_back;
 	axq_reply_now(q, c, &out);
 	free(kill);
+	free(grace);
 	free(unknown);
 }
 

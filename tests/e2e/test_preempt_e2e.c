@@ -320,3 +320,52 @@ Test(preempt_e2e, a_victim_is_preempted_again_only_two_tiers_up)
 	wait_lines("high", "end 1", 1, 20);
 	cr_assert_eq(events_preempted(), 2);
 }
+
+/*
+ * preemption.grace, not the task's kill grace, bounds how long a victim
+ * that ignores SIGTERM keeps the slot: with the worker's kill grace at
+ * 60 s and preemption.grace at 1 s, the P0 runs about 1 s after the
+ * victim's SIGTERM (before, it waited the whole 60 s).
+ */
+Test(preempt_e2e, a_victim_that_ignores_sigterm_is_killed_after_the_grace)
+{
+	char yaml[2048], at[32];
+
+	setenv("AX_WORKER_KILL_GRACE", "60s", 1);
+	e = ax_e2e_new(1,
+	               "preemption:\n"
+	               "  enabled: true\n"
+	               "  grace: 1s\n"
+	               "  requeue_delay: 1s\n"
+	               "  requeue_jitter: 500ms\n");
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.preempt.stubborn\nimpact: P3\n"
+	         "schedule: {at: \"%s\"}\n"
+	         "tasks:\n"
+	         "  - name: t\n"
+	         "    preemptible: true\n"
+	         "    command: |\n"
+	         "      f=%s/stubborn\n"
+	         "      echo start $AX_ATTEMPT >> $f\n"
+	         "      trap 'echo term $AX_ATTEMPT >> $f' TERM\n"
+	         "      if [ \"$AX_ATTEMPT\" = 1 ]; then\n"
+	         "        while :; do sleep 1; done\n"
+	         "      fi\n"
+	         "      echo end $AX_ATTEMPT >> $f\n",
+	         ax_e2e_at(1, at, sizeof(at)), marks);
+	ax_e2e_load(e, "stubborn", "e2e.preempt.stubborn", yaml);
+	wait_lines("stubborn", "start 1", 1, 30);
+	load_high();
+	wait_lines("stubborn", "term 1", 1, 20);
+	int64_t t0 = ax_clock_mono_us();
+	wait_lines("high", "ran", 1, 15);
+	int64_t waited = ax_clock_mono_us() - t0;
+	cr_assert_lt(waited, 8 * AX_USEC_PER_SEC,
+	             "the P0 waited %lld ms after the victim's SIGTERM",
+	             (long long) (waited / AX_USEC_PER_MSEC));
+	/* the victim ignored SIGTERM and never ended on its own */
+	cr_assert_eq(count_lines("stubborn", "end 1"), 0);
+	cr_assert_eq(events_preempted(), 1);
+}

@@ -259,15 +259,41 @@ Test(executor, kill_request)
 
 	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
 	cr_assert_eq(ax_exec_running(ex), 1);
-	cr_assert_eq(ax_exec_kill(ex, "no-such-run"), AX_ENOENT);
-	cr_assert_eq(ax_exec_kill(ex, "run-kill"), AX_OK);
-	cr_assert_eq(ax_exec_kill(ex, "run-kill"), AX_OK); /* idempotent */
+	cr_assert_eq(ax_exec_kill(ex, "no-such-run", 0), AX_ENOENT);
+	cr_assert_eq(ax_exec_kill(ex, "run-kill", 0), AX_OK);
+	cr_assert_eq(ax_exec_kill(ex, "run-kill", 0), AX_OK); /* idempotent */
 	cr_assert_eq(drain(ex, &r, 1, 5000), 1);
 	cr_assert_eq(r.status, AX_EXEC_KILLED);
 	cr_assert_eq(r.term_signal, SIGTERM);
 	cr_assert_eq(kill(-r.pid, 0), -1);
-	cr_assert_eq(ax_exec_kill(ex, "run-kill"), AX_ENOENT);
+	cr_assert_eq(ax_exec_kill(ex, "run-kill", 0), AX_ENOENT);
 	cr_assert_not_null(strstr(slurp(log), "ax: kill requested"));
+}
+
+/* A preemption's kill brings its own grace (preemption.grace): a task
+ * that ignores SIGTERM is SIGKILLed after that, not after its own. */
+Test(executor, kill_with_its_own_grace_overrides_the_task_grace)
+{
+	char           log[256];
+	ax_exec_spec   s = spec_for("run-kg", "trap '' TERM; sleep 100 & wait",
+	                            log, sizeof(log));
+	ax_exec_result r;
+	s.grace_us = 60 * AX_USEC_PER_SEC;
+
+	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
+	ax_clock_sleep_us(100 * AX_USEC_PER_MSEC); /* the trap is set */
+	int64_t t0 = ax_clock_mono_us();
+	cr_assert_eq(ax_exec_kill(ex, "run-kg", 300 * AX_USEC_PER_MSEC),
+	             AX_OK);
+	/* a second request does not restart or lengthen it */
+	cr_assert_eq(ax_exec_kill(ex, "run-kg", 50 * AX_USEC_PER_SEC), AX_OK);
+	cr_assert_eq(drain(ex, &r, 1, 5000), 1, "still running after 5 s");
+	int64_t took = ax_clock_mono_us() - t0;
+	cr_assert_eq(r.status, AX_EXEC_KILLED);
+	cr_assert_eq(r.term_signal, SIGKILL);
+	cr_assert_geq(took, 250 * AX_USEC_PER_MSEC);
+	cr_assert_lt(took, 3 * AX_USEC_PER_SEC);
+	cr_assert_eq(kill(-r.pid, 0), -1, "process group %d survived", r.pid);
 }
 
 Test(executor, missing_command_exits_127)
@@ -429,7 +455,7 @@ Test(executor, deadline_follows_the_timeout)
 	cr_assert_geq(dl, t0 + s.timeout_us);
 	cr_assert_leq(dl, ax_clock_mono_us() + s.timeout_us);
 	cr_assert_eq(ax_exec_start(ex, &s), AX_EEXIST);
-	cr_assert_eq(ax_exec_kill(ex, "run-dl"), AX_OK);
+	cr_assert_eq(ax_exec_kill(ex, "run-dl", 0), AX_OK);
 	ax_exec_result r;
 	cr_assert_eq(drain(ex, &r, 1, 5000), 1);
 	cr_assert_eq(r.status, AX_EXEC_KILLED);
@@ -945,7 +971,7 @@ Test(executor, noop_completes_immediately)
 	cr_assert_eq(ax_exec_running(nx), 0);
 	cr_assert_eq(ax_exec_next_deadline(nx), INT64_MAX);
 	cr_assert_eq(poll(&pfd, 1, 0), 0, "drained fd must be quiet");
-	cr_assert_eq(ax_exec_kill(nx, "noop-1"), AX_ENOENT);
+	cr_assert_eq(ax_exec_kill(nx, "noop-1", 0), AX_ENOENT);
 	s.run_id = "";
 	cr_assert_eq(ax_exec_start(nx, &s), AX_EINVAL);
 	ax_exec_free(nx);
