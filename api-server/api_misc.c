@@ -110,7 +110,9 @@ ax_api_workers_list(ax_api_req *q, ax_api_resp *r)
 	                 q->st,
 	                 "SELECT id, worker_group, slots, used_slots, address, hostname, "
 	                              "pid, state, registered_at, last_heartbeat_at, "
-	                              "lease_expires_at FROM workers "
+	                              "lease_expires_at, load_x100, cpus, mem_total_kb, "
+	                              "mem_available_kb, tasks_cpu_milli, tasks_rss_kb "
+	                              "FROM workers "
 	                              "WHERE ($1::text IS NULL OR state = $1) "
 	                              "AND ($2::text IS NULL OR worker_group = $2) ORDER BY id",
 	                 2, p, &res);

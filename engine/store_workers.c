@@ -19,20 +19,35 @@
 #define SQL                                                                   \
 	"INSERT INTO workers (id, worker_group, slots, used_slots, "          \
 	"hostname, "                                                          \
-	"pid, state, registered_at, last_heartbeat_at, lease_expires_at) "    \
+	"pid, state, registered_at, last_heartbeat_at, lease_expires_at, "    \
+	"load_x100, cpus, mem_total_kb, mem_available_kb, tasks_cpu_milli, "  \
+	"tasks_rss_kb) "                                                      \
 	"SELECT i, g, s, u, h, p, st, ax_ts(r), ax_ts(hb), "                  \
-	"now() + (le - hb) * interval '1 microsecond' "                       \
+	"now() + (le - hb) * interval '1 microsecond', "                      \
+	"ld, nc, mt, ma, tc, tr "                                             \
 	"FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], "          \
 	"$5::text[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], "     \
-	"$10::bigint[]) AS t(i, g, s, u, h, p, st, r, hb, le) "               \
+	"$10::bigint[], $11::int[], $12::int[], $13::bigint[], "              \
+	"$14::bigint[], $15::int[], $16::bigint[]) "                          \
+	"AS t(i, g, s, u, h, p, st, r, hb, le, ld, nc, mt, ma, tc, tr) "      \
 	"ON CONFLICT (id) DO UPDATE SET worker_group = "                      \
 	"EXCLUDED.worker_group, "                                             \
 	"slots = EXCLUDED.slots, used_slots = EXCLUDED.used_slots, "          \
 	"hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, "                  \
 	"state = EXCLUDED.state, registered_at = EXCLUDED.registered_at, "    \
 	"last_heartbeat_at = EXCLUDED.last_heartbeat_at, "                    \
-	"lease_expires_at = EXCLUDED.lease_expires_at"
-#define NCOLS 10
+	"lease_expires_at = EXCLUDED.lease_expires_at, "                      \
+	"load_x100 = coalesce(EXCLUDED.load_x100, workers.load_x100), "       \
+	"cpus = coalesce(EXCLUDED.cpus, workers.cpus), "                      \
+	"mem_total_kb = coalesce(EXCLUDED.mem_total_kb, "                     \
+	"workers.mem_total_kb), "                                             \
+	"mem_available_kb = coalesce(EXCLUDED.mem_available_kb, "             \
+	"workers.mem_available_kb), "                                         \
+	"tasks_cpu_milli = coalesce(EXCLUDED.tasks_cpu_milli, "               \
+	"workers.tasks_cpu_milli), "                                          \
+	"tasks_rss_kb = coalesce(EXCLUDED.tasks_rss_kb, "                     \
+	"workers.tasks_rss_kb)"
+#define NCOLS 16
 
 static ax_err
 check_row(const ax_store_worker_row *r, size_t i)
@@ -46,6 +61,13 @@ check_row(const ax_store_worker_row *r, size_t i)
 		return ax_err_set(AX_EINVAL,
 		                  "workers row %zu (%s): empty worker_group",
 		                  i, r->id);
+	if (r->has_usage &&
+	    (r->load_x100 < 0 || r->cpus < 0 || r->tasks_cpu_milli < 0 ||
+	     r->mem_total_kb < 0 || r->mem_available_kb < 0 ||
+	     r->tasks_rss_kb < 0))
+		return ax_err_set(AX_EINVAL,
+		                  "workers row %zu (%s): negative usage", i,
+		                  r->id);
 	if (r->slots < 0 || r->used_slots < 0)
 		return ax_err_set(AX_EINVAL,
 		                  "workers row %zu (%s): negative slots", i,
@@ -88,6 +110,16 @@ ax_store_workers_upsert(ax_store *s, const ax_store_worker_row *rows, size_t n)
 		ax_sqlarr_int(&a[7], r->registered_at_us);
 		ax_sqlarr_int(&a[8], r->heartbeat_at_us);
 		ax_sqlarr_int(&a[9], r->lease_expires_at_us);
+		if (r->has_usage) {
+			ax_sqlarr_int(&a[10], r->load_x100);
+			ax_sqlarr_int(&a[11], r->cpus);
+			ax_sqlarr_int(&a[12], r->mem_total_kb);
+			ax_sqlarr_int(&a[13], r->mem_available_kb);
+			ax_sqlarr_int(&a[14], r->tasks_cpu_milli);
+			ax_sqlarr_int(&a[15], r->tasks_rss_kb);
+		} else
+			for (int k = 10; k < 16; k++)
+				ax_sqlarr_text(&a[k], NULL);
 	}
 	if ((rv = ax_sqlarr_end_all(a, p, NCOLS)) == AX_OK &&
 	    (rv = ax_store_prepare_once(s, STMT, SQL, NCOLS)) == AX_OK)

@@ -38,6 +38,10 @@ typedef struct ax_store_worker_row {
 	                                    time of the write plus
 	                                    (lease_expires_at_us -
 	                                    heartbeat_at_us) */
+	/* the live water level (migration 0018); has_usage 0: NULL */
+	int     has_usage;
+	int32_t load_x100, cpus, tasks_cpu_milli;
+	int64_t mem_total_kb, mem_available_kb, tasks_rss_kb;
 } ax_store_worker_row;
 
 /*

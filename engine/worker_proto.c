@@ -211,6 +211,23 @@ check_worker_body(const Ax__WorkerMessage *m)
 		      -AX_WPROTO_SLOTS_MAX, AX_WPROTO_SLOTS_MAX);
 		RANGE("Heartbeat", "load_x100", h->load_x100, 0, INT32_MAX);
 		RANGE("Heartbeat", "rss_kb", h->rss_kb, 0, INT64_MAX);
+		RANGE("Heartbeat", "cpus", h->cpus, 0,
+		      AX_WPROTO_CPU_MILLI_MAX);
+		RANGE("Heartbeat", "mem_total_kb", h->mem_total_kb, 0,
+		      INT64_MAX);
+		RANGE("Heartbeat", "mem_available_kb", h->mem_available_kb, 0,
+		      INT64_MAX);
+		RANGE("Heartbeat", "tasks", h->n_tasks, 0, AX_WPROTO_LIST_MAX);
+		for (size_t i = 0; i < h->n_tasks; i++) {
+			if ((rv = run_id("Heartbeat", "tasks run_id",
+			                 h->tasks[i]->run_id)) != AX_OK)
+				return rv;
+			RANGE("Heartbeat", "tasks cpu_milli",
+			      h->tasks[i]->cpu_milli, 0,
+			      AX_WPROTO_CPU_MILLI_MAX);
+			RANGE("Heartbeat", "tasks rss_kb", h->tasks[i]->rss_kb,
+			      0, INT64_MAX);
+		}
 		return run_ids("Heartbeat", "running_run_ids",
 		               h->running_run_ids, h->n_running_run_ids);
 	}
@@ -304,6 +321,11 @@ check_queue_body(const Ax__QueueMessage *m)
 		                  h->cancel_run_ids, h->n_cancel_run_ids)) !=
 		    AX_OK)
 			return rv;
+		RANGE("HeartbeatReply", "cancel_grace_ms",
+		      h->n_cancel_grace_ms, 0, h->n_cancel_run_ids);
+		for (size_t i = 0; i < h->n_cancel_grace_ms; i++)
+			RANGE("HeartbeatReply", "cancel_grace_ms",
+			      h->cancel_grace_ms[i], 0, 24 * 3600 * 1000LL);
 		return run_ids("HeartbeatReply", "unknown_run_ids",
 		               h->unknown_run_ids, h->n_unknown_run_ids);
 	}

@@ -74,6 +74,14 @@ ax_exec_start(ax_exec *ex, const ax_exec_spec *spec)
 	return ex->ops->start(ex->self, spec);
 }
 
+size_t
+ax_exec_usage_now(ax_exec *ex, ax_exec_usage *out, size_t cap)
+{
+	if (ex == NULL || ex->ops->usage == NULL || out == NULL || cap == 0)
+		return 0;
+	return ex->ops->usage(ex->self, out, cap);
+}
+
 ax_err
 ax_exec_kill(ax_exec *ex, const char *run_id, int64_t grace_us)
 {

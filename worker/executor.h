@@ -176,6 +176,13 @@ typedef struct ax_exec_result {
 	int64_t log_bytes;          /* log file size at the end; 0: none */
 } ax_exec_result;
 
+/* What a running attempt uses now (ax_exec_usage). */
+typedef struct ax_exec_usage {
+	const char *run_id; /* valid until the attempt is returned by poll */
+	int64_t     cpu_us; /* CPU time of its processes so far, user+system */
+	int64_t     rss_kb; /* resident memory of its processes now */
+} ax_exec_usage;
+
 /*
  * The plug-in interface. `self` is the executor's private state made by
  * init. Contracts are those of the ax_exec_* wrappers below.
@@ -196,6 +203,7 @@ typedef struct ax_exec_ops {
 	void (*fence)(void *self, int64_t lapsed_at_mono_us);
 	ax_err (*set_state_dir)(void *self, const char *dir);
 	ax_err (*use_cgroups)(void *self);
+	size_t (*usage)(void *self, ax_exec_usage *out, size_t cap);
 } ax_exec_ops;
 
 extern const ax_exec_ops ax_exec_local_ops; /* "bash" */
@@ -243,6 +251,15 @@ ax_err ax_exec_start(ax_exec *ex, const ax_exec_spec *spec);
  * it twice does not restart the grace.
  */
 ax_err ax_exec_kill(ax_exec *ex, const char *run_id, int64_t grace_us);
+
+/*
+ * What the running attempts use now, up to cap of them, into out;
+ * returns how many. From the attempt's cgroup when it has one
+ * (cpu.stat, memory.current: everything it started, even what left its
+ * process group), else summed over the processes of its process group
+ * (one read of /proc for all of them). 0 for an executor without it.
+ */
+size_t ax_exec_usage_now(ax_exec *ex, ax_exec_usage *out, size_t cap);
 
 /*
  * A file descriptor that becomes readable when ax_exec_poll() has work

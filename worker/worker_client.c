@@ -536,12 +536,67 @@ rss_kb(void)
 	return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* The machine's memory (kB, /proc/meminfo); 0 when unknown. */
+static void
+meminfo(int64_t *total_kb, int64_t *avail_kb)
+{
+	char      line[128];
+	long long v;
+	FILE     *f = fopen("/proc/meminfo", "r");
+
+	*total_kb = *avail_kb = 0;
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "MemTotal: %lld", &v) == 1)
+			*total_kb = v;
+		else if (sscanf(line, "MemAvailable: %lld", &v) == 1)
+			*avail_kb = v;
+	}
+	fclose(f);
+}
+
+/*
+ * The live usage of the running attempts into u (cap entries): CPU as
+ * the rate since the last heartbeat (thousandths of a core), memory now.
+ * Returns how many.
+ */
+static size_t
+task_usage(ax_worker *w, Ax__TaskUsage *u, size_t cap)
+{
+	ax_exec_usage x[AX_WORKER_USAGE_MAX];
+	int64_t       now = ax_clock_mono_us();
+	size_t        n   = 0, k;
+
+	if (cap > AX_WORKER_USAGE_MAX)
+		cap = AX_WORKER_USAGE_MAX;
+	k = ax_exec_usage_now(w->ex[0], x, cap);
+	for (size_t i = 0; i < k; i++) {
+		wrun *r = run_find(w, x[i].run_id);
+		if (r == NULL)
+			continue;
+		u[n]        = (Ax__TaskUsage) AX__TASK_USAGE__INIT;
+		u[n].run_id = r->run_id;
+		u[n].rss_kb = x[i].rss_kb;
+		if (r->cpu_at > 0 && now > r->cpu_at &&
+		    x[i].cpu_us >= r->cpu_us)
+			u[n].cpu_milli = (int32_t) ((x[i].cpu_us - r->cpu_us) *
+			                            1000 / (now - r->cpu_at));
+		r->cpu_us = x[i].cpu_us;
+		r->cpu_at = now;
+		n++;
+	}
+	return n;
+}
+
 static void
 send_heartbeat(ax_worker *w)
 {
 	Ax__WorkerMessage m       = AX__WORKER_MESSAGE__INIT;
 	Ax__Heartbeat     hb      = AX__HEARTBEAT__INIT;
 	char            **running = calloc(w->nrun + 1, sizeof(char *));
+	Ax__TaskUsage     use[AX_WORKER_USAGE_MAX];
+	Ax__TaskUsage    *usep[AX_WORKER_USAGE_MAX];
 
 	if (running == NULL)
 		return;
@@ -557,6 +612,12 @@ send_heartbeat(ax_worker *w)
 	hb.rss_kb            = rss_kb();
 	hb.sent_at_us        = ax_clock_utc_us();
 	hb.draining          = w->draining != 0;
+	hb.cpus              = (int32_t) sysconf(_SC_NPROCESSORS_ONLN);
+	meminfo(&hb.mem_total_kb, &hb.mem_available_kb);
+	hb.n_tasks = task_usage(w, use, AX_WORKER_USAGE_MAX);
+	for (size_t i = 0; i < hb.n_tasks; i++)
+		usep[i] = &use[i];
+	hb.tasks = usep;
 	axw_rq_send(w, RQ_CTL, K_HEARTBEAT, &m, w->retry_us);
 	free(running);
 }

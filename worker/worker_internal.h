@@ -22,11 +22,13 @@
 #include "worker.pb-c.h"
 #include "worker_client.h"
 
-#define NEXEC       2    /* bash (local), noop */
-#define DONE_RING   1024 /* recently finished run_ids kept for dedupe */
-#define REPORT_MAX  512  /* entries per Report */
-#define RETRY_MIN   (200 * AX_USEC_PER_MSEC)
-#define REGISTER_US (500 * AX_USEC_PER_MSEC)
+#define NEXEC 2 /* bash (local), noop */
+/* Running attempts whose usage one heartbeat reports (the first ones). */
+#define AX_WORKER_USAGE_MAX 256
+#define DONE_RING           1024 /* recently finished run_ids kept for dedupe */
+#define REPORT_MAX          512  /* entries per Report */
+#define RETRY_MIN           (200 * AX_USEC_PER_MSEC)
+#define REGISTER_US         (500 * AX_USEC_PER_MSEC)
 /* After a stop, how long an idle worker waits for the queue to
  * acknowledge its last reports before it leaves anyway. */
 #define DRAIN_REPORT_WAIT_US (10 * AX_USEC_PER_SEC)
@@ -85,6 +87,8 @@ typedef struct wrun {
 	uint8_t *pend;     /* its Dispatch, packed (owned), until it starts */
 	size_t   pend_len; /* bytes in pend */
 	int64_t  start_mono; /* pend: mono us at which it starts */
+	int64_t  cpu_us;     /* its CPU time at the last heartbeat */
+	int64_t  cpu_at;     /* mono us of that reading (0: none yet) */
 } wrun;
 
 typedef struct wstarted {

@@ -91,6 +91,8 @@ struct qatt {
 	int                        kill; /* cancel requested */
 	char                       kill_reason[32];
 	int64_t  kill_grace_ms; /* SIGTERM -> SIGKILL (0: the attempt's own) */
+	int32_t  cpu_milli;     /* RUNNING: its live use, last heartbeat */
+	int64_t  rss_kb;
 	int      doubt; /* ST_DOUBT: 1 DISPATCHED, 2 RUNNING in the database */
 	qworker *bound; /* dispatch only to this worker until it acks */
 	int64_t  verify; /* mono us; RUNNING, not listed at register: UNKNOWN
@@ -107,12 +109,17 @@ struct qatt {
 /* One worker id: a live session, or a placeholder pinned attempts wait
  * for. Owned by q->workers; never freed before the queue. */
 struct qworker {
-	char        *id;
-	qgroup      *group; /* last group; NULL until it registers */
-	int          alive, draining;
-	int          joined; /* in group->members and the ring */
-	uint64_t     session, ordinal;
-	int32_t      slots, used, load_x100;
+	char    *id;
+	qgroup  *group; /* last group; NULL until it registers */
+	int      alive, draining;
+	int      joined; /* in group->members and the ring */
+	uint64_t session, ordinal;
+	int32_t  slots, used, load_x100;
+	/* the live water level from its last heartbeat (has_usage 0: none
+	 * yet): the host's CPUs and memory, its attempts' use summed */
+	int          has_usage;
+	int32_t      cpus, tasks_cpu_milli;
+	int64_t      mem_total_kb, mem_available_kb, tasks_rss_kb;
 	int32_t      reserve_p0; /* of slots, kept for P0 (Register) */
 	int64_t      cpu_milli, memory_bytes; /* offered (Register) */
 	ax_res_set   res; /* named resources offered (Register) */

@@ -193,6 +193,13 @@ axq_db_flush(ax_queue *q, int64_t now)
 		r->registered_at_us    = w->registered_at_us;
 		r->heartbeat_at_us     = w->heartbeat_at_us;
 		r->lease_expires_at_us = w->heartbeat_at_us + q->lease_us;
+		r->has_usage           = w->has_usage;
+		r->load_x100           = w->load_x100 > 0 ? w->load_x100 : 0;
+		r->cpus                = w->cpus;
+		r->mem_total_kb        = w->mem_total_kb;
+		r->mem_available_kb    = w->mem_available_kb;
+		r->tasks_cpu_milli     = w->tasks_cpu_milli;
+		r->tasks_rss_kb        = w->tasks_rss_kb;
 	}
 	q->db_last = now;
 	if (ax_store_workers_upsert(q->store, rows, n) != AX_OK) {
@@ -544,6 +551,35 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 	axq_emit(q, "worker.registered", NULL, json);
 }
 
+/* The live usage of hb (a worker that sends none keeps has_usage 0). */
+static void
+usage_take(ax_queue *q, qworker *w, const Ax__Heartbeat *hb)
+{
+	int64_t cpu = 0, rss = 0;
+
+	if (hb->cpus <= 0 && hb->mem_total_kb <= 0 && hb->n_tasks == 0)
+		return;
+	for (size_t i = 0; i < hb->n_tasks; i++) {
+		const Ax__TaskUsage *u = hb->tasks[i];
+		qatt *a = u->run_id ? ax_hmap_get(&q->runs, u->run_id) : NULL;
+		int32_t c = u->cpu_milli > 0 ? u->cpu_milli : 0;
+		int64_t r = u->rss_kb > 0 ? u->rss_kb : 0;
+		if (a == NULL || a->worker != w)
+			continue; /* not its attempt (any more) */
+		a->cpu_milli = c;
+		a->rss_kb    = r;
+		cpu += c;
+		rss += r;
+	}
+	w->has_usage    = 1;
+	w->cpus         = hb->cpus > 0 ? hb->cpus : 0;
+	w->mem_total_kb = hb->mem_total_kb > 0 ? hb->mem_total_kb : 0;
+	w->mem_available_kb =
+	    hb->mem_available_kb > 0 ? hb->mem_available_kb : 0;
+	w->tasks_cpu_milli = cpu > INT32_MAX ? INT32_MAX : (int32_t) cpu;
+	w->tasks_rss_kb    = rss;
+}
+
 void
 axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 {
@@ -556,6 +592,7 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 
 	lease_renew(q, w);
 	w->load_x100 = hb->load_x100;
+	usage_take(q, w, hb);
 	db_mark(q, w, hb->draining ? "DRAINING" : "ACTIVE",
 	        hb->draining && !w->draining);
 	if (hb->draining && !w->draining) {

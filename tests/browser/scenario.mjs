@@ -190,6 +190,9 @@ async function main() {
     await shot(page, '07-events');
     await go(page, '/workers', 'workers');
     check(await page.$$eval('#workers tbody tr', (r) => r.length) >= 1, 'a worker listed');
+    // the live water level of its last heartbeat: "N of M cores"
+    check(/ of \d+ cores/.test(await page.$eval('#workers tbody tr', (r) => r.textContent)),
+      'the worker shows its CPU use');
     check(await page.$('#queue-depth') !== null, 'queue depth shown');
     await shot(page, '08-workers');
 

@@ -474,3 +474,40 @@ Test(pipeline, a_run_superseded_before_its_rows_exist_never_runs)
 	ax_e2e_marks_free(marks);
 	cr_assert_eq(lines, 1, "task a ran %d times", lines);
 }
+
+/*
+ * The worker reports the live use of its running attempts and its host
+ * in heartbeats, and the queue writes it to the workers row (what GET
+ * /api/v1/workers and the UI show): a task that keeps one core busy
+ * shows as about 1000 thousandths of a core.
+ */
+Test(pipeline, workers_report_what_their_running_tasks_use)
+{
+	char at[32], yaml[1024];
+
+	e = ax_e2e_new(1, NULL);
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.busy\nschedule: {at: \"%s\"}\n"
+	         "tasks:\n"
+	         "  - name: spin\n"
+	         "    command: |\n"
+	         "      end=$((SECONDS + 8))\n"
+	         "      while [ $SECONDS -lt $end ]; do :; done\n",
+	         ax_e2e_at(1, at, sizeof(at)));
+	ax_e2e_load(e, "busy", NULL, yaml);
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+	ax_e2e_wait(e, 30, "the task to run",
+	            "SELECT count(*) FROM task_instances WHERE state = "
+	            "'RUNNING'");
+	ax_e2e_wait(e, 10, "the worker row to show a busy core",
+	            "SELECT count(*) FROM workers WHERE tasks_cpu_milli "
+	            "BETWEEN 200 AND 1300 AND tasks_rss_kb > 0 AND cpus > 0 "
+	            "AND mem_available_kb BETWEEN 1 AND mem_total_kb");
+	ax_e2e_wait(e, 30, "the task to end",
+	            "SELECT count(*) FROM task_instances WHERE state = "
+	            "'SUCCESS'");
+	ax_e2e_wait(e, 10, "the worker row to show nothing running",
+	            "SELECT count(*) FROM workers WHERE tasks_cpu_milli = 0 "
+	            "AND tasks_rss_kb = 0");
+}

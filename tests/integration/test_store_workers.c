@@ -80,6 +80,52 @@ Test(store_workers, upsert_inserts_then_updates_in_one_statement)
 	             1, "lease_expires_at is not the write time + 10 s");
 }
 
+/* The live water level: written when the row has it, kept when a later
+ * row has none (a worker without the report, or a state change). */
+Test(store_workers, usage_is_written_and_kept_when_absent)
+{
+	int64_t             now = 1800000000000000LL;
+	ax_store_worker_row r   = { .id                  = "w1",
+		                    .worker_group        = "g",
+		                    .slots               = 4,
+		                    .state               = "ACTIVE",
+		                    .registered_at_us    = now,
+		                    .heartbeat_at_us     = now,
+		                    .lease_expires_at_us = now + 10000000 };
+
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(q64("SELECT count(*) FROM workers WHERE cpus IS NULL "
+	                 "AND tasks_rss_kb IS NULL"),
+	             1, "no report yet: NULL");
+	r.has_usage        = 1;
+	r.load_x100        = 150;
+	r.cpus             = 8;
+	r.mem_total_kb     = 16000000;
+	r.mem_available_kb = 9000000;
+	r.tasks_cpu_milli  = 2500;
+	r.tasks_rss_kb     = 400000;
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(q64("SELECT tasks_cpu_milli + cpus + load_x100 FROM "
+	                 "workers"),
+	             2658);
+	cr_assert_eq(q64("SELECT tasks_rss_kb + mem_available_kb FROM "
+	                 "workers"),
+	             9400000);
+	r.has_usage = 0;
+	r.state     = "LOST";
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_OK);
+	cr_assert_eq(q64("SELECT mem_total_kb FROM workers WHERE state = "
+	                 "'LOST'"),
+	             16000000, "the last report is kept");
+	r.has_usage    = 1;
+	r.tasks_rss_kb = -1;
+	cr_assert_eq(ax_store_workers_upsert(st, &r, 1), AX_EINVAL);
+	cr_assert(strstr(ax_err_detail(), "negative usage") != NULL, "%s",
+	          ax_err_detail());
+}
+
 Test(store_workers, bad_rows_are_refused_with_the_row_named)
 {
 	ax_store_worker_row r = {

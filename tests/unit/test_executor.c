@@ -296,6 +296,37 @@ Test(executor, kill_with_its_own_grace_overrides_the_task_grace)
 	cr_assert_eq(kill(-r.pid, 0), -1, "process group %d survived", r.pid);
 }
 
+/* Live usage of a running attempt, summed over its process group: a
+ * task that burned CPU, then sleeps. */
+Test(executor, usage_of_a_running_attempt)
+{
+	char           log[256], cmd[512], mark[300];
+	ax_exec_usage  u[4];
+	ax_exec_result r;
+	size_t         n;
+
+	snprintf(mark, sizeof(mark), "%s/busy-done", tmpdir);
+	snprintf(cmd, sizeof(cmd),
+	         "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; "
+	         "echo > %s; sleep 30",
+	         mark);
+	ax_exec_spec s = spec_for("run-use", cmd, log, sizeof(log));
+	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
+	for (int i = 0; i < 300 && access(mark, F_OK) != 0; i++)
+		ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
+	cr_assert_eq(access(mark, F_OK), 0, "the loop did not end in 15 s");
+	n = ax_exec_usage_now(ex, u, 4);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(u[0].run_id, "run-use");
+	cr_assert_geq(u[0].cpu_us, 100 * AX_USEC_PER_MSEC, "cpu %lld us",
+	              (long long) u[0].cpu_us);
+	cr_assert_gt(u[0].rss_kb, 100, "rss %lld kB", (long long) u[0].rss_kb);
+	cr_assert_eq(ax_exec_usage_now(ex, u, 0), 0);
+	cr_assert_eq(ax_exec_kill(ex, "run-use", 0), AX_OK);
+	cr_assert_eq(drain(ex, &r, 1, 5000), 1);
+	cr_assert_eq(ax_exec_usage_now(ex, u, 4), 0, "ended: nothing used");
+}
+
 Test(executor, missing_command_exits_127)
 {
 	char         log[256];

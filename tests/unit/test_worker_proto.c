@@ -194,7 +194,26 @@ Test(worker_proto, pull_and_heartbeat_ranges)
 	hb.slots_total = 8;
 	hb.slots_free  = -1; /* a worker over its slots says so */
 	cr_expect_eq(worker_side(&m), AX_OK, "%s", ax_err_detail());
-	hb.load_x100 = -7;
+	/* the live usage: in range, and a run id per task */
+	Ax__TaskUsage tu = AX__TASK_USAGE__INIT, *tup = &tu;
+	hb.cpus         = 8;
+	hb.mem_total_kb = 1000;
+	hb.n_tasks      = 1;
+	hb.tasks        = &tup;
+	tu.run_id       = "01900000-0000-7000-8000-000000000001";
+	tu.cpu_milli    = 1500;
+	tu.rss_kb       = 20;
+	cr_expect_eq(worker_side(&m), AX_OK, "%s", ax_err_detail());
+	tu.cpu_milli = -1;
+	refused(worker_side(&m), "Heartbeat.tasks cpu_milli");
+	tu.cpu_milli = 0;
+	tu.run_id    = "";
+	refused(worker_side(&m), "Heartbeat.tasks run_id");
+	tu.run_id       = "01900000-0000-7000-8000-000000000001";
+	hb.mem_total_kb = -5;
+	refused(worker_side(&m), "Heartbeat.mem_total_kb");
+	hb.mem_total_kb = 1000;
+	hb.load_x100    = -7;
 	refused(worker_side(&m), "Heartbeat.load_x100");
 	m.worker_id = "w\x01";
 	refused(worker_side(&m), "WorkerMessage.worker_id");
@@ -237,6 +256,27 @@ Test(worker_proto, register_reply_intervals)
 	r.heartbeat_interval_ms = 2000;
 	r.session               = 0;
 	refused(queue_side(&m), "RegisterReply.session");
+}
+
+Test(worker_proto, heartbeat_reply_kill_graces)
+{
+	Ax__QueueMessage   m        = AX__QUEUE_MESSAGE__INIT;
+	Ax__HeartbeatReply h        = AX__HEARTBEAT_REPLY__INIT;
+	char              *ids[1]   = { RUN1 };
+	int64_t            grace[2] = { 1000, 5 };
+
+	m.body_case         = AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
+	m.heartbeat_reply   = &h;
+	h.n_cancel_run_ids  = 1;
+	h.cancel_run_ids    = ids;
+	h.n_cancel_grace_ms = 1;
+	h.cancel_grace_ms   = grace;
+	cr_expect_eq(queue_side(&m), AX_OK, "%s", ax_err_detail());
+	h.n_cancel_grace_ms = 2; /* more graces than kills */
+	refused(queue_side(&m), "HeartbeatReply.cancel_grace_ms is 2");
+	h.n_cancel_grace_ms = 1;
+	grace[0]            = -1;
+	refused(queue_side(&m), "HeartbeatReply.cancel_grace_ms is -1");
 }
 
 static Ax__Dispatch

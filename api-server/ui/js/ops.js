@@ -6,6 +6,19 @@ import { api, qs } from './api.js';
 import { badge, h, table, when } from './dom.js';
 import { eventsTable } from './run.js';
 
+// The live water level a worker reported in its last heartbeat (empty
+// for a worker that reports none).
+function cpuText(x) {
+  if (x.tasks_cpu_milli == null) return '';
+  return `${(x.tasks_cpu_milli / 1000).toFixed(2)} of ${x.cpus ?? '?'} cores`;
+}
+
+function memText(x) {
+  if (x.tasks_rss_kb == null) return '';
+  const mib = (kb) => `${Math.round(kb / 1024)} MiB`;
+  return `${mib(x.tasks_rss_kb)} by tasks, ${mib(x.mem_available_kb ?? 0)} free of ${mib(x.mem_total_kb ?? 0)}`;
+}
+
 const FILTERS = [['dag', 'DAG'], ['type', 'type (e.g. instance.state)'],
   ['run', 'run id'], ['instance', 'instance id'], ['since', 'since (RFC 3339)']];
 
@@ -39,9 +52,11 @@ export async function workersPage(ctx, view) {
   ]);
   view.replaceChildren(
     h('h1', null, 'Workers'),
-    table(['Id', 'Group', 'State', 'Slots used', 'Host', 'PID', 'Last heartbeat', 'Lease until'],
+    table(['Id', 'Group', 'State', 'Slots used', 'Tasks CPU', 'Memory', 'Host', 'PID',
+      'Last heartbeat', 'Lease until'],
       w.workers.map((x) => [String(x.id), x.worker_group, badge(x.state),
-        `${x.used_slots} / ${x.slots}`, x.hostname || x.address || '', x.pid ?? '',
+        `${x.used_slots} / ${x.slots}`, cpuText(x), memText(x),
+        x.hostname || x.address || '', x.pid ?? '',
         when(x.last_heartbeat_at), when(x.lease_expires_at)]), { id: 'workers' }),
     h('h2', null, 'Queue depth'),
     q.depth.length
