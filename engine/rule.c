@@ -10,11 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define DAY_SEC 86400
-
-static const char *const channels[]  = { "P0", "Px", "k8s", "biz" };
-static const char *const day_names[] = { "sun", "mon", "tue", "wed",
-	                                 "thu", "fri", "sat" };
+static const char *const channels[] = { "P0", "Px", "k8s", "biz" };
 
 /* ---------------------------------------------------------------------- */
 /* parsing */
@@ -131,151 +127,15 @@ parse_prio(json_t *o, const char *key, int *out)
 	return AX_OK;
 }
 
-/* "HH:MM" -> seconds of the day, or -1. */
-static int
-time_of_day(const char *s)
-{
-	int h, m;
-	if (strlen(s) != 5 || s[2] != ':' ||
-	    sscanf(s, "%2d:%2d", &h, &m) != 2 || s[0] < '0' || s[0] > '9' ||
-	    s[3] < '0' || s[3] > '9' || h < 0 || h > 23 || m < 0 || m > 59)
-		return -1;
-	return h * 3600 + m * 60;
-}
-
-static ax_err
-parse_hhmm(json_t *w, const char *key, int *out)
-{
-	json_t *v = json_object_get(w, key);
-
-	if (!json_is_string(v))
-		return ax_err_set(AX_EINVAL,
-		                  "window.%s: required, a local time of day "
-		                  "\"HH:MM\" (e.g. \"20:00\")",
-		                  key);
-	if ((*out = time_of_day(json_string_value(v))) < 0)
-		return ax_err_set(AX_EINVAL,
-		                  "window.%s: \"%s\" is not a time of day; "
-		                  "write HH:MM from 00:00 to 23:59",
-		                  key, json_string_value(v));
-	return AX_OK;
-}
-
-static ax_err
-parse_days(json_t *w, ax_rule *r)
-{
-	json_t *v = json_object_get(w, "days"), *e;
-	size_t  i;
-
-	if (v == NULL || json_is_null(v))
-		return AX_OK;
-	if (!json_is_array(v) || json_array_size(v) == 0)
-		return ax_err_set(AX_EINVAL,
-		                  "window.days: must be a non-empty array of "
-		                  "mon, tue, wed, thu, fri, sat, sun");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_is_string(e) ? json_string_value(e) : "";
-		int         d = -1;
-		for (int k = 0; k < 7; k++)
-			if (strcasecmp(s, day_names[k]) == 0)
-				d = k;
-		if (d < 0)
-			return ax_err_set(AX_EINVAL,
-			                  "window.days[%zu]: must be one of "
-			                  "mon, tue, wed, thu, fri, sat, sun",
-			                  i);
-		r->days |= (uint8_t) (1u << d);
-	}
-	return AX_OK;
-}
-
-static ax_err
-parse_dates(json_t *w, ax_rule *r)
-{
-	json_t *v = json_object_get(w, "dates"), *e;
-	size_t  i;
-
-	if (v == NULL || json_is_null(v))
-		return AX_OK;
-	if (!json_is_array(v) || json_array_size(v) == 0 ||
-	    json_array_size(v) > 366)
-		return ax_err_set(AX_EINVAL,
-		                  "window.dates: must be an array of 1 to 366 "
-		                  "local dates \"YYYY-MM-DD\"");
-	if ((r->dates = calloc(json_array_size(v), sizeof(*r->dates))) == NULL)
-		return ax_err_set(AX_ENOMEM, "rule: out of memory");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_is_string(e) ? json_string_value(e) : "";
-		int         y, mo, d;
-		char        tail;
-		if (strlen(s) != 10 || s[4] != '-' || s[7] != '-' ||
-		    sscanf(s, "%4d-%2d-%2d%c", &y, &mo, &d, &tail) != 3 ||
-		    y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 ||
-		    d > ax_tz_days_in_month(y, mo))
-			return ax_err_set(AX_EINVAL,
-			                  "window.dates[%zu]: \"%s\" is not a "
-			                  "date; write YYYY-MM-DD (e.g. "
-			                  "\"2026-11-11\")",
-			                  i, s);
-		r->dates[r->n_dates++] = ax_tz_days_from_civil(y, mo, d);
-	}
-	return AX_OK;
-}
-
 static ax_err
 parse_window(json_t *o, ax_rule *r)
 {
-	static const char *const keys[] = { "tz",   "start", "end",
-		                            "days", "dates", NULL };
-	json_t                  *w      = json_object_get(o, "window"), *v;
-	const char              *k;
-	ax_err                   rv;
+	json_t *w = json_object_get(o, "window");
 
 	if (w == NULL || json_is_null(w))
 		return AX_OK;
-	if (!json_is_object(w))
-		return ax_err_set(AX_EINVAL,
-		                  "window: must be an object {\"tz\", "
-		                  "\"start\", \"end\", \"days\", \"dates\"}");
-	json_object_foreach(w, k, v)
-	{
-		size_t i = 0;
-		while (keys[i] != NULL && strcmp(keys[i], k) != 0)
-			i++;
-		if (keys[i] == NULL)
-			return ax_err_set(
-			    AX_EINVAL,
-			    "window.%s: unknown member; a window "
-			    "has tz, start, end, days and dates",
-			    k);
-	}
 	r->has_window = 1;
-	if ((rv = parse_hhmm(w, "start", &r->win_start)) != AX_OK ||
-	    (rv = parse_hhmm(w, "end", &r->win_end)) != AX_OK)
-		return rv;
-	if (r->win_start == r->win_end)
-		return ax_err_set(AX_EINVAL,
-		                  "window: start and end are equal; a window "
-		                  "needs a length (for all day, leave out the "
-		                  "window)");
-	if ((rv = parse_days(w, r)) != AX_OK ||
-	    (rv = parse_dates(w, r)) != AX_OK)
-		return rv;
-	v = json_object_get(w, "tz");
-	if (v == NULL || json_is_null(v))
-		return AX_OK;
-	if (!json_is_string(v) || json_string_length(v) == 0)
-		return ax_err_set(AX_EINVAL,
-		                  "window.tz: must be an IANA time zone name "
-		                  "(e.g. \"Asia/Shanghai\")");
-	if ((rv = ax_tz_load(json_string_value(v), &r->tz)) != AX_OK) {
-		char why[256]; /* the detail is rewritten by ax_err_set */
-		snprintf(why, sizeof(why), "%s", ax_err_detail());
-		return ax_err_set(rv, "window.tz: %s", why);
-	}
-	return AX_OK;
+	return ax_window_parse(w, "window", NULL, &r->win);
 }
 
 static ax_err
@@ -413,50 +273,19 @@ ax_rule_fini(ax_rule *r)
 	free(r->owner);
 	free(r->tag);
 	free(r->worker_group);
-	free(r->dates);
-	ax_tz_free(r->tz);
+	ax_window_fini(&r->win);
 	memset(r, 0, sizeof(*r));
 }
 
 /* ---------------------------------------------------------------------- */
 /* decisions */
 
-/* 1 when the window may open on local day `day` (weekday wday). */
-static int
-day_ok(const ax_rule *r, int64_t day, int wday)
-{
-	if (r->days != 0 && !(r->days & (1u << wday)))
-		return 0;
-	if (r->n_dates == 0)
-		return 1;
-	for (size_t i = 0; i < r->n_dates; i++)
-		if (r->dates[i] == day)
-			return 1;
-	return 0;
-}
-
 int
 ax_rule_applies(const ax_rule *r, int64_t now_us)
 {
-	ax_tm   tm;
-	int64_t day;
-	int     sec;
-
 	if (r->expires_us > 0 && now_us >= r->expires_us)
 		return 0;
-	if (!r->has_window)
-		return 1;
-	ax_tz_to_local(r->tz ? r->tz : ax_tz_utc(), now_us, &tm);
-	sec = tm.hour * 3600 + tm.min * 60 + tm.sec;
-	day = ax_tz_days_from_civil(tm.year, tm.mon, tm.mday);
-	if (r->win_start < r->win_end)
-		return sec >= r->win_start && sec < r->win_end &&
-		    day_ok(r, day, tm.wday);
-	/* crosses midnight: the evening of today or the night after
-	 * yesterday's opening */
-	if (sec >= r->win_start)
-		return day_ok(r, day, tm.wday);
-	return sec < r->win_end && day_ok(r, day - 1, (tm.wday + 6) % 7);
+	return !r->has_window || ax_window_contains(&r->win, now_us);
 }
 
 static int

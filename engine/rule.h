@@ -61,6 +61,7 @@
 
 #include "ax_err.h"
 #include "tz.h"
+#include "window.h"
 
 typedef enum ax_rule_action {
 	AX_RULE_BLOCK = 0,
@@ -81,12 +82,7 @@ typedef struct ax_rule {
 	char          *tag;          /* NULL: any */
 	char          *worker_group; /* NULL: any */
 	int            has_window;
-	int            win_start;  /* seconds of the local day */
-	int            win_end;    /* seconds of the local day; != start */
-	uint8_t        days;       /* bit 0 Sunday .. bit 6; 0: every day */
-	int64_t       *dates;      /* local days since 1970-01-01 */
-	size_t         n_dates;    /* 0: any date */
-	ax_tz         *tz;         /* window zone; NULL: UTC */
+	ax_window      win;        /* when has_window (engine/window.h) */
 	int64_t        expires_us; /* UTC us; 0: never */
 } ax_rule;
 

@@ -54,8 +54,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		if (ax_rule_specificity(&r) < 1 ||
 		    (r.has_window &&
-		     (r.win_start == r.win_end || r.win_start < 0 ||
-		      r.win_end >= 86400 || r.win_start >= 86400)) ||
+		     (r.win.start == r.win.end || r.win.start < 0 ||
+		      r.win.end >= 86400 || r.win.start >= 86400)) ||
 		    r.prio_min > 100 || r.prio_max > 100)
 			__builtin_trap();
 		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {

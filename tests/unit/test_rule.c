@@ -135,9 +135,9 @@ Test(rule, good_parse_normalises)
 	cr_assert_eq(r.prio_max, 40);
 	cr_assert_eq(r.prio_min, -1);
 	cr_assert(r.dag_glob);
-	cr_assert_eq(r.win_start, 20 * 3600);
-	cr_assert_eq(r.win_end, 23 * 3600);
-	cr_assert_eq(r.days, 1u << 6);
+	cr_assert_eq(r.win.start, 20 * 3600);
+	cr_assert_eq(r.win.end, 23 * 3600);
+	cr_assert_eq(r.win.days, 1u << 6);
 	cr_assert_eq(r.expires_us, at("2026-11-11T16:00:00Z"));
 	cr_assert_eq(r.id, 9);
 	cr_assert(ax_rule_needs_dag(&r));
