@@ -109,8 +109,10 @@ decode_op(json_t *o, const char *op, Ax__ControlOp *c, ax_control_msg *m,
 		m->dest[0] = AX_A_DAG_LOADER;
 		return AX_OK;
 	}
-	if (!strcmp(op, "rules") || !strcmp(op, "pressure")) {
-		/* the table (rules, pool_pressure) is the truth: "look" */
+	if (!strcmp(op, "rules") || !strcmp(op, "pressure") ||
+	    !strcmp(op, "calendar")) {
+		/* the table (rules, pool_pressure, capacity_calendars) is
+		 * the truth: "look" */
 		m->dest[0] = AX_A_RESOURCE_DETECTOR;
 		return AX_OK;
 	}
@@ -237,7 +239,7 @@ decode_op(json_t *o, const char *op, Ax__ControlOp *c, ax_control_msg *m,
 	return ax_err_set(AX_EPARSE,
 	                  "unknown op '%s' (expected dag_changed, submit, "
 	                  "paused, unpaused, trigger, kill, clear, mark, "
-	                  "backfill, rules, pressure or resync)",
+	                  "backfill, rules, pressure, calendar or resync)",
 	                  op);
 }
 
@@ -246,9 +248,9 @@ static const char *
 op_name(const char *op)
 {
 	static const char *const ops[] = {
-		"dag_changed", "paused", "unpaused", "resync",
-		"trigger",     "kill",   "clear",    "mark",
-		"backfill",    "submit", "rules",    "pressure"
+		"dag_changed", "paused",   "unpaused", "resync",   "trigger",
+		"kill",        "clear",    "mark",     "backfill", "submit",
+		"rules",       "pressure", "calendar"
 	};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		if (!strcmp(ops[i], op))

@@ -9,8 +9,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "calendar.h"
 #include "clock.h"
 #include "engine/control.h"
 #include "tz.h"
@@ -169,5 +171,95 @@ ax_api_pressure_delete(ax_api_req *q, ax_api_resp *r)
 	     "WITH r AS (DELETE FROM pool_pressure WHERE name = $4 RETURNING "
 	      "*), " PRESSURE_EVENT("pool.pressure_cleared"),
 	     4, p, "no pressure pushed for pool %s", q->params[0]);
+	ax_api_reply_row(r, res);
+}
+
+/* ------------------------------------------------------------------ */
+/* capacity calendars (capacity_calendars, engine/calendar.h) */
+
+#define CALENDAR_COLS "r.name, r.spec, r.set_by, r.updated_at"
+
+/* As PRESSURE_EVENT, for the calendar row r. */
+#define CALENDAR_EVENT(type)                                                  \
+	"e AS (INSERT INTO event_log (event_id, type, payload) SELECT "       \
+	"gen_random_uuid(), '" type "', jsonb_build_object('pool', r.name, "  \
+	"'calendar', r.spec, 'token_id', nullif($1::bigint, 0), "             \
+	"'token_name', nullif($2::text, ''), 'token_role', $3::text, 'via', " \
+	"'api') FROM r) "                                                     \
+	"SELECT " CALENDAR_COLS                                               \
+	" FROM r, LATERAL (SELECT pg_notify('" AX_CONTROL_CHANNEL             \
+	"', '{\"op\":\"calendar\"}')) n"
+
+void
+ax_api_calendar_get(ax_api_req *q, ax_api_resp *r)
+{
+	const char *p[1] = { q->params[0] };
+	PGresult   *res  = ax_api_query_row(
+	       q, r,
+	       "SELECT " CALENDAR_COLS
+	       " FROM capacity_calendars r WHERE r.name = $1",
+	       1, p,
+	       "no calendar for pool %s (PUT /api/v1/pools/%s/calendar sets "
+	          "one)",
+	       q->params[0], q->params[0]);
+	ax_api_reply_row(r, res);
+}
+
+void
+ax_api_calendar_put(ax_api_req *q, ax_api_resp *r)
+{
+	char        ids[24];
+	const char *p[5];
+	json_t     *b = ax_api_body_object(q, r);
+	char       *text;
+	ax_calendar cal;
+	PGresult   *res;
+
+	if (b == NULL)
+		return;
+	text = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	if (text == NULL) {
+		ax_api_reply_error(r, 500, "internal", "out of memory");
+		return;
+	}
+	/* the parser axd uses: what is stored is what axd can apply */
+	if (ax_calendar_parse_text(text, &cal) != AX_OK) {
+		ax_api_reply_error(r, 400, "invalid", "%s", ax_err_detail());
+		ax_calendar_fini(&cal);
+		free(text);
+		return;
+	}
+	ax_calendar_fini(&cal);
+	ax_api_actor_params(q, ids, p);
+	p[3] = q->params[0];
+	p[4] = text;
+	res  = ax_api_query_row(
+	     q, r,
+	     "WITH r AS (INSERT INTO capacity_calendars (name, spec, set_by, "
+	      "token_id) VALUES ($4, $5::jsonb, coalesce($2, ''), "
+	      "nullif($1::bigint, 0)) ON CONFLICT (name) DO UPDATE SET spec = "
+	      "EXCLUDED.spec, set_by = EXCLUDED.set_by, token_id = "
+	      "EXCLUDED.token_id, updated_at = now() RETURNING "
+	      "*), " CALENDAR_EVENT("pool.calendar_set"),
+	     5, p, "pool %s: the calendar was not stored", q->params[0]);
+	free(text);
+	ax_api_reply_row(r, res);
+}
+
+void
+ax_api_calendar_delete(ax_api_req *q, ax_api_resp *r)
+{
+	char        ids[24];
+	const char *p[4];
+	PGresult   *res;
+
+	ax_api_actor_params(q, ids, p);
+	p[3] = q->params[0];
+	res  = ax_api_query_row(
+	     q, r,
+	     "WITH r AS (DELETE FROM capacity_calendars WHERE name = $4 "
+	      "RETURNING *), " CALENDAR_EVENT("pool.calendar_cleared"),
+	     4, p, "no calendar for pool %s", q->params[0]);
 	ax_api_reply_row(r, res);
 }

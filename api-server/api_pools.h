@@ -23,4 +23,19 @@ void ax_api_pressure_get(ax_api_req *q, ax_api_resp *r);
 void ax_api_pressure_put(ax_api_req *q, ax_api_resp *r);
 void ax_api_pressure_delete(ax_api_req *q, ax_api_resp *r);
 
+/*
+ * Capacity calendars (engine/calendar.h), for the pool and the worker
+ * group of that name:
+ *   GET    /api/v1/pools/{name}/calendar  the calendar (viewer)
+ *   PUT    /api/v1/pools/{name}/calendar  set it (operator): body
+ *          {"tz": "Asia/Shanghai", "windows": [{"start": "08:00",
+ *          "end": "20:00", "slots": 1}, ...]}; 400 names the member
+ *   DELETE /api/v1/pools/{name}/calendar  remove it (operator)
+ * Each is one statement with its event (pool.calendar_set /
+ * pool.calendar_cleared) and the NOTIFY {"op": "calendar"}.
+ */
+void ax_api_calendar_get(ax_api_req *q, ax_api_resp *r);
+void ax_api_calendar_put(ax_api_req *q, ax_api_resp *r);
+void ax_api_calendar_delete(ax_api_req *q, ax_api_resp *r);
+
 #endif /* AX_API_POOLS_H */

@@ -100,6 +100,12 @@ const ax_api_route ax_api_routes[] = {
 	  "push a water level with an expiry (in force within a second)" },
 	{ "DELETE", "/api/v1/pools/{name}/pressure", ax_api_pressure_delete, O,
 	  "withdraw a pushed water level" },
+	{ "GET", "/api/v1/pools/{name}/calendar", ax_api_calendar_get, V,
+	  "the capacity calendar of a pool or worker group" },
+	{ "PUT", "/api/v1/pools/{name}/calendar", ax_api_calendar_put, O,
+	  "set a capacity calendar (capacity by time of day)" },
+	{ "DELETE", "/api/v1/pools/{name}/calendar", ax_api_calendar_delete, O,
+	  "remove a capacity calendar" },
 };
 
 const size_t ax_api_routes_count =

@@ -418,6 +418,21 @@ wait_resource(const json_t *f, json_t *w)
 		    jint(pl, "level_pct"), u);
 		return;
 	}
+	if (streq(by, "calendar_slots")) {
+		const char *n = pool ? pool : jstr(pl, "group");
+		add_wait(w, "capacity",
+		         json_pack("{s:s,s:s?,s:I,s:I,s:s,s:o}", "scope",
+		                   pool ? "pool" : "group", "name", n, "used",
+		                   (json_int_t) (pool ? pu : gu), "limit",
+		                   (json_int_t) jint(pl, "calendar_slots"),
+		                   "held_by", by, "holders", holders_json(f)),
+		         "the capacity calendar of %s %s gives %" PRId64
+		         " slots now (%" PRId64 " used)%s%s",
+		         pool ? "pool" : "worker group", n ? n : "?",
+		         jint(pl, "calendar_slots"), pool ? pu : gu,
+		         hold[0] ? ", held by " : "", hold);
+		return;
+	}
 	if (pool != NULL && (ps == 0 || pu >= ps)) {
 		add_wait(w, "capacity",
 		         json_pack("{s:s,s:s,s:I,s:I,s:s?,s:o}", "scope",

@@ -132,9 +132,10 @@ res_fits(int64_t need, int64_t used, int64_t total)
 const char *
 axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 {
-	const rd_group *g   = l->group;
-	const rd_pool  *p   = l->pool;
-	int64_t         lim = axrd_group_limit(st, g);
+	const rd_group *g      = l->group;
+	const rd_pool  *p      = l->pool;
+	int64_t         lim    = axrd_group_limit(st, g);
+	int64_t         pslots = p != NULL ? p->slots : 0, cs = -1;
 	const char     *named;
 
 	/* a pushed water level at the hold: no P1..P3 (see shave.c) */
@@ -143,6 +144,16 @@ axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 		return "pressure";
 	if (g->used + it->slots > lim && !(g->used == 0 && lim > 0))
 		return "group_slots";
+	/* a capacity calendar's window in force: a group's lowers what its
+	 * workers offer, a pool's replaces its slots (engine/calendar.h);
+	 * 0 slots admits nothing, not even on an idle group */
+	if (g->cal != NULL &&
+	    (cs = ax_calendar_slots_at(g->cal, ax_clock_utc_us())) >= 0 &&
+	    g->used + it->slots > cs && !(g->used == 0 && cs > 0))
+		return "calendar_slots";
+	if (p != NULL && p->cal != NULL &&
+	    (cs = ax_calendar_slots_at(p->cal, ax_clock_utc_us())) >= 0)
+		pslots = cs;
 	if (!res_fits(it->cpu, g->used_cpu,
 	              g->agg >= 0 ? g->agg_cpu : g->workers_cpu))
 		return "cpu";
@@ -154,15 +165,16 @@ axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 	                          g->agg >= 0 ? &g->agg_res : &g->workers_res,
 	                          &g->used_res)) != NULL)
 		return named;
-	if (p != NULL && p->used + it->slots > p->slots &&
-	    !(p->used == 0 && p->slots > 0))
-		return "pool_slots";
+	if (p != NULL && p->used + it->slots > pslots &&
+	    !(p->used == 0 && pslots > 0))
+		return p->cal != NULL && pslots != p->slots ? "calendar_slots"
+		                                            : "pool_slots";
 	if (l->p0)
 		return NULL;
 	if (g->used_low + it->slots > group_low_limit(g, lim))
 		return "reserved_p0";
 	if (p != NULL && p->reserve_p0 > 0 &&
-	    p->used_low + it->slots > p->slots - p->reserve_p0)
+	    p->used_low + it->slots > pslots - p->reserve_p0)
 		return "pool_reserved_p0";
 	return NULL;
 }
@@ -313,4 +325,115 @@ axrd_load_pools(rd_state *st)
 	ax_log_info(COMP, "%d pools loaded", PQntuples(r));
 	PQclear(r);
 	ax_store_close(s);
+}
+
+/* Forgets the calendars: every group and pool back to its own
+ * capacity. */
+static void
+cal_unlink(void *arg, const char *key, void *val)
+{
+	(void) arg;
+	(void) key;
+	((rd_group *) val)->cal = NULL;
+}
+
+static void
+cal_unlink_pool(void *arg, const char *key, void *val)
+{
+	(void) arg;
+	(void) key;
+	((rd_pool *) val)->cal = NULL;
+}
+
+void
+axrd_calendars_free(rd_state *st)
+{
+	if (st->groups != NULL)
+		ax_strmap_each(st->groups, cal_unlink, NULL);
+	if (st->pools != NULL)
+		ax_strmap_each(st->pools, cal_unlink_pool, NULL);
+	for (size_t i = 0; i < st->ncals; i++) {
+		ax_calendar_fini(st->cals[i]);
+		free(st->cals[i]);
+	}
+	free(st->cals);
+	st->cals  = NULL;
+	st->ncals = 0;
+}
+
+/*
+ * Reads the capacity_calendars table (at start, and after a ControlOp
+ * "calendar"): each calendar applies to the pool and the worker group of
+ * its name. A failure keeps the calendars in force and tries again at
+ * the next recheck; a row that does not parse (ax-api validates what it
+ * stores, so only a hand-written one) is logged and skipped.
+ */
+void
+axrd_calendars_load(rd_state *st)
+{
+	PGresult *r;
+	int       n;
+
+	st->calendar_reload = 1;
+	if (st->ctx->dsn == NULL) {
+		st->calendar_reload = 0;
+		return;
+	}
+	if (axrd_store(st) == NULL ||
+	    ax_store_query(st->store,
+	                   "SELECT name, spec::text FROM capacity_calendars "
+	                   "ORDER BY name",
+	                   0, NULL, &r) != AX_OK) {
+		ax_logf(AX_LOG_WARN, COMP, "DB_ERROR", NULL,
+		        "capacity calendars not read (those in force stay; "
+		        "next try in %lld ms): %s",
+		        (long long) (RD_PAUSE_RECHECK / AX_USEC_PER_MSEC),
+		        ax_err_detail());
+		return;
+	}
+	axrd_calendars_free(st);
+	n = PQntuples(r);
+	if (n > 0 &&
+	    (st->cals = calloc((size_t) n, sizeof(*st->cals))) == NULL) {
+		PQclear(r);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		const char  *name = PQgetvalue(r, i, 0);
+		ax_calendar *c    = calloc(1, sizeof(*c));
+		rd_group    *g    = axrd_group_get(st, name);
+		rd_pool     *p    = axrd_pool_get(st, name);
+		if (c == NULL || g == NULL || p == NULL) {
+			free(c);
+			continue;
+		}
+		if (ax_calendar_parse_text(PQgetvalue(r, i, 1), c) != AX_OK) {
+			ax_logf(AX_LOG_WARN, COMP, "BAD_CALENDAR", NULL,
+			        "capacity calendar of %s skipped: %s", name,
+			        ax_err_detail());
+			ax_calendar_fini(c);
+			free(c);
+			continue;
+		}
+		g->cal = p->cal       = c;
+		st->cals[st->ncals++] = c;
+	}
+	PQclear(r);
+	st->calendar_reload = 0;
+	ax_log_info(COMP, "%zu capacity calendars in force", st->ncals);
+}
+
+/* The slots a capacity calendar gives l's pool (first) or group at now
+ * (utc), or -1 when none is in force: what explain says holds it. */
+int64_t
+axrd_calendar_slots(const rd_lane *l, int64_t now)
+{
+	int64_t cs;
+
+	if (l->pool != NULL && l->pool->cal != NULL &&
+	    (cs = ax_calendar_slots_at(l->pool->cal, now)) >= 0)
+		return cs;
+	if (l->group->cal != NULL)
+		return ax_calendar_slots_at(l->group->cal, now);
+	return -1;
 }

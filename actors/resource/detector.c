@@ -325,7 +325,7 @@ why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
 	         "\"pool_slots\":%lld,\"pool_reserve_p0\":%lld,\"slots\":%d,"
 	         "\"cpu_milli\":%lld,\"group_cpu_used\":%lld,"
 	         "\"memory_bytes\":%lld,\"group_memory_used\":%lld,"
-	         "\"level_pct\":%d,\"until\":%s}",
+	         "\"level_pct\":%d,\"until\":%s,\"calendar_slots\":%lld}",
 	         ax_impact_name((ax_impact) it->tier),
 	         by != NULL ? by : "queue_order", g,
 	         (long long) l->group->used, (long long) l->group->used_low,
@@ -335,7 +335,8 @@ why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
 	         (long long) (l->pool ? l->pool->reserve_p0 : 0), it->slots,
 	         (long long) it->cpu, (long long) l->group->used_cpu,
 	         (long long) it->mem, (long long) l->group->used_mem,
-	         axrd_level(st, l, now), until[0] ? until : "null");
+	         axrd_level(st, l, now), until[0] ? until : "null",
+	         (long long) axrd_calendar_slots(l, now));
 }
 
 ax_err
@@ -426,8 +427,9 @@ settle(ax_actor *self, rd_state *st)
 	if (st->backpressured)
 		next = now + RD_BACKPRESSURE_RETRY;
 	else if (st->nblocked > 0 || st->rules_timed || st->rules_reload ||
-	         st->pressure_reload)
-		next = now + RD_PAUSE_RECHECK;
+	         st->pressure_reload || st->calendar_reload || st->ncals > 0)
+		next =
+		    now + RD_PAUSE_RECHECK; /* calendars: a window may turn */
 	/* a delay's instant or a pushed level's expiry (utc to mono) */
 	int64_t shave = axrd_shave_next(st);
 	if (shave > 0) {
@@ -509,9 +511,12 @@ on_control_cmd(ax_actor *self, void *state, ax_pipeline_msg *m)
 	/* "rules" also follows a reconnect of the control thread: what
 	 * changed meanwhile is read again, pressures included */
 	if (strcmp(m->cmd->control->op, "rules") == 0)
-		st->rules_reload = st->pressure_reload = 1;
+		st->rules_reload = st->pressure_reload = st->calendar_reload =
+		    1;
 	else if (strcmp(m->cmd->control->op, "pressure") == 0)
 		st->pressure_reload = 1;
+	else if (strcmp(m->cmd->control->op, "calendar") == 0)
+		st->calendar_reload = 1;
 	return AX_OK;
 }
 
@@ -527,6 +532,8 @@ rd_batch_begin(ax_actor *self, void *state, size_t n)
 		axrd_rules_load(st);
 	if (st->pressure_reload)
 		axrd_pressure_load(st);
+	if (st->calendar_reload)
+		axrd_calendars_load(st);
 }
 
 /* After every batch: a change of the rules in force checks the waiting
@@ -553,6 +560,8 @@ rd_tick(ax_actor *self, void *state, int64_t now)
 	(void) now;
 	if (st->pressure_reload)
 		axrd_pressure_load(st);
+	if (st->calendar_reload)
+		axrd_calendars_load(st);
 	if (rv == AX_OK)
 		rv = r;
 	r = settle(self, st);
@@ -575,6 +584,7 @@ rd_fini(void *state)
 	            (unsigned long long) st->blocked_count,
 	            (unsigned long long) st->ignored,
 	            st->items ? ax_strmap_count(st->items) : 0);
+	axrd_calendars_free(st); /* before the groups and pools it names */
 	ax_strmap_free(st->items, item_free);
 	ax_strmap_free(st->groups, free);
 	ax_strmap_free(st->pools, free);
@@ -619,6 +629,7 @@ rd_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 		return ax_err_set(AX_ENOMEM, COMP ": out of memory");
 	axrd_shave_init(st);
 	axrd_load_pools(st);
+	st->calendar_reload = 1; /* read with the first batch or tick */
 	return AX_OK;
 }
 

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "aging.h"
+#include "calendar.h"
 #include "heap.h"
 #include "hmap.h"
 #include "list.h"
@@ -122,6 +123,7 @@ struct rd_group {
 	int64_t    present[AX_TIER_COUNT]; /* waiting or delayed, per tier */
 	int        pressure_pct;           /* pushed water level, 0..100 */
 	int64_t    pressure_until_us;      /* utc: the push expires then */
+	const ax_calendar *cal; /* capacity_calendars row (st->cals); NULL */
 };
 
 struct rd_pool {
@@ -131,6 +133,7 @@ struct rd_pool {
 	int64_t used_low;          /* of used, by P1..P3 items */
 	int     pressure_pct;      /* pushed water level, 0..100 */
 	int64_t pressure_until_us; /* utc: the push expires then */
+	const ax_calendar *cal; /* capacity_calendars row (st->cals); NULL */
 };
 
 /* A lane holds the waiting items of one (group, pool) and one side of
@@ -198,7 +201,10 @@ typedef struct rd_state {
 	ax_shave_policy shave;           /* shaving.* */
 	int             hold_pct;        /* shaving.pressure_hold (percent) */
 	int             pressure_reload; /* read pool_pressure before use */
-	char          **pressure_names;  /* names with a pressure in force */
+	int             calendar_reload; /* read capacity_calendars first */
+	ax_calendar   **cals;            /* the calendars in force (owned) */
+	size_t          ncals;
+	char          **pressure_names; /* names with a pressure in force */
 	size_t          npressure;
 	int64_t         pressure_next; /* utc: the next expiry; 0: none */
 	size_t          ndelayed;      /* RD_DELAYED items */
@@ -245,6 +251,9 @@ const char *axrd_lane_hold(const rd_state *st, const rd_lane *l,
 void        axrd_unuse(rd_item *it);
 void        axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc);
 void        axrd_load_pools(rd_state *st);
+void        axrd_calendars_load(rd_state *st);
+int64_t     axrd_calendar_slots(const rd_lane *l, int64_t now_utc);
+void        axrd_calendars_free(rd_state *st);
 const char *axrd_unoffered(const rd_state *st, const rd_lane *l,
                            const rd_item *it);
 

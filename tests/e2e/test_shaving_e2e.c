@@ -11,13 +11,18 @@
  *    expiry) while a P0 instance runs, and its expiry releases it with
  *    no further call; bad bodies get a 400 naming the member;
  *  - `axctl pool pressure` pushes, shows and withdraws a level, and
- *    refuses a bad level or a missing expiry.
+ *    refuses a bad level or a missing expiry;
+ *  - a capacity calendar set with PUT /api/v1/pools/{name}/calendar
+ *    gives a pool 1 slot while its window holds (the pool's tasks never
+ *    overlap, held_by "calendar_slots"), and the pool's own slots outside
+ *    it (they overlap); bad calendars get a 400 naming the member.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api_token.h"
 #include "cli_run.h"
@@ -222,4 +227,131 @@ Test(shaving_e2e, axctl_pool_pressure_pushes_shows_and_clears)
 	                        "SELECT count(*) FROM event_log WHERE "
 	                        "type = 'pool.pressure_cleared'"),
 	             1);
+}
+
+/* "HH:MM" of now + off_s in UTC. */
+static void
+hhmm(int off_s, char *buf, size_t len)
+{
+	time_t    t = (time_t) (ax_clock_utc_us() / 1000000) + off_s;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%H:%M", &tm);
+}
+
+static void
+put_calendar(int from_s, int to_s, int slots)
+{
+	char          body[256], a0[8], b0[8];
+	ax_e2e_answer a;
+
+	hhmm(from_s, a0, sizeof(a0));
+	hhmm(to_s, b0, sizeof(b0));
+	snprintf(body, sizeof(body),
+	         "{\"tz\": \"UTC\", \"windows\": [{\"start\": \"%s\", "
+	         "\"end\": \"%s\", \"slots\": %d}]}",
+	         a0, b0, slots);
+	ax_e2e_http(url, token, "PUT", "/api/v1/pools/gpu/calendar", body,
+	            strlen(body), NULL, &a);
+	cr_assert_eq(a.status, 200, "%s: %ld %s", body, a.status, a.body);
+	json_decref(a.js);
+}
+
+/* Pairs of attempts of run that ran at the same time. */
+static int64_t
+overlaps(int64_t run)
+{
+	return ax_e2e_int(
+	    e,
+	    "SELECT count(*) FROM attempts a JOIN attempts b ON "
+	    "a.run_id < b.run_id JOIN task_instances x ON x.id = "
+	    "a.instance_id JOIN task_instances y ON y.id = "
+	    "b.instance_id WHERE x.dag_run_id = %lld AND "
+	    "y.dag_run_id = %lld AND a.started_at < b.ended_at "
+	    "AND b.started_at < a.ended_at",
+	    (long long) run, (long long) run);
+}
+
+Test(shaving_e2e, a_capacity_calendar_sets_a_pools_slots_by_time_of_day)
+{
+	char          yaml[1024];
+	ax_e2e_answer a;
+	int64_t       r1, r2;
+
+	setenv("AX_WORKER_SLOTS", "4", 1);
+	start_stack(NULL);
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.cal\ntasks:\n"
+	         "  - {name: a, pool: gpu, command: \"sleep 1.5\"}\n"
+	         "  - {name: b, pool: gpu, command: \"sleep 1.5\"}\n"
+	         "  - {name: c, pool: gpu, command: \"sleep 1.5\"}\n");
+	ax_e2e_load(e, "cal", "e2e.cal", yaml);
+	/* bad calendars: 400 naming the member */
+	static const char *const bad[][2] = {
+		{ "{\"windows\": [{\"start\": \"08:00\", \"end\": "
+		  "\"20:00\", \"slots\": -2}]}",
+		  "windows[0].slots" },
+		{ "{\"windows\": []}", "calendar.windows" },
+		{ "{\"tz\": \"Mars/Olympus\", \"windows\": [{\"start\": "
+		  "\"08:00\", \"end\": \"20:00\", \"slots\": 1}]}",
+		  "calendar.tz" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ax_e2e_http(url, token, "PUT", "/api/v1/pools/gpu/calendar",
+		            bad[i][0], strlen(bad[i][0]), NULL, &a);
+		cr_assert_eq(a.status, 400, "%s: %ld %s", bad[i][0], a.status,
+		             a.body);
+		cr_assert(strstr(a.body, bad[i][1]) != NULL, "%s: %s",
+		          bad[i][0], a.body);
+		json_decref(a.js);
+	}
+	/* a window around now: 1 slot */
+	put_calendar(-3600, 3600, 1);
+	ax_e2e_http(url, token, "GET", "/api/v1/pools/gpu/calendar", NULL, 0,
+	            NULL, &a);
+	cr_assert_eq(a.status, 200, "%ld %s", a.status, a.body);
+	cr_assert(strstr(a.body, "\"slots\": 1") ||
+	              strstr(a.body, "\"slots\":1"),
+	          "%s", a.body);
+	json_decref(a.js);
+	ax_clock_sleep_us(1500 * AX_USEC_PER_MSEC); /* axd reads it */
+	trigger("e2e.cal");
+	ax_e2e_wait(e, 40, "the three tasks to succeed",
+	            "SELECT count(*) = 3 FROM task_instances WHERE state = "
+	            "'SUCCESS'");
+	r1 = ax_e2e_int(e, "SELECT max(id) FROM dag_runs");
+	if (overlaps(r1) != 0)
+		ax_e2e_dump(e);
+	cr_assert_eq(overlaps(r1), 0,
+	             "two gpu tasks ran at once under 1 slot");
+	cr_assert_gt(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'instance.delayed' AND "
+	                        "payload->>'held_by' = 'calendar_slots' "
+	                        "AND payload->>'calendar_slots' = '1'"),
+	             0, "no instance was held by the calendar");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'pool.calendar_set' AND "
+	                        "payload->>'token_name' = 'shaving-e2e'"),
+	             1);
+	/* the window elsewhere in the day: the pool's own slots */
+	put_calendar(2 * 3600, 3 * 3600, 0);
+	ax_clock_sleep_us(1500 * AX_USEC_PER_MSEC);
+	trigger("e2e.cal");
+	ax_e2e_wait(e, 40, "the second run's tasks to succeed",
+	            "SELECT count(*) = 6 FROM task_instances WHERE state = "
+	            "'SUCCESS'");
+	r2 = ax_e2e_int(e, "SELECT max(id) FROM dag_runs");
+	cr_assert_neq(r1, r2);
+	cr_assert_gt(overlaps(r2), 0,
+	             "outside its window the calendar still held the pool");
+	ax_e2e_http(url, token, "DELETE", "/api/v1/pools/gpu/calendar", NULL,
+	            0, NULL, &a);
+	cr_assert_eq(a.status, 200, "%ld %s", a.status, a.body);
+	json_decref(a.js);
+	ax_e2e_http(url, token, "GET", "/api/v1/pools/gpu/calendar", NULL, 0,
+	            NULL, &a);
+	cr_assert_eq(a.status, 404, "%ld %s", a.status, a.body);
+	json_decref(a.js);
 }

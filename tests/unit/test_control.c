@@ -148,6 +148,21 @@ Test(control, pressure_goes_to_the_resource_detector)
 	ax_control_msg_fini(&m);
 }
 
+/* A capacity calendar changed (ax-api's NOTIFY): the resource detector
+ * reads capacity_calendars again; the op's name survives the decode
+ * (it was "?" before it was listed, and nothing reloaded). */
+Test(control, calendar_goes_to_the_resource_detector)
+{
+	ax_control_msg m;
+	Ax__Command   *c = decode("{\"op\":\"calendar\"}", &m);
+	cr_assert_str_eq(m.dest[0], "resource_detector");
+	cr_assert_null(m.dest[1]);
+	cr_assert_str_eq(c->control->op, "calendar");
+	cr_assert_str_eq(m.op, "calendar");
+	ax__command__free_unpacked(c, NULL);
+	ax_control_msg_fini(&m);
+}
+
 struct bad_case {
 	char json[160];
 	char detail[96]; /* a substring of the error detail */
