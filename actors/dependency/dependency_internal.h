@@ -152,11 +152,11 @@ typedef struct dd_packed {
 } dd_packed;
 
 typedef struct dd {
-	const ax_pipeline_ctx        *ctx;
-	ax_actor                     *self;
-	ax_store                     *store;
-	ax_strmap                    *vers, *runs, *dqs, *waiters;
-	int                           started;
+	const ax_pipeline_ctx *ctx;
+	ax_actor              *self;
+	ax_store              *store;
+	ax_strmap             *vers, *runs, *dqs, *waiters;
+	int                    started;
 	/*
 	 * The runs the start-up rebuild read (run id -> non-NULL), kept for
 	 * DD_REBUILT_KEEP_US: a Due for one of them is a replay, even when
@@ -164,8 +164,8 @@ typedef struct dd {
 	 * the time detector sent just before the rebuild read the run would
 	 * start a run that the rebuild had discarded or superseded.
 	 */
-	ax_strmap *rebuilt;
-	int64_t    rebuilt_until_us; /* monotonic */
+	ax_strmap                    *rebuilt;
+	int64_t                       rebuilt_until_us; /* monotonic */
 	ax_tz_cache                  *tzc; /* deadlines' zones; lazily */
 	ax_dependency_detector_stats *stats, own;
 	/*
