@@ -116,7 +116,7 @@ void ax_bench_yaml_chain(FILE *f, int length, int process);
  */
 void ax_bench_yaml_layered(FILE *f, int layers, int width, int process);
 
-#define AX_BENCH_EXTRA_MAX 48
+#define AX_BENCH_EXTRA_MAX 96 /* storm: 5 modes of up to 14 figures */
 
 /* The measurements; negative: not measured (printed as null). Scenarios
  * beyond the first ones add named figures with ax_bench_put(). */
