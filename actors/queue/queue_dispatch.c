@@ -125,14 +125,80 @@ axq_heap_at(const qheap *h, size_t i)
 
 /* ----------------------------------------------------------------- fill */
 
+/* The cpu (thousandths of a core) and memory an attempt declares. */
+static int64_t
+att_cpu(const qatt *a)
+{
+	return a->ar != NULL && a->ar->cpu_milli > 0 ? a->ar->cpu_milli : 0;
+}
+
+static int64_t
+att_mem(const qatt *a)
+{
+	return a->ar != NULL && a->ar->memory_bytes > 0 ? a->ar->memory_bytes
+	                                                : 0;
+}
+
+/*
+ * Whether a fits w beside the attempts w runs, by the cpu and memory
+ * they declare (`resources` of the task) against what w offers
+ * (worker.cpu_milli, worker.memory_mb; 0: not declared, no limit). An
+ * idle worker takes anything, so an attempt larger than every worker
+ * still runs.
+ */
+static int
+att_fits(const qworker *w, const qatt *a)
+{
+	int64_t c = att_cpu(a), m = att_mem(a);
+
+	if (w->used == 0)
+		return 1;
+	return (c == 0 || w->cpu_milli <= 0 ||
+	        w->used_cpu + c <= w->cpu_milli) &&
+	    (m == 0 || w->memory_bytes <= 0 ||
+	     w->used_mem + m <= w->memory_bytes);
+}
+
+/* How deep into each heap a worker looks for work that fits it when the
+ * best does not (placement by resources): bounded, the heaps are not
+ * sorted past their top. */
+#define FIT_SCAN 32
+/* How long the best attempt may be passed over for smaller work that
+ * fits: after that the workers without room for it take nothing more
+ * from its heap until one has room (a steady stream of small attempts
+ * would otherwise keep a large one waiting forever). */
+#define FIT_WAIT_US (30 * AX_USEC_PER_SEC)
+
+/* The best attempt for w among h's top and, when it does not fit w (and
+ * has not waited FIT_WAIT_US), the first FIT_SCAN entries of h; NULL
+ * when none fits. */
+static qatt *
+best_fit_in(const qheap *h, const qworker *w, int64_t now)
+{
+	qatt  *best = axq_heap_top(h), *t;
+	size_t n    = ax_heap_count(h);
+
+	if (best == NULL || att_fits(w, best))
+		return best;
+	if (now - best->queued_mono >= FIT_WAIT_US)
+		return NULL;
+	best = NULL;
+	for (size_t i = 1; i < n && i < FIT_SCAN; i++)
+		if ((t = axq_heap_at(h, i)) != NULL && att_fits(w, t) &&
+		    (best == NULL || att_before(t, best)))
+			best = t;
+	return best;
+}
+
 static qatt *
 best_for(qworker *w)
 {
-	qatt *best = axq_heap_top(&w->personal);
+	int64_t now  = ax_clock_mono_us();
+	qatt   *best = best_fit_in(&w->personal, w, now);
 	if (w->group == NULL)
 		return best;
 	for (int ch = 0; ch < AX_QUEUE_NCHANNELS; ch++) {
-		qatt *t = axq_heap_top(&w->group->heaps[ch]);
+		qatt *t = best_fit_in(&w->group->heaps[ch], w, now);
 		if (t != NULL && (best == NULL || att_before(t, best)))
 			best = t;
 	}
@@ -468,6 +534,8 @@ axq_att_link_worker(ax_queue *q, qatt *a, qworker *w)
 	a->worker = w;
 	ax_list_prepend(&w->att, &a->wn);
 	w->used += a->slots > w->slots ? w->slots : a->slots;
+	w->used_cpu += att_cpu(a);
+	w->used_mem += att_mem(a);
 	a->dispatched_at_us = ax_clock_utc_us();
 	a->ack_deadline     = ax_clock_mono_us() + q->ack_timeout_us;
 	ax_list_append(&q->unacked, &a->un);
@@ -490,6 +558,14 @@ axq_att_unlink_worker(ax_queue *q, qatt *a)
 	w->used -= a->slots > w->slots ? w->slots : a->slots;
 	if (w->used < 0)
 		w->used = 0;
+	w->used_cpu -= att_cpu(a);
+	w->used_mem -= att_mem(a);
+	if (att_cpu(a) > 0 || att_mem(a) > 0)
+		w->refit = 1; /* queued work may fit it now (axq_refit) */
+	if (w->used_cpu < 0 || w->used == 0)
+		w->used_cpu = 0;
+	if (w->used_mem < 0 || w->used == 0)
+		w->used_mem = 0;
 	a->worker = NULL;
 	axq_cap_mark(q, w->group);
 }
@@ -702,8 +778,9 @@ att_setup(ax_queue *q, qatt *a, Ax__Command *cmd)
 	/* enqueued now (see "Order in a channel" in the file comment) */
 	a->tier        = axq_tier_of(ar->impact);
 	a->preemptible = ar->preemptible;
+	a->queued_mono = ax_clock_mono_us();
 	a->key = ax_aging_key(ax_aging_tier_priority(a->tier, ar->priority),
-	                      ax_clock_mono_us(), q->aging_us);
+	                      a->queued_mono, q->aging_us);
 	if (ar->instance != NULL && ar->instance->instance_id != 0) {
 		snprintf(a->inst_key, sizeof(a->inst_key), "%" PRId64,
 		         ar->instance->instance_id);
@@ -887,4 +964,20 @@ axq_retired_free(ax_queue *q, int64_t now)
 		ax_hmap_remove(&q->runs, a);
 		axq_att_free(a);
 	}
+}
+
+/*
+ * A parked Pull that nothing fitted by cpu or memory (att_fits) is
+ * looked at again once an attempt of that worker that declared them has
+ * ended: the worker does not send another Pull while one is parked.
+ * Called after each worker message (queue_endpoint.c).
+ */
+void
+axq_refit(ax_queue *q, qworker *w)
+{
+	if (w == NULL || !w->refit)
+		return;
+	w->refit = 0;
+	if (w->parked != NULL && w->pull_free > w->quota)
+		want_fill(q, w, w->pull_free - w->quota);
 }

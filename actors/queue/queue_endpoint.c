@@ -242,9 +242,9 @@ static void
 on_request(ax_queue *q, qctx *c)
 {
 	Ax__WorkerMessage *m;
-	qworker           *w = NULL;
-	int                valid;
-	nng_msg           *msg = c->req;
+	qworker           *w     = NULL;
+	int                valid = 0;
+	nng_msg           *msg   = c->req;
 	ax_err             rv;
 
 	c->req = NULL;
@@ -322,6 +322,8 @@ on_request(ax_queue *q, qctx *c)
 	else
 		axq_on_deregister(q, c, w, m);
 done:
+	if (valid)
+		axq_refit(q, w);
 	ax__worker_message__free_unpacked(m, NULL);
 }
 

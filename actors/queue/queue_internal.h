@@ -69,11 +69,12 @@ struct qatt {
 	const Ax__AttemptRendered *ar;  /* cmd's body, or NULL */
 	char                       inst_key[24]; /* instance id text, "" */
 	int                        state;
-	int                        ch;    /* channel index */
-	int                        rank;  /* 1 for P0 */
-	double                     key;   /* ax_aging_key at enqueue */
-	uint64_t                   seq;   /* arrival order (ties) */
-	int32_t                    slots; /* >= 1 */
+	int                        ch;          /* channel index */
+	int                        rank;        /* 1 for P0 */
+	double                     key;         /* ax_aging_key at enqueue */
+	int64_t                    queued_mono; /* mono us of the enqueue */
+	uint64_t                   seq;         /* arrival order (ties) */
+	int32_t                    slots;       /* >= 1 */
 	qgroup                    *group;
 	const ax_routing_ops      *route;
 	qheap                     *heap;         /* while QUEUED */
@@ -122,7 +123,9 @@ struct qworker {
 	int64_t      mem_total_kb, mem_available_kb, tasks_rss_kb;
 	int32_t      reserve_p0; /* of slots, kept for P0 (Register) */
 	int64_t      cpu_milli, memory_bytes; /* offered (Register) */
-	ax_res_set   res; /* named resources offered (Register) */
+	int64_t      used_cpu, used_mem;      /* declared by its attempts */
+	int          refit; /* cpu or memory freed: look at its Pull again */
+	ax_res_set   res;   /* named resources offered (Register) */
 	char        *hostname;
 	int32_t      pid;
 	int64_t      lease_mono, registered_at_us, heartbeat_at_us;
@@ -328,6 +331,7 @@ int axq_dispatch_open(const ax_queue *q);
 /* Answers w's parked Pull with the best work for it plus its resends;
  * returns the dispatches sent (0: the Pull stays parked). */
 size_t axq_try_fill(ax_queue *q, qworker *w);
+void   axq_refit(ax_queue *q, qworker *w);
 
 /* Ends a batch (q->batching): answers the Pulls given a quota in it. */
 void axq_fill_flush(ax_queue *q);

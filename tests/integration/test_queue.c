@@ -267,6 +267,7 @@ typedef struct att {
 	int64_t instance_id;
 	int64_t due_in_us; /* due_at = now + due_in_us */
 	int64_t due_at_us; /* or this instant (UTC us) when not 0 */
+	int32_t cpu_milli; /* declared (the task's resources.cpu) */
 } att;
 
 static void
@@ -295,6 +296,7 @@ send_attempt(const att *t)
 	ar.routing_key       = (char *) (t->key ? t->key : "");
 	ar.pinned_worker     = (char *) (t->pinned ? t->pinned : "");
 	ar.priority          = t->priority;
+	ar.cpu_milli         = t->cpu_milli;
 	ar.due_at_us         = t->due_at_us != 0 ? t->due_at_us
 	                                         : ax_clock_utc_us() + t->due_in_us;
 	it.type              = AX_ITEM_COMMAND;
@@ -479,6 +481,67 @@ Test(queue, p0_reserve_and_cpu_of_the_workers_reach_the_resource_detector)
 	cr_assert_eq(C.last_gpu, 2, "w2's gpu is still offered");
 	cr_assert_eq(C.last_ssd, 0, "w2's ssd is still offered");
 	pthread_mutex_unlock(&C.mu);
+	stop_all();
+}
+
+/*
+ * Placement by resources inside a group: an attempt that declares 2
+ * cores goes to the worker offering 4, never to the one offering 1; the
+ * small one behind it is not held up by it (the worker of 1 core takes
+ * it), and two 2-core attempts do not share the 1-core worker even
+ * when it has free slots.
+ */
+Test(queue, attempts_go_to_a_worker_with_room_for_their_cpu)
+{
+	rec r;
+
+	start_queue("30s", "false");
+	w_cpu_milli = "1000";
+	worker_start(0, "small", "g", 4);
+	w_cpu_milli = "4000";
+	worker_start(1, "big", "g", 4);
+	w_cpu_milli = "0";
+	wait_workers(2);
+	/* keep each worker busy with one 1-core attempt first, so that
+	 * neither is idle (an idle worker takes anything) */
+	send_attempt(&(att) { .run_id    = "hold-s",
+	                      .type      = "bash",
+	                      .command   = "sleep 3",
+	                      .routing   = "pinned",
+	                      .pinned    = "small",
+	                      .cpu_milli = 1000 });
+	send_attempt(&(att) { .run_id    = "hold-b",
+	                      .type      = "bash",
+	                      .command   = "sleep 3",
+	                      .routing   = "pinned",
+	                      .pinned    = "big",
+	                      .cpu_milli = 1000 });
+	cr_assert(wait_rec("hold-s", STARTED, 5000, NULL));
+	cr_assert(wait_rec("hold-b", STARTED, 5000, NULL));
+	send_attempt(&(att) { .run_id    = "two-1",
+	                      .type      = "bash",
+	                      .command   = "sleep 0.3",
+	                      .cpu_milli = 2000 });
+	send_attempt(&(att) { .run_id = "tiny", .type = "noop" });
+	send_attempt(&(att) { .run_id    = "two-2",
+	                      .type      = "bash",
+	                      .command   = "sleep 0.3",
+	                      .cpu_milli = 2000 });
+	cr_assert(wait_rec("two-1", SUCCESS, 10000, &r));
+	cr_assert_str_eq(r.worker, "big", "a 2-core attempt ran on %s",
+	                 r.worker);
+	cr_assert(wait_rec("two-2", SUCCESS, 10000, &r));
+	cr_assert_str_eq(r.worker, "big", "a 2-core attempt ran on %s",
+	                 r.worker);
+	/* the 3-core room of "big" holds one of them at a time beside its
+	 * 1-core hold: they did not run at once */
+	rec a, b;
+	cr_assert(wait_rec("two-1", SUCCESS, 100, &a));
+	cr_assert(wait_rec("two-2", SUCCESS, 100, &b));
+	cr_assert(a.ended <= b.started || b.ended <= a.started,
+	          "two 2-core attempts ran at once beside a 1-core one on "
+	          "a 4-core worker");
+	cr_assert(wait_rec("tiny", SUCCESS, 10000, NULL));
 	stop_all();
 }
 
