@@ -129,13 +129,28 @@ load_high(void)
 /*
  * A DAG name (impact tier) starting 1 s from now whose task records
  * "start <attempt>", on SIGTERM "term <attempt>", and "end <attempt>"
- * after sleeping sleep_s seconds, in marks/<name>.
+ * after sleeping sleep_s seconds, in marks/<name>. stubborn: its first
+ * attempt records the SIGTERM and runs on until SIGKILL (a later one
+ * ends at once).
  */
 static void
-load_task(const char *name, const char *tier, int preemptible, int sleep_s)
+load_task(const char *name, const char *tier, int preemptible, int sleep_s,
+          int stubborn)
 {
-	char at[32], yaml[2048], dag[64];
+	char at[32], yaml[2048], dag[64], body[160];
 
+	if (stubborn)
+		snprintf(body, sizeof(body),
+		         "      trap 'echo term $AX_ATTEMPT >> $f' TERM\n"
+		         "      if [ \"$AX_ATTEMPT\" = 1 ]; then\n"
+		         "        while :; do sleep 1; done\n"
+		         "      fi\n");
+	else
+		snprintf(body, sizeof(body),
+		         "      trap 'echo term $AX_ATTEMPT >> $f; exit 143' "
+		         "TERM\n"
+		         "      sleep %d & wait\n",
+		         sleep_s);
 	snprintf(dag, sizeof(dag), "e2e.preempt.%s", name);
 	snprintf(yaml, sizeof(yaml),
 	         "kind: DAG\nname: %s\nimpact: %s\n"
@@ -146,11 +161,10 @@ load_task(const char *name, const char *tier, int preemptible, int sleep_s)
 	         "    command: |\n"
 	         "      f=%s/%s\n"
 	         "      echo start $AX_ATTEMPT >> $f\n"
-	         "      trap 'echo term $AX_ATTEMPT >> $f; exit 143' TERM\n"
-	         "      sleep %d & wait\n"
+	         "%s"
 	         "      echo end $AX_ATTEMPT >> $f\n",
 	         dag, tier, ax_e2e_at(1, at, sizeof(at)),
-	         preemptible ? "true" : "false", marks, name, sleep_s);
+	         preemptible ? "true" : "false", marks, name, body);
 	ax_e2e_load(e, name, dag, yaml);
 }
 
@@ -268,13 +282,13 @@ Test(preempt_e2e, at_most_two_preemptions_per_worker_per_minute)
 	setenv("AX_WORKER_SLOTS", "3", 1);
 	start_stack();
 	for (int i = 0; i < 3; i++)
-		load_task(low[i], "P3", 1, 30);
+		load_task(low[i], "P3", 1, 30, 0);
 	for (int i = 0; i < 3; i++)
 		wait_lines(low[i], "start 1", 1, 30);
 	/* three P0 that run 10 s each: two victims, then the limit */
-	load_task("high1", "P0", 0, 10);
-	load_task("high2", "P0", 0, 10);
-	load_task("high3", "P0", 0, 10);
+	load_task("high1", "P0", 0, 10, 0);
+	load_task("high2", "P0", 0, 10, 0);
+	load_task("high3", "P0", 0, 10, 0);
 	ax_e2e_wait(e, 20, "two preemptions",
 	            "SELECT count(*) >= 2 FROM event_log WHERE type = "
 	            "'attempt.preempted'");
@@ -299,15 +313,15 @@ Test(preempt_e2e, a_victim_is_preempted_again_only_two_tiers_up)
 	static const char *const low[] = { "low" };
 
 	start_stack();
-	load_task("low", "P3", 1, 30);
+	load_task("low", "P3", 1, 30, 0);
 	wait_lines("low", "start 1", 1, 30);
 	/* a P2 preempts it once */
-	load_task("mid1", "P2", 0, 0);
+	load_task("mid1", "P2", 0, 0, 0);
 	wait_lines("low", "term 1", 1, 20);
 	wait_lines("mid1", "end 1", 1, 20);
 	wait_lines("low", "start 2", 1, 20);
 	/* another P2 may not: the victim was preempted inside the window */
-	load_task("mid2", "P2", 0, 0);
+	load_task("mid2", "P2", 0, 0, 0);
 	int64_t end = ax_clock_mono_us() + 4 * AX_USEC_PER_SEC;
 	while (ax_clock_mono_us() < end) {
 		cr_assert_eq(terms(low, 1), 1);
@@ -315,7 +329,7 @@ Test(preempt_e2e, a_victim_is_preempted_again_only_two_tiers_up)
 		ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
 	}
 	/* a P0, three tiers up, may */
-	load_task("high", "P0", 0, 0);
+	load_task("high", "P0", 0, 0, 0);
 	wait_lines("low", "term 2", 1, 20);
 	wait_lines("high", "end 1", 1, 20);
 	cr_assert_eq(events_preempted(), 2);
@@ -329,8 +343,6 @@ Test(preempt_e2e, a_victim_is_preempted_again_only_two_tiers_up)
  */
 Test(preempt_e2e, a_victim_that_ignores_sigterm_is_killed_after_the_grace)
 {
-	char yaml[2048], at[32];
-
 	setenv("AX_WORKER_KILL_GRACE", "60s", 1);
 	e = ax_e2e_new(1,
 	               "preemption:\n"
@@ -340,22 +352,7 @@ Test(preempt_e2e, a_victim_that_ignores_sigterm_is_killed_after_the_grace)
 	               "  requeue_jitter: 500ms\n");
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
-	snprintf(yaml, sizeof(yaml),
-	         "kind: DAG\nname: e2e.preempt.stubborn\nimpact: P3\n"
-	         "schedule: {at: \"%s\"}\n"
-	         "tasks:\n"
-	         "  - name: t\n"
-	         "    preemptible: true\n"
-	         "    command: |\n"
-	         "      f=%s/stubborn\n"
-	         "      echo start $AX_ATTEMPT >> $f\n"
-	         "      trap 'echo term $AX_ATTEMPT >> $f' TERM\n"
-	         "      if [ \"$AX_ATTEMPT\" = 1 ]; then\n"
-	         "        while :; do sleep 1; done\n"
-	         "      fi\n"
-	         "      echo end $AX_ATTEMPT >> $f\n",
-	         ax_e2e_at(1, at, sizeof(at)), marks);
-	ax_e2e_load(e, "stubborn", "e2e.preempt.stubborn", yaml);
+	load_task("stubborn", "P3", 1, 0, 1);
 	wait_lines("stubborn", "start 1", 1, 30);
 	load_high();
 	wait_lines("stubborn", "term 1", 1, 20);
