@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "dag_registry.h"
 #include "flow_util.h"
+#include "group_spec.h"
 #include "hooks.h"
 #include "renderer.h"
 #include "store.h"
@@ -152,6 +153,13 @@ resolve(ig_state *st, ig_adm *x)
 	x->ad.admitted_at_us = x->adm->decided_at_us != 0
 	    ? x->adm->decided_at_us
 	    : ax_clock_utc_us();
+	/* a task of several groups: its row names the one it was admitted
+	 * to (what the queue's rebuild reads after a restart) */
+	x->ad.worker_group = rd != NULL && rd->worker_group[0] &&
+	        !ax_group_spec_multi(rd->worker_group) &&
+	        ax_group_spec_multi(x->task->eff.worker_group)
+	    ? rd->worker_group
+	    : NULL;
 }
 
 static ax_err

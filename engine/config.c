@@ -20,6 +20,7 @@
 #include "ax_config.h"
 #include "clock.h"
 #include "log.h"
+#include "group_spec.h"
 #include "resources.h"
 #include "suggest.h"
 
@@ -33,6 +34,7 @@ typedef enum {
 	CFG_NAME,    /* one name: letters, digits, '_', '.', '-' */
 	CFG_NAMES,   /* names: a YAML list, or "a, b" */
 	CFG_AMOUNTS, /* name -> amount: a YAML mapping, or "a=1, b=2" */
+	CFG_LABELS,  /* key -> value: a YAML mapping, or "a=x, b=y" */
 } cfg_type;
 
 typedef struct {
@@ -140,6 +142,10 @@ static const cfg_key cfg_keys[] = {
 	  "named resources this worker offers to tasks, e.g. {gpu: 2} "
 	  "(whole amounts; tasks declaring resources: {gpu: 1} are admitted "
 	  "only where enough is free)" },
+	{ "worker.labels", CFG_LABELS, "",
+	  "labels of this worker, e.g. {gpu: a100, zone: east}: a task whose "
+	  "worker_group is {labels: {...}} may run in a group whose every "
+	  "live worker carries them" },
 	{ "worker.server", CFG_ADDRESS, "tcp://127.0.0.1:7710",
 	  "queue service address" },
 	{ "worker.heartbeat", CFG_DURATION, "2s", "heartbeat interval" },
@@ -231,6 +237,10 @@ static const cfg_key cfg_keys[] = {
 	  "slots assumed for a worker group before its first report" },
 	{ "resources.default_pool_slots", CFG_INT, "16",
 	  "slots of a named pool that is not in the pools table" },
+	{ "resources.group_cost", CFG_AMOUNTS, "",
+	  "cost weight per worker group in percent, e.g. {gpu-cloud: 150} "
+	  "(default 100): a task that may run in several groups goes where "
+	  "cost x (100 + water level %) is lowest" },
 	/* Peak shaving (engine/shaving.h): spreads a burst of low-tier work
 	 * instead of landing it on the databases its tasks use at once. Too
 	 * low a threshold or too long a delay makes low tiers late for
@@ -400,6 +410,13 @@ check_value(const cfg_key *k, const char *v)
 		ax_res_set set;
 		return ax_res_parse(v, k->key, &set);
 	}
+	case CFG_LABELS: {
+		ax_label lab[AX_LABELS_MAX];
+		size_t   n;
+		if (ax_labels_parse(v, k->key, lab, AX_LABELS_MAX, &n) != AX_OK)
+			return ax_err_set(AX_ECONFIG, "key %s", ax_err_detail());
+		return AX_OK;
+	}
 	case CFG_LEVEL:
 		if (ax_log_level_parse(v) < 0)
 			return ax_err_set(
@@ -500,7 +517,7 @@ static int
 is_amounts_key(const char *key)
 {
 	const cfg_key *k = find_key(key, NULL);
-	return k != NULL && k->type == CFG_AMOUNTS;
+	return k != NULL && (k->type == CFG_AMOUNTS || k->type == CFG_LABELS);
 }
 
 /* Sets an amounts key from a YAML mapping of scalars ("a=1, b=2"). */
@@ -520,9 +537,11 @@ set_amounts(ax_config *cfg, yaml_document_t *doc, yaml_node_t *map,
 		    vn->type != YAML_SCALAR_NODE)
 			return ax_err_set(
 			    AX_ECONFIG,
-			    "key '%s': write a mapping of names to whole "
-			    "amounts, e.g. {gpu: 2}",
-			    key);
+			    "key '%s': write a mapping of names to %s",
+			    key,
+			    find_key(key, NULL)->type == CFG_LABELS
+			        ? "plain values, e.g. {gpu: a100}"
+			        : "whole amounts, e.g. {gpu: 2}");
 		len += kn->data.scalar.length + vn->data.scalar.length + 3;
 	}
 	if ((buf = calloc(1, len)) == NULL)
@@ -835,7 +854,8 @@ ax_config_describe(void *file)
 {
 	static const char *const types[] = { "string", "int",     "duration",
 		                             "bool",   "address", "level",
-		                             "name",   "names",   "amounts" };
+		                             "name",   "names",   "amounts",
+		                             "labels" };
 	FILE                    *f       = file;
 	for (size_t i = 0; i < N_KEYS; i++) {
 		char env[128];

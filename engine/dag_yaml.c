@@ -25,6 +25,7 @@
 
 #include "clock.h"
 #include "dag_params.h"
+#include "group_spec.h"
 #include "resources.h"
 #include "suggest.h"
 
@@ -988,6 +989,131 @@ parse_routing(ld *l, yaml_node_t *v, ax_task_spec *s)
 	map_fini(&m);
 }
 
+/*
+ * worker_group: a name, a list of names (any of them) or {labels: {k: v}}
+ * (any group whose workers carry them), stored as the text of
+ * engine/group_spec.h ("a", "a,b", "k=v,k2=v2").
+ */
+static void
+parse_group(ld *l, yaml_node_t *v, ax_task_spec *s)
+{
+	ax_group_spec g;
+	char          buf[AX_GSPEC_MAX * (2 * AX_LABEL_MAX + 2) + 1];
+	size_t        off = 0;
+	map           m;
+
+	buf[0] = '\0';
+	if (v->type == YAML_SCALAR_NODE && !is_null(v)) {
+		if (ax_group_spec_parse(sval(v), &g) != AX_OK) {
+			ERR(l, node_pos(l, v), "%s", ax_err_detail());
+			return;
+		}
+		s->worker_group = adup(l, v);
+		s->set |= AX_TF_GROUP;
+		return;
+	}
+	if (v->type == YAML_SEQUENCE_NODE) {
+		size_t cnt = (size_t) (v->data.sequence.items.top -
+		                       v->data.sequence.items.start);
+		if (cnt == 0 || cnt > AX_GSPEC_MAX) {
+			ERR(l, node_pos(l, v),
+			    "'worker_group' lists %zu groups; list 1 to %d",
+			    cnt, AX_GSPEC_MAX);
+			return;
+		}
+		for (yaml_node_item_t *i = v->data.sequence.items.start;
+		     i < v->data.sequence.items.top; i++) {
+			yaml_node_t *e = node(l, *i);
+			if (e == NULL)
+				return;
+			if (e->type != YAML_SCALAR_NODE || is_null(e) ||
+			    !ax_group_name_ok(sval(e))) {
+				ERR(l, node_pos(l, e),
+				    "items of 'worker_group' must be group "
+				    "names (letters, digits, '_', '.', '-', "
+				    "':', up to %d), got %s",
+				    AX_GROUP_NAME_MAX,
+				    e->type == YAML_SCALAR_NODE && !is_null(e)
+				        ? sval(e)
+				        : what(e));
+				return;
+			}
+			off += (size_t) snprintf(buf + off, sizeof(buf) - off,
+			                         "%s%s", off > 0 ? "," : "",
+			                         sval(e));
+		}
+	} else if (v->type == YAML_MAPPING_NODE) {
+		yaml_node_t *lv;
+		map          lm;
+		int          unknown = 0;
+		if (map_load(l, v, "worker_group", &m) != 0)
+			return;
+		for (size_t i = 0; i < m.n; i++)
+			if (strcmp(sval(m.p[i].k), "labels") != 0) {
+				ERR(l, node_pos(l, m.p[i].k),
+				    "unknown key '%s' in worker_group; write "
+				    "{labels: {key: value}} to select groups "
+				    "by their workers' labels",
+				    sval(m.p[i].k));
+				unknown++;
+			}
+		lv = get(&m, "labels");
+		if (lv == NULL) {
+			if (unknown > 0) {
+				map_fini(&m);
+				return;
+			}
+			ERR(l, m.pos,
+			    "worker_group: write {labels: {key: value}} to "
+			    "select groups by their workers' labels");
+			map_fini(&m);
+			return;
+		}
+		if (map_load(l, lv, "worker_group labels", &lm) != 0) {
+			map_fini(&m);
+			return;
+		}
+		for (size_t i = 0; i < lm.n && i < AX_GSPEC_MAX; i++) {
+			yaml_node_t *e = lm.p[i].v;
+			if (e->type != YAML_SCALAR_NODE || is_null(e)) {
+				ERR(l, node_pos(l, e),
+				    "label '%s' of worker_group must have a "
+				    "plain value, got %s",
+				    sval(lm.p[i].k), what(e));
+				continue;
+			}
+			off += (size_t) snprintf(buf + off, sizeof(buf) - off,
+			                         "%s%s=%s", off > 0 ? "," : "",
+			                         sval(lm.p[i].k), sval(e));
+		}
+		if (lm.n == 0 || lm.n > AX_GSPEC_MAX)
+			ERR(l, node_pos(l, lv),
+			    "worker_group labels: give 1 to %d labels, got "
+			    "%zu",
+			    AX_GSPEC_MAX, lm.n);
+		map_fini(&lm);
+		map_fini(&m);
+	} else {
+		ERR(l, node_pos(l, v),
+		    "'worker_group' must be a group name, a list of them or "
+		    "{labels: {key: value}}, got %s",
+		    is_null(v) ? "null" : what(v));
+		return;
+	}
+	if (off == 0 || off >= sizeof(buf))
+		return; /* reported above */
+	if (ax_group_spec_parse(buf, &g) != AX_OK) {
+		ERR(l, node_pos(l, v), "%s", ax_err_detail());
+		return;
+	}
+	char *t = ax_dagset_alloc(l->set, off + 1);
+	if (t == NULL)
+		return;
+	memcpy(t, buf, off + 1);
+	s->worker_group = t;
+	s->set |= AX_TF_GROUP;
+}
+
 /* Parses the spec keys of m (the caller checked which keys m may hold). */
 static void
 parse_spec(ld *l, const map *m, ax_task_spec *s)
@@ -1006,8 +1132,8 @@ parse_spec(ld *l, const map *m, ax_task_spec *s)
 		s->channel = (ax_channel) x;
 		s->set |= AX_TF_CHANNEL;
 	}
-	if (get_str(l, m, "worker_group", &s->worker_group, NULL) == 1)
-		s->set |= AX_TF_GROUP;
+	if ((v = get(m, "worker_group")) != NULL)
+		parse_group(l, v, s);
 	if (get_str(l, m, "pool", &s->pool, NULL) == 1)
 		s->set |= AX_TF_POOL;
 	if ((v = get(m, "retries")) != NULL)

@@ -44,8 +44,8 @@ col_str(PGresult *r, int row, int col, char *buf, size_t len)
  * cleared. */
 #define SQL_ADMIT_INSERT                                                      \
 	"WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], "          \
-	"$3::int[], $4::bigint[], $5::bigint[], $6::text[]) "                 \
-	"AS u(iid, rid, num, due, adm, was)), "                               \
+	"$3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::text[]) "     \
+	"AS u(iid, rid, num, due, adm, was, wg)), "                           \
 	"ins AS (INSERT INTO attempts (run_id, instance_id, number, due_at, " \
 	"admitted_at) SELECT rid::uuid, iid, num, ax_ts(due), ax_ts(adm) "    \
 	"FROM u ORDER BY iid ON CONFLICT DO NOTHING RETURNING instance_id), " \
@@ -53,7 +53,8 @@ col_str(PGresult *r, int row, int col, char *buf, size_t len)
 	"try_number = greatest(t.try_number, u.num), state = 'READY', "       \
 	"reason = CASE WHEN u.was = 'READY' THEN t.reason END, "              \
 	"ready_at = CASE WHEN u.was = 'READY' THEN t.ready_at ELSE now() "    \
-	"END, ended_at = NULL, updated_at = now() FROM u "                    \
+	"END, ended_at = NULL, worker_group = coalesce(u.wg, t.worker_group), " \
+	"updated_at = now() FROM u "                                          \
 	"WHERE t.id = u.iid AND t.state = u.was RETURNING t.id) "             \
 	"SELECT instance_id FROM ins"
 
@@ -152,8 +153,8 @@ admit_tx(ax_store *s, void *arg)
 			b->new_idx[nn++] = i;
 	if (nn == 0)
 		return AX_OK;
-	ax_sqlarr   a[6];
-	const char *p[6];
+	ax_sqlarr   a[7];
+	const char *p[7];
 	PGresult   *r = NULL;
 	memset(a, 0, sizeof(a));
 	for (size_t k = 0; k < nn; k++) {
@@ -164,12 +165,13 @@ admit_tx(ax_store *s, void *arg)
 		ax_sqlarr_int(&a[3], x->due_at_us);
 		ax_sqlarr_int(&a[4], x->admitted_at_us);
 		ax_sqlarr_text(&a[5], ax_state_name(x->state_before));
+		ax_sqlarr_text(&a[6], x->worker_group);
 	}
-	rv = ax_sqlarr_end_all(a, p, 6);
+	rv = ax_sqlarr_end_all(a, p, 7);
 	if (rv == AX_OK)
 		rv =
-		    ax_store_query_prepared(s, "ax_sa.admit_insert", 6, p, &r);
-	ax_sqlarr_fini_all(a, 6);
+		    ax_store_query_prepared(s, "ax_sa.admit_insert", 7, p, &r);
+	ax_sqlarr_fini_all(a, 7);
 	if (rv != AX_OK)
 		return rv;
 	/* The rows are locked, so a conflict means an attempt numbered
@@ -198,7 +200,7 @@ ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 	if ((rv = ax_store_prepare_once(s, "ax_sa.admit_lock", SQL_ADMIT_LOCK,
 	                                1)) != AX_OK ||
 	    (rv = ax_store_prepare_once(s, "ax_sa.admit_insert",
-	                                SQL_ADMIT_INSERT, 6)) != AX_OK)
+	                                SQL_ADMIT_INSERT, 7)) != AX_OK)
 		return rv;
 	b.first   = malloc(sizeof(size_t) * n);
 	b.new_idx = malloc(sizeof(size_t) * n);

@@ -63,6 +63,9 @@ typedef struct ax_store_admit_row {
 	int64_t instance_id;
 	int64_t due_at_us;      /* theoretical start of the attempt, UTC us */
 	int64_t admitted_at_us; /* decision time, UTC us */
+	/* the worker group it was admitted to, written on its row when the
+	 * task may run in several (NULL: the row's stays) */
+	const char *worker_group;
 	/* out */
 	ax_admit_action action;
 	ax_ti_state     state_before; /* instance state found */

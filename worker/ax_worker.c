@@ -196,6 +196,7 @@ main(int argc, char **argv)
 		.memory_bytes =
 		    ax_config_int(cfg, "worker.memory_mb") * (1LL << 20),
 		.resources    = ax_config_str(cfg, "worker.resources"),
+		.labels       = ax_config_str(cfg, "worker.labels"),
 		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),

@@ -473,6 +473,8 @@ send_register(ax_worker *w)
 	Ax__Register                  reg = AX__REGISTER__INIT;
 	Ax__Register__ResourcesEntry  resv[AX_RES_MAX];
 	Ax__Register__ResourcesEntry *resp[AX_RES_MAX];
+	Ax__Register__LabelsEntry     labv[AX_LABELS_MAX];
+	Ax__Register__LabelsEntry    *labp[AX_LABELS_MAX];
 	char                         *types[] = { "bash", "noop" };
 	char **running  = calloc(w->nrun + w->nores + 1, sizeof(char *));
 	size_t nrunning = 0;
@@ -505,6 +507,15 @@ send_register(ax_worker *w)
 		resv[i] = e;
 		resp[i] = &resv[i];
 	}
+	for (size_t i = 0; i < w->nlabels; i++) {
+		Ax__Register__LabelsEntry e = AX__REGISTER__LABELS_ENTRY__INIT;
+		e.key                       = w->labels[i].key;
+		e.value                     = w->labels[i].value;
+		labv[i]                     = e;
+		labp[i]                     = &labv[i];
+	}
+	reg.n_labels          = w->nlabels;
+	reg.labels            = labp;
 	reg.version           = AX_VERSION;
 	reg.n_task_types      = 2;
 	reg.task_types        = types;
@@ -1125,10 +1136,17 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 	if (ax_res_parse(o->resources ? o->resources : "", "worker.resources",
 	                 &res) != AX_OK)
 		return ax_err_set(AX_EINVAL, "worker: %s", ax_err_detail());
+	ax_label lab[AX_LABELS_MAX];
+	size_t   nlab;
+	if (ax_labels_parse(o->labels, "worker.labels", lab, AX_LABELS_MAX,
+	                    &nlab) != AX_OK)
+		return ax_err_set(AX_EINVAL, "worker: %s", ax_err_detail());
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		return ax_err_set(AX_ENOMEM, "worker");
 	w->o    = *o;
 	w->res  = res;
+	memcpy(w->labels, lab, nlab * sizeof(lab[0]));
+	w->nlabels = nlab;
 	w->evfd = -1;
 	/* what the machine has, unless the configuration offers less (a
 	 * machine shared with other services) */

@@ -80,6 +80,8 @@ typedef struct ax_worker_opts {
 	int64_t     memory_bytes; /* offered to tasks; 0: physical memory */
 	const char *resources;    /* worker.resources, "gpu=2, ssd=1"; NULL or
 	                             "": none */
+	const char *labels;       /* worker.labels, "gpu=a100, zone=east";
+	                             NULL or "": none */
 	int64_t     heartbeat_us; /* heartbeat period */
 	int64_t     kill_grace_us;  /* TERM -> KILL when a dispatch says 0 */
 	int64_t     poll_us;        /* long-poll length; 0: 10 s */

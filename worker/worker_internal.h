@@ -17,6 +17,7 @@
 
 #include "ax_err.h"
 #include "executor.h"
+#include "group_spec.h"
 #include "resources.h"
 #include "task_env.h"
 #include "worker.pb-c.h"
@@ -99,6 +100,8 @@ typedef struct wstarted {
 struct ax_worker {
 	ax_worker_opts o;
 	ax_res_set     res; /* named resources offered (o.resources) */
+	ax_label       labels[AX_LABELS_MAX]; /* o.labels */
+	size_t         nlabels;
 	char           id[256];
 	char           host[128];
 	char           log_dir[1024];

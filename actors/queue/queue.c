@@ -438,6 +438,7 @@ queue_fini(void *state)
 		while ((w = ax_hmap_iter_next(&it)) != NULL) {
 			ax_heap_fini(&w->personal);
 			free(w->doubt_host);
+			free(w->labels);
 			free(w->hostname);
 			free(w->id);
 			free(w);
@@ -448,6 +449,7 @@ queue_fini(void *state)
 				ax_heap_fini(&g->heaps[ch]);
 			ax_heap_fini(&g->unrouted);
 			ax_routing_ring_fini(&g->ring);
+			free(g->sent_labels);
 			free(g->name);
 			free(g);
 		}

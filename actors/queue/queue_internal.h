@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "group_spec.h"
 #include "heap.h"
 #include "hist.h"
 #include "hmap.h"
@@ -126,6 +127,8 @@ struct qworker {
 	int64_t      used_cpu, used_mem;      /* declared by its attempts */
 	int          refit; /* cpu or memory freed: look at its Pull again */
 	ax_res_set   res;   /* named resources offered (Register) */
+	ax_label    *labels; /* worker.labels (Register; malloc'd) */
+	size_t       nlabels;
 	char        *hostname;
 	int32_t      pid;
 	int64_t      lease_mono, registered_at_us, heartbeat_at_us;
@@ -168,6 +171,7 @@ struct qgroup {
 	int32_t          sent_total, sent_free, sent_p0;
 	int64_t          sent_cpu, sent_mem;
 	ax_res_set       sent_res; /* named resources last sent */
+	char            *sent_labels; /* labels text last sent (malloc'd) */
 	int              cap_dirty, cap_sent;
 	ax_list_node     cn; /* q->cap_dirty (cap_dirty) */
 	/* last published (queue_stats.c): depth per channel, slots */

@@ -77,6 +77,37 @@ res_same(const ax_res_set *a, const ax_res_set *b)
 	return 1;
 }
 
+/*
+ * The labels every live, not draining member of g carries with the same
+ * value, as canonical text (engine/group_spec.h) in buf: what a task's
+ * label selector is matched against, so that any member the queue hands
+ * its attempt to satisfies it. "" when g has no such member.
+ */
+static const char *
+common_labels(const qgroup *g, char *buf, size_t len)
+{
+	ax_label have[AX_LABELS_MAX];
+	size_t   n = 0, first = 1;
+
+	for (ax_list_node *m = g->members.head; m != NULL; m = m->next) {
+		const qworker *w = QWORKER(m, gn);
+		if (w->draining)
+			continue;
+		if (first) {
+			n = w->nlabels < AX_LABELS_MAX ? w->nlabels : AX_LABELS_MAX;
+			memcpy(have, w->labels, n * sizeof(have[0]));
+			first = 0;
+			continue;
+		}
+		for (size_t i = 0; i < n;) /* keeps those w has too */
+			if (ax_labels_match(&have[i], 1, w->labels, w->nlabels))
+				i++;
+			else
+				have[i] = have[--n];
+	}
+	return ax_labels_text(have, n, buf, len);
+}
+
 /* Sends WorkerCapacity for every group whose totals changed in this
  * batch (coalesced: one per group per batch). */
 void
@@ -103,10 +134,13 @@ axq_cap_flush(ax_queue *q)
 				                  w->res.v[i].amount);
 			free_ += w->slots > w->used ? w->slots - w->used : 0;
 		}
+		char        ltext[AX_LABELS_MAX * (2 * AX_LABEL_MAX + 2) + 1];
+		const char *labels = common_labels(g, ltext, sizeof(ltext));
 		if (g->cap_sent && total == g->sent_total &&
 		    free_ == g->sent_free && p0 == g->sent_p0 &&
 		    cpu == g->sent_cpu && mem == g->sent_mem &&
-		    res_same(&res, &g->sent_res))
+		    res_same(&res, &g->sent_res) &&
+		    strcmp(labels, g->sent_labels ? g->sent_labels : "") == 0)
 			continue;
 		Ax__Command        cmd = AX__COMMAND__INIT;
 		Ax__WorkerCapacity wc  = AX__WORKER_CAPACITY__INIT;
@@ -132,7 +166,29 @@ axq_cap_flush(ax_queue *q)
 		}
 		wc.n_resources = (size_t) res.n;
 		wc.resources   = ep;
+		ax_label                         lab[AX_LABELS_MAX];
+		Ax__WorkerCapacity__LabelsEntry  lv[AX_LABELS_MAX];
+		Ax__WorkerCapacity__LabelsEntry *lp[AX_LABELS_MAX];
+		size_t                           nl = 0;
+		(void) ax_labels_parse(labels, "labels", lab, AX_LABELS_MAX, &nl);
+		for (size_t i = 0; i < nl; i++) {
+			Ax__WorkerCapacity__LabelsEntry e =
+			    AX__WORKER_CAPACITY__LABELS_ENTRY__INIT;
+			e.key   = lab[i].key;
+			e.value = lab[i].value;
+			lv[i]   = e;
+			lp[i]   = &lv[i];
+		}
+		wc.n_labels = nl;
+		wc.labels   = lp;
 		axq_send_cmd(q, AX_A_RESOURCE_DETECTOR, &cmd);
+		if (strcmp(labels, g->sent_labels ? g->sent_labels : "") != 0) {
+			char *t = strdup(labels);
+			if (t != NULL) { /* else: sent again next flush */
+				free(g->sent_labels);
+				g->sent_labels = t;
+			}
+		}
 		g->cap_sent   = 1;
 		g->sent_total = total;
 		g->sent_free  = free_;
@@ -144,6 +200,36 @@ axq_cap_flush(ax_queue *q)
 }
 
 /* -------------------------------------------------------------- workers */
+
+/* w's labels from its Register (checked: at most AX_WPROTO_LABELS_MAX;
+ * a label that is not a valid key=value pair, or past AX_LABELS_MAX, is
+ * left out: it can only make a selector match fewer groups). */
+static void
+labels_set(qworker *w, const Ax__Register *r)
+{
+	free(w->labels);
+	w->labels  = NULL;
+	w->nlabels = 0;
+	if (r->n_labels == 0 ||
+	    (w->labels = calloc(r->n_labels < AX_LABELS_MAX ? r->n_labels
+	                                                     : AX_LABELS_MAX,
+	                        sizeof(ax_label))) == NULL)
+		return;
+	for (size_t i = 0; i < r->n_labels && w->nlabels < AX_LABELS_MAX; i++) {
+		char   t[2 * AX_LABEL_MAX + 4];
+		size_t n;
+		if (r->labels[i]->key == NULL || r->labels[i]->value == NULL ||
+		    strchr(r->labels[i]->key, ',') != NULL ||
+		    strchr(r->labels[i]->value, ',') != NULL)
+			continue;
+		snprintf(t, sizeof(t), "%s=%s", r->labels[i]->key,
+		         r->labels[i]->value);
+		if (ax_labels_parse(t, "labels", &w->labels[w->nlabels], 1,
+		                    &n) == AX_OK &&
+		    n == 1)
+			w->nlabels++;
+	}
+}
 
 static void
 db_mark(ax_queue *q, qworker *w, const char *state, int urgent)
@@ -504,6 +590,7 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 	for (size_t i = 0; i < r->n_resources; i++) /* checked: <= max */
 		(void) ax_res_add(&w->res, r->resources[i]->key,
 		                  r->resources[i]->value);
+	labels_set(w, r);
 	w->session = ++q->session_ctr ^ ((uint64_t) ax_clock_utc_us() << 20);
 	if (w->session == 0)
 		w->session = 1;

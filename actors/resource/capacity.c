@@ -28,14 +28,32 @@ axrd_group_get(rd_state *st, const char *name)
 	rd_group *g = ax_strmap_get(st->groups, name);
 	if (g != NULL)
 		return g;
-	if ((g = calloc(1, sizeof(*g))) == NULL)
-		return NULL;
-	g->agg = -1;
-	if (ax_strmap_put(st->groups, name, g) != AX_OK) {
+	if ((g = calloc(1, sizeof(*g))) == NULL ||
+	    (g->name = strdup(name)) == NULL) {
 		free(g);
 		return NULL;
 	}
+	g->agg  = -1;
+	g->cost = ax_res_get(&st->costs, name);
+	if (g->cost <= 0)
+		g->cost = 100;
+	if (ax_strmap_put(st->groups, name, g) != AX_OK) {
+		axrd_group_free(g);
+		return NULL;
+	}
+	st->group_gen++; /* a selector may match it once it reports */
 	return g;
+}
+
+void
+axrd_group_free(void *p)
+{
+	rd_group *g = p;
+	if (g == NULL)
+		return;
+	free(g->labels);
+	free(g->name);
+	free(g);
 }
 
 /*
@@ -132,15 +150,24 @@ res_fits(int64_t need, int64_t used, int64_t total)
 const char *
 axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 {
-	const rd_group *g      = l->group;
-	const rd_pool  *p      = l->pool;
-	int64_t         lim    = axrd_group_limit(st, g);
-	int64_t         pslots = p != NULL ? p->slots : 0, cs = -1;
-	const char     *named;
+	rd_group *g;
+	return axrd_lane_pick(st, l, it, &g);
+}
+
+/* What keeps it from its admission to group g through lane l (the
+ * holds of axrd_lane_hold, for one group), or NULL. */
+const char *
+axrd_group_hold(const rd_state *st, const rd_lane *l, const rd_group *g,
+                const rd_item *it)
+{
+	const rd_pool *p      = l->pool;
+	int64_t        lim    = axrd_group_limit(st, g);
+	int64_t        pslots = p != NULL ? p->slots : 0, cs = -1;
+	const char    *named;
 
 	/* a pushed water level at the hold: no P1..P3 (see shave.c) */
 	if (!l->p0 && st->hold_pct > 0 && st->npressure > 0 &&
-	    axrd_level(st, l, ax_clock_utc_us()) >= st->hold_pct)
+	    axrd_group_level(st, g, p, ax_clock_utc_us()) >= st->hold_pct)
 		return "pressure";
 	if (g->used + it->slots > lim && !(g->used == 0 && lim > 0))
 		return "group_slots";
@@ -182,18 +209,21 @@ axrd_lane_hold(const rd_state *st, const rd_lane *l, const rd_item *it)
 void
 axrd_unuse(rd_item *it)
 {
-	if (it->state != RD_ADMITTED)
+	rd_group *g = it->group;
+
+	if (it->state != RD_ADMITTED || g == NULL)
 		return;
-	it->lane->group->used -= it->slots;
-	it->lane->group->used_cpu -= it->cpu;
-	it->lane->group->used_mem -= it->mem;
+	g->used -= it->slots;
+	g->used_cpu -= it->cpu;
+	g->used_mem -= it->mem;
 	for (int i = 0; i < it->nneed; i++) /* removes: cannot fail */
-		(void) ax_res_add(&it->lane->group->used_res, it->need[i].name,
+		(void) ax_res_add(&g->used_res, it->need[i].name,
 		                  -it->need[i].amount);
 	if (it->lane->pool != NULL)
 		it->lane->pool->used -= it->slots;
+	it->group = NULL;
 	if (!it->lane->p0) {
-		it->lane->group->used_low -= it->slots;
+		g->used_low -= it->slots;
 		if (it->lane->pool != NULL)
 			it->lane->pool->used_low -= it->slots;
 	}
@@ -207,11 +237,9 @@ axrd_unuse(rd_item *it)
  * hold every item behind it, so it is blocked (WAIT_RESOURCE
  * unoffered=<name>) and checked again with the blocked items.
  */
-const char *
-axrd_unoffered(const rd_state *st, const rd_lane *l, const rd_item *it)
+static const char *
+group_unoffered(const rd_group *g, const rd_item *it)
 {
-	const rd_group *g = l->group;
-	(void) st;
 	if (it->nneed == 0 || (g->agg < 0 && g->nworker == 0))
 		return NULL;
 	const ax_res_set *offer = g->agg >= 0 ? &g->agg_res : &g->workers_res;
@@ -219,6 +247,32 @@ axrd_unoffered(const rd_state *st, const rd_lane *l, const rd_item *it)
 		if (ax_res_get(offer, it->need[i].name) <= 0)
 			return it->need[i].name;
 	return NULL;
+}
+
+/*
+ * The same for a lane of several groups: NULL when one of them may offer
+ * all it declares; "worker_group" when none of them has capacity (a
+ * label selector no group's workers match yet), else the first resource
+ * the first group lacks.
+ */
+const char *
+axrd_unoffered(const rd_state *st, const rd_lane *l, const rd_item *it)
+{
+	const char *first = NULL;
+
+	(void) st;
+	if (l->spec == NULL)
+		return group_unoffered(l->group, it);
+	if (l->ncand == 0)
+		return "worker_group";
+	for (size_t i = 0; i < l->ncand; i++) {
+		const char *r = group_unoffered(l->cand[i], it);
+		if (r == NULL)
+			return NULL;
+		if (first == NULL)
+			first = r;
+	}
+	return first;
 }
 
 /* The named resources of a capacity report (none when it is not alive;
@@ -234,6 +288,42 @@ res_from(ax_res_set *out, const Ax__WorkerCapacity *wc)
 			                  wc->resources[i]->value);
 }
 
+/* The common labels of an aggregate report (a bad one is left out: it
+ * can only make a selector match fewer groups); a change makes the
+ * selectors look again (st->group_gen). */
+static void
+labels_from(rd_state *st, rd_group *g, const Ax__WorkerCapacity *wc)
+{
+	size_t    n   = wc->alive ? wc->n_labels : 0;
+	ax_label *lab = n > 0 ? calloc(n, sizeof(*lab)) : NULL;
+	size_t    k   = 0;
+
+	for (size_t i = 0; lab != NULL && i < n; i++) {
+		char   t[2 * AX_LABEL_MAX + 4];
+		size_t one;
+		if (wc->labels[i]->key == NULL || wc->labels[i]->value == NULL ||
+		    strchr(wc->labels[i]->key, ',') != NULL ||
+		    strchr(wc->labels[i]->value, ',') != NULL)
+			continue;
+		snprintf(t, sizeof(t), "%s=%s", wc->labels[i]->key,
+		         wc->labels[i]->value);
+		if (ax_labels_parse(t, "labels", &lab[k], 1, &one) == AX_OK &&
+		    one == 1)
+			k++;
+	}
+	int same = k == g->nlabels;
+	for (size_t i = 0; same && i < k; i++)
+		same = ax_labels_match(&lab[i], 1, g->labels, g->nlabels);
+	if (same) {
+		free(lab);
+		return;
+	}
+	free(g->labels);
+	g->labels  = lab;
+	g->nlabels = k;
+	st->group_gen++;
+}
+
 void
 axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 {
@@ -244,6 +334,8 @@ axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 	if (g == NULL)
 		return;
 	if (wc->worker_id[0] == '\0') {
+		if ((g->agg > 0) != (wc->alive && wc->slots_total > 0))
+			st->group_gen++; /* a selector's candidates change */
 		g->agg = wc->alive ? wc->slots_total : 0;
 		g->agg_p0 =
 		    wc->alive && wc->reserved_p0 > 0 ? wc->reserved_p0 : 0;
@@ -252,6 +344,7 @@ axrd_on_capacity(rd_state *st, const Ax__WorkerCapacity *wc)
 		g->agg_mem =
 		    wc->alive && wc->memory_bytes > 0 ? wc->memory_bytes : 0;
 		res_from(&g->agg_res, wc);
+		labels_from(st, g, wc);
 		return;
 	}
 	snprintf(key, sizeof(key), "%s\x1f%s", gname, wc->worker_id);

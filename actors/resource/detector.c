@@ -95,7 +95,7 @@ need_add(rd_item *it, size_t n, const char *name, int64_t amount)
  * one read), else P2, the DAG format's default impact, and no resources.
  */
 static void
-item_profile(const rd_state *st, rd_item *it)
+item_profile(const rd_state *st, rd_item *it, char *spec, size_t len)
 {
 	const Ax__InstanceReady *ready = it->ready;
 	const char              *s     = ready->impact;
@@ -121,6 +121,10 @@ item_profile(const rd_state *st, rd_item *it)
 		return;
 	const ax_task *k = ax_dag_entry_task(e, ready->instance->task);
 	it->tier         = (int8_t) e->dag->impact;
+	if (k != NULL && ax_group_spec_multi(k->eff.worker_group))
+		/* a retry or a held attempt names the group it was admitted
+		 * to: it may go to any of its task's groups again */
+		snprintf(spec, len, "%s", k->eff.worker_group);
 	if (k != NULL) {
 		it->cpu = k->eff.cpu_milli;
 		it->mem = k->eff.memory_bytes;
@@ -179,10 +183,14 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	it->trace = trace != NULL && trace[0] != '\0' ? strdup(trace) : NULL;
 	it->seq   = st->seq++;
 	it->slots = ready->slots > 0 ? ready->slots : 1;
-	item_profile(st, it);
-	it->lane = axrd_lane_get(
-	    st, ready->worker_group[0] ? ready->worker_group : "default",
-	    ready->pool, it->tier == AX_IMPACT_P0);
+	char spec[AX_GSPEC_MAX * (2 * AX_LABEL_MAX + 2) + 1];
+	spec[0] = '\0';
+	item_profile(st, it, spec, sizeof(spec));
+	it->lane = axrd_lane_get(st,
+	                         spec[0]                 ? spec
+	                         : ready->worker_group[0] ? ready->worker_group
+	                                                  : "default",
+	                         ready->pool, it->tier == AX_IMPACT_P0);
 	if (it->lane == NULL ||
 	    ax_strmap_put(st->items, it->key, it) != AX_OK) {
 		item_free(it);
@@ -300,16 +308,20 @@ static void
 why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
             const char **reason)
 {
-	const rd_lane *l = it->lane;
-	const char    *by;
-	char           g[300], p[300], until[48];
-	int64_t        now = ax_clock_utc_us(), u;
+	const rd_lane  *l = it->lane;
+	const rd_group *gr;
+	rd_group       *hg = NULL;
+	const char     *by;
+	char            g[300], p[300], until[48];
+	int64_t         now = ax_clock_utc_us(), u;
 
 	g[0] = p[0] = '\0';
-	ax_json_escape(g, 0, sizeof(g), l->gname);
+	by          = st->backpressured ? "backpressure"
+	                                : axrd_lane_pick(st, l, it, &hg);
+	gr          = hg != NULL ? hg : l->group;
+	ax_json_escape(g, 0, sizeof(g), gr->name);
 	ax_json_escape(p, 0, sizeof(p), l->pname);
 	*reason = st->backpressured ? "BACKPRESSURE_DELAYED" : "WAIT_RESOURCE";
-	by = st->backpressured ? "backpressure" : axrd_lane_hold(st, l, it);
 	until[0] = '\0';
 	if (by != NULL && strcmp(by, "pressure") == 0 &&
 	    (u = axrd_level_until(st, l, now)) > 0) {
@@ -328,13 +340,13 @@ why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
 	         "\"level_pct\":%d,\"until\":%s,\"calendar_slots\":%lld}",
 	         ax_impact_name((ax_impact) it->tier),
 	         by != NULL ? by : "queue_order", g,
-	         (long long) l->group->used, (long long) l->group->used_low,
-	         (long long) axrd_group_limit(st, l->group), p,
+	         (long long) gr->used, (long long) gr->used_low,
+	         (long long) axrd_group_limit(st, gr), p,
 	         (long long) (l->pool ? l->pool->used : 0),
 	         (long long) (l->pool ? l->pool->slots : 0),
 	         (long long) (l->pool ? l->pool->reserve_p0 : 0), it->slots,
-	         (long long) it->cpu, (long long) l->group->used_cpu,
-	         (long long) it->mem, (long long) l->group->used_mem,
+	         (long long) it->cpu, (long long) gr->used_cpu,
+	         (long long) it->mem, (long long) gr->used_mem,
 	         axrd_level(st, l, now), until[0] ? until : "null",
 	         (long long) axrd_calendar_slots(l, now));
 }
@@ -354,20 +366,39 @@ axrd_admit(ax_actor *self, rd_state *st, rd_item *it)
 	cmd.issued_at_us  = adm.decided_at_us;
 	if (it->trace != NULL)
 		cmd.trace_id = it->trace;
+	rd_group *g = NULL;
+	if (it->lane->spec != NULL) {
+		/* one of several groups: the admission names it, and so do
+		 * the rows and the queue from here on */
+		if (axrd_lane_pick(st, it->lane, it, &g) != NULL || g == NULL)
+			g = it->lane->cand != NULL && it->lane->ncand > 0
+			    ? it->lane->cand[0]
+			    : it->lane->group;
+		char *name = strdup(g->name);
+		if (name == NULL)
+			return AX_ENOMEM;
+		if (it->ready->worker_group != NULL &&
+		    it->ready->worker_group != protobuf_c_empty_string)
+			free(it->ready->worker_group);
+		it->ready->worker_group = name;
+	} else {
+		g = it->lane->group;
+	}
 	ax_err rv = ax_pipeline_send(self, AX_A_INSTANCE_GENERATOR, &cmd);
 	if (rv != AX_OK)
 		return rv;
 	it->state = RD_ADMITTED;
-	it->lane->group->used += it->slots;
-	it->lane->group->used_cpu += it->cpu;
-	it->lane->group->used_mem += it->mem;
+	it->group = g;
+	g->used += it->slots;
+	g->used_cpu += it->cpu;
+	g->used_mem += it->mem;
 	for (int i = 0; i < it->nneed; i++) /* full: not accounted */
-		(void) ax_res_add(&it->lane->group->used_res, it->need[i].name,
+		(void) ax_res_add(&g->used_res, it->need[i].name,
 		                  it->need[i].amount);
 	if (it->lane->pool != NULL)
 		it->lane->pool->used += it->slots;
 	if (!it->lane->p0) {
-		it->lane->group->used_low += it->slots;
+		g->used_low += it->slots;
 		if (it->lane->pool != NULL)
 			it->lane->pool->used_low += it->slots;
 	}
@@ -586,7 +617,7 @@ rd_fini(void *state)
 	            st->items ? ax_strmap_count(st->items) : 0);
 	axrd_calendars_free(st); /* before the groups and pools it names */
 	ax_strmap_free(st->items, item_free);
-	ax_strmap_free(st->groups, free);
+	ax_strmap_free(st->groups, axrd_group_free);
 	ax_strmap_free(st->pools, free);
 	ax_strmap_free(st->workers, free);
 	ax_strmap_free(st->lanes, NULL);
@@ -617,6 +648,9 @@ rd_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	    ax_config_int(ctx->cfg, "resources.default_pool_slots");
 	if (st->overcommit < 1)
 		st->overcommit = 1;
+	if (ax_res_parse(ax_config_str(ctx->cfg, "resources.group_cost"),
+	                 "resources.group_cost", &st->costs) != AX_OK)
+		return ax_err_set(AX_ECONFIG, COMP ": %s", ax_err_detail());
 	st->aging_us =
 	    ax_config_duration_us(ctx->cfg, "scheduler.aging_interval");
 	st->starve_after_us =

@@ -154,6 +154,11 @@ axrd_lane_get(rd_state *st, const char *group, const char *pool, int p0)
 	}
 	ax_heap_init(&l->heap, node_before);
 	axrd_lane_delayed_init(l);
+	if (axrd_lane_spec(st, l, group) != AX_OK) {
+		ax_strmap_del(st->lanes, key);
+		axrd_lane_free(l);
+		return NULL;
+	}
 	l->p0         = p0;
 	l->next       = st->lane_list;
 	st->lane_list = l;
@@ -165,6 +170,8 @@ axrd_lane_free(rd_lane *l)
 {
 	ax_heap_fini(&l->heap);
 	ax_heap_fini(&l->delayed);
+	free(l->spec);
+	free(l->cand);
 	free(l->gname);
 	free(l->pname);
 	free(l);
@@ -221,6 +228,7 @@ axrd_drain(ax_actor *self, rd_state *st)
 		}
 		rd_lane *best = NULL;
 		for (rd_lane *l = st->lane_list; l != NULL; l = l->next) {
+			axrd_lane_cands(st, l);
 			if ((rv = unplaceable_heads(self, st, l)) != AX_OK)
 				return rv;
 			if (lane_top(l) == NULL ||

@@ -22,6 +22,11 @@
  *    what holds an item, the rules table and its changes.
  *  - blocks.c: blocked items: blocking, the recheck that releases them,
  *    and the block reasons written on their task_instances rows.
+ *  - groups.c: where a task may run when its worker_group lists several
+ *    groups or selects them by label (engine/group_spec.h): the
+ *    candidates of a lane, their water levels and cost weights
+ *    (resources.group_cost), and the pick of the group an item is
+ *    admitted to.
  *  - shave.c: peak shaving (engine/shaving.h) and the water levels
  *    pushed per pool or group (the pool_pressure table): delaying the
  *    lowest tier present on arrival, releasing delayed items as the
@@ -36,6 +41,7 @@
 
 #include "aging.h"
 #include "calendar.h"
+#include "group_spec.h"
 #include "heap.h"
 #include "hmap.h"
 #include "list.h"
@@ -86,6 +92,7 @@ typedef struct rd_item {
 	int64_t            cpu;      /* millicores it declares (0: none) */
 	int64_t            mem;      /* bytes it declares (0: none) */
 	ax_res            *need;     /* named resources it declares (owned) */
+	rd_group          *group; /* ADMITTED: the group it was admitted to */
 	uint8_t            nneed;    /* entries of need (0..AX_RES_MAX) */
 	uint8_t            starving; /* counted in rd_state.starving */
 	double             akey; /* aging key, set when it starts waiting */
@@ -106,6 +113,11 @@ typedef struct rd_item {
 } rd_item;
 
 struct rd_group {
+	char      *name;   /* owned */
+	int64_t    cost;   /* resources.group_cost, percent (100: none) */
+	ax_label  *labels; /* its workers' common labels (aggregate report;
+	                      owned) */
+	size_t     nlabels;
 	int64_t    agg;    /* group total from an aggregate report, -1: none */
 	int64_t    agg_p0; /* of agg, slots reserved for P0 */
 	int64_t    workers;    /* sum of per-worker totals */
@@ -141,7 +153,13 @@ struct rd_pool {
  * lower-tier head the reserve holds back never blocks a P0 item that
  * may use the reserve. */
 struct rd_lane {
-	rd_group *group;
+	rd_group *group; /* its group; for a multi-group lane (spec set) a
+	                    group of the spec's text that only counts its
+	                    backlog: admissions go to one of cand */
+	ax_group_spec *spec;  /* several groups or a selector; NULL: one */
+	rd_group     **cand;  /* spec's groups with capacity (owned array) */
+	size_t         ncand;
+	uint64_t       cand_gen; /* st->group_gen when cand was made */
 	rd_pool  *pool; /* NULL: no pool */
 	int       p0;   /* holds P0 items (may use the reserves) */
 	char     *gname, *pname;
@@ -175,6 +193,8 @@ typedef struct rd_state {
 	int             stats_written;
 	ax_strmap      *items;   /* key -> rd_item */
 	ax_strmap      *groups;  /* name -> rd_group */
+	uint64_t        group_gen; /* groups or their labels changed */
+	ax_res_set      costs;     /* resources.group_cost */
 	ax_strmap      *pools;   /* name -> rd_pool */
 	ax_strmap      *lanes;   /* group\x1fpool -> rd_lane */
 	ax_strmap      *workers; /* group\x1fworker -> rd_worker */
@@ -256,6 +276,17 @@ int64_t     axrd_calendar_slots(const rd_lane *l, int64_t now_utc);
 void        axrd_calendars_free(rd_state *st);
 const char *axrd_unoffered(const rd_state *st, const rd_lane *l,
                            const rd_item *it);
+const char *axrd_group_hold(const rd_state *st, const rd_lane *l,
+                            const rd_group *g, const rd_item *it);
+void        axrd_group_free(void *g);
+
+/* groups.c: the choice among several groups */
+ax_err      axrd_lane_spec(rd_state *st, rd_lane *l, const char *text);
+void        axrd_lane_cands(rd_state *st, rd_lane *l);
+const char *axrd_lane_pick(const rd_state *st, const rd_lane *l,
+                           const rd_item *it, rd_group **out);
+int         axrd_water_pct(const rd_state *st, const rd_lane *l,
+                           const rd_group *g, const rd_item *it);
 
 /* order.c: admission order, lanes and the starvation gauge */
 ax_err   axrd_lane_push(rd_state *st, rd_lane *l, rd_item *it);
@@ -276,6 +307,8 @@ ax_err      axrd_rules_refresh(ax_actor *self, rd_state *st);
 
 /* shave.c: peak shaving and pushed water levels */
 int     axrd_level(const rd_state *st, const rd_lane *l, int64_t now);
+int     axrd_group_level(const rd_state *st, const rd_group *g,
+                         const rd_pool *p, int64_t now);
 int64_t axrd_level_until(const rd_state *st, const rd_lane *l, int64_t now);
 int     axrd_shave(ax_actor *self, rd_state *st, rd_item *it);
 ax_err  axrd_shave_release(ax_actor *self, rd_state *st, int *released);

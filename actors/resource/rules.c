@@ -121,6 +121,7 @@ axrd_hold_reason(rd_state *st, rd_item *it, int64_t now, char *buf, size_t len)
 	if (axrd_dag_paused(st, it->ready->instance->dag))
 		return "DAG_PAUSED";
 	if ((r = rule_hold(st, it, now, &code)) == NULL) {
+		axrd_lane_cands(st, it->lane);
 		if ((res = axrd_unoffered(st, it->lane, it)) == NULL)
 			return NULL;
 		snprintf(buf, len, "WAIT_RESOURCE unoffered=%s", res);

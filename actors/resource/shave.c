@@ -91,15 +91,22 @@ axrd_shave_fini(rd_state *st)
 int
 axrd_level(const rd_state *st, const rd_lane *l, int64_t now)
 {
+	return axrd_group_level(st, l->group, l->pool, now);
+}
+
+/* The same for group g and pool p (NULL: none). */
+int
+axrd_group_level(const rd_state *st, const rd_group *g, const rd_pool *p,
+                 int64_t now)
+{
 	int lv = 0;
 
 	if (st->npressure == 0)
 		return 0;
-	if (l->group->pressure_until_us > now)
-		lv = l->group->pressure_pct;
-	if (l->pool != NULL && l->pool->pressure_until_us > now &&
-	    l->pool->pressure_pct > lv)
-		lv = l->pool->pressure_pct;
+	if (g->pressure_until_us > now)
+		lv = g->pressure_pct;
+	if (p != NULL && p->pressure_until_us > now && p->pressure_pct > lv)
+		lv = p->pressure_pct;
 	return lv;
 }
 

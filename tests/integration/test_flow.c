@@ -852,6 +852,189 @@ Test(flow, resources_named_admitted_only_where_they_fit)
 	cr_assert_str_eq(admitted_as(4, b, sizeof(b)), "t/0");
 }
 
+/* ---------------------------------------------------------------------- */
+/* several worker groups (engine/group_spec.h, actors/resource/groups.c) */
+
+/* The queue's aggregate report for group of total slots whose workers
+ * all carry labels ("k=v,k2=v2"; NULL: none). */
+static void
+send_group_labels(const char *group, int total, const char *labels)
+{
+	Ax__WorkerCapacity               wc = AX__WORKER_CAPACITY__INIT;
+	Ax__Command                      c  = AX__COMMAND__INIT;
+	Ax__WorkerCapacity__LabelsEntry  lv[4];
+	Ax__WorkerCapacity__LabelsEntry *lp[4];
+	char                             buf[4][2][32];
+	size_t                           n = 0;
+	for (const char *s = labels; s != NULL && *s != '\0' && n < 4; n++) {
+		Ax__WorkerCapacity__LabelsEntry e =
+		    AX__WORKER_CAPACITY__LABELS_ENTRY__INIT;
+		const char *eq = strchr(s, '='), *end = strchr(s, ',');
+		size_t      vl = end ? (size_t) (end - eq - 1) : strlen(eq + 1);
+		snprintf(buf[n][0], 32, "%.*s", (int) (eq - s), s);
+		snprintf(buf[n][1], 32, "%.*s", (int) vl, eq + 1);
+		e.key   = buf[n][0];
+		e.value = buf[n][1];
+		lv[n]   = e;
+		lp[n]   = &lv[n];
+		s       = end ? end + 1 : eq + 1 + vl;
+	}
+	wc.worker_group   = (char *) group;
+	wc.slots_total    = total;
+	wc.alive          = total > 0;
+	wc.n_labels       = n;
+	wc.labels         = lp;
+	c.body_case       = AX__COMMAND__BODY_WORKER_CAPACITY;
+	c.worker_capacity = &wc;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* A P2 InstanceReady of task/shard that may run in spec's groups. */
+static void
+send_spec(const char *task, int shard, const char *spec)
+{
+	Ax__InstanceRef   ref = ref_of(task, shard);
+	Ax__InstanceReady rd  = AX__INSTANCE_READY__INIT;
+	Ax__Command       c   = AX__COMMAND__INIT;
+	rd.instance           = &ref;
+	rd.worker_group       = (char *) spec;
+	rd.slots              = 1;
+	rd.impact             = "P2";
+	rd.priority           = 50;
+	c.body_case           = AX__COMMAND__BODY_INSTANCE_READY;
+	c.instance_ready      = &rd;
+	send1(AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* The group the k-th admission names, and its task/shard. */
+static const char *
+admitted_to(size_t k, char *buf, size_t len)
+{
+	Ax__Command *c =
+	    cap_cmd(AX_A_INSTANCE_GENERATOR, AX__COMMAND__BODY_ADMISSION, k);
+	cr_assert_not_null(c, "no admission %zu", k);
+	snprintf(buf, len, "%s/%d@%s", c->admission->instance->task,
+	         (int) c->admission->instance->shard_index,
+	         c->admission->ready->worker_group);
+	ax__command__free_unpacked(c, NULL);
+	return buf;
+}
+
+/*
+ * A task listing two groups of equal cost goes to the emptier one (the
+ * first listed on a tie), so two groups of 2 slots take 2 each; the
+ * fifth waits, held by the slots; a release in ga admits it into ga.
+ * Each Admission names the group chosen, not the list.
+ */
+Test(flow, groups_a_list_goes_to_the_emptier_group)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	char                        b[64];
+
+	cr_assert_eq(ax_config_set(cfg, "resources.overcommit", "1"), AX_OK);
+	rd_compose();
+	send_group_labels("ga", 2, NULL);
+	send_group_labels("gb", 2, NULL);
+	for (int i = 0; i < 5; i++)
+		send_spec("a", i, "ga,gb");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4));
+	cr_assert(wait_events("instance.delayed", "WAIT_RESOURCE", 1));
+	ax_clock_sleep_us(200000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 4,
+	             "admitted beyond the slots of both groups");
+	cr_assert_str_eq(admitted_to(0, b, sizeof(b)), "a/0@ga");
+	cr_assert_str_eq(admitted_to(1, b, sizeof(b)), "a/1@gb");
+	cr_assert_str_eq(admitted_to(2, b, sizeof(b)), "a/2@ga");
+	cr_assert_str_eq(admitted_to(3, b, sizeof(b)), "a/3@gb");
+	cr_assert_eq(cap_events_with("instance.delayed", "WAIT_RESOURCE",
+	                             "\"held_by\":\"group_slots\""),
+	             1);
+	send_released("a", 2);
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 5));
+	cr_assert_str_eq(admitted_to(4, b, sizeof(b)), "a/4@ga",
+	                 "the slot freed in ga did not go to the waiting one");
+}
+
+/*
+ * resources.group_cost: gb costs 300 (percent), so ga takes the work
+ * until it is full, and only then gb (an overflow group); with gb at
+ * 150, gb takes work once ga is more than half full.
+ */
+Test(flow, groups_a_costly_group_takes_work_when_the_others_fill)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	char                        b[64];
+
+	cr_assert_eq(ax_config_set(cfg, "resources.overcommit", "1"), AX_OK);
+	cr_assert_eq(ax_config_set(cfg, "resources.group_cost",
+	                           "gb=300, gc=150"),
+	             AX_OK);
+	rd_compose();
+	send_group_labels("ga", 4, NULL);
+	send_group_labels("gb", 4, NULL);
+	send_group_labels("gc", 4, NULL);
+	for (int i = 0; i < 6; i++)
+		send_spec("a", i, "gb,ga");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 6));
+	for (int i = 0; i < 4; i++)
+		cr_assert(strstr(admitted_to((size_t) i, b, sizeof(b)),
+		                 "@ga") != NULL,
+		          "admission %d went to the costly group: %s", i, b);
+	cr_assert_str_eq(admitted_to(4, b, sizeof(b)), "a/4@gb");
+	cr_assert_str_eq(admitted_to(5, b, sizeof(b)), "a/5@gb");
+	/* gc (cost 150) against gd (100), both empty */
+	send_group_labels("gd", 4, NULL);
+	for (int i = 0; i < 4; i++)
+		send_spec("c", i, "gd,gc");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 10));
+	/* each 1 of 4 slots is 25%: gd scores 100 x (125, 150, 175, 200),
+	 * gc 150 x 125 = 18750 empty: gd takes 3, gc the 4th */
+	cr_assert_str_eq(admitted_to(6, b, sizeof(b)), "c/0@gd");
+	cr_assert_str_eq(admitted_to(7, b, sizeof(b)), "c/1@gd");
+	cr_assert_str_eq(admitted_to(8, b, sizeof(b)), "c/2@gd");
+	cr_assert_str_eq(admitted_to(9, b, sizeof(b)), "c/3@gc",
+	                 "gd at 100%% scores 20000, more than gc's 18750");
+}
+
+/*
+ * A label selector admits only into a group whose workers all carry
+ * the labels; one nothing matches is blocked (WAIT_RESOURCE
+ * unoffered=worker_group) without holding others, and admitted once a
+ * matching group reports.
+ */
+Test(flow, groups_a_label_selector_picks_labelled_groups)
+{
+	const Ax__Command__BodyCase ADM = AX__COMMAND__BODY_ADMISSION;
+	char                        b[64];
+
+	rd_compose();
+	send_group_labels("ga", 4, "gpu=a100,zone=east");
+	send_group_labels("gb", 4, "gpu=h100,zone=east");
+	send_spec("h", 0, "gpu=h100");
+	send_spec("e", 0, "zone=east,gpu=a100");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 2));
+	cr_assert_str_eq(admitted_to(0, b, sizeof(b)), "h/0@gb");
+	cr_assert_str_eq(admitted_to(1, b, sizeof(b)), "e/0@ga");
+	send_spec("v", 0, "gpu=v100");
+	send_spec("h", 1, "gpu=h100");
+	cr_assert(wait_events("instance.blocked", "WAIT_RESOURCE", 1),
+	          "the selector nothing matches was not blocked");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 3),
+	          "the blocked one held the others");
+	cr_assert_str_eq(admitted_to(2, b, sizeof(b)), "h/1@gb");
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 3);
+	/* labels change: gb's workers lose h100 */
+	send_group_labels("gb", 4, "zone=east");
+	send_group_labels("gc", 2, "gpu=v100");
+	cr_assert(wait_count(AX_A_INSTANCE_GENERATOR, ADM, 4),
+	          "a group matching the selector did not admit it");
+	cr_assert_str_eq(admitted_to(3, b, sizeof(b)), "v/0@gc");
+	send_spec("h", 2, "gpu=h100");
+	ax_clock_sleep_us(300000);
+	cr_assert_eq(cap_count(AX_A_INSTANCE_GENERATOR, ADM), 4,
+	             "admitted into a group whose workers lost the label");
+}
+
 /* A reserve out of range in the pools table: refused by PostgreSQL
  * with the constraint's name saying what to do. */
 Test(flow, tiers_pool_reserve_out_of_range_is_refused)

@@ -425,6 +425,67 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 		  "",
 		  "t.yaml:4:50: error: 'memory' must be a size up to 4Ti such "
 		  "as 512Mi, 2Gi or 1G, got 'lots'" },
+		{ "group_bad_name",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, worker_group: \"gpu a\"}\n"
+		  "",
+		  "t.yaml:4:45: error: worker_group: 'gpu a' is not a group "
+		  "name (letters, digits, '_', '.', '-', ':', up to 63)" },
+		{ "group_list_item",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, worker_group: [ga, {x: 1}]}\n"
+		  "",
+		  "t.yaml:4:49: error: items of 'worker_group' must be group "
+		  "names (letters, digits, '_', '.', '-', ':', up to 63), got "
+		  "a mapping" },
+		{ "group_list_twice",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, worker_group: [ga, ga]}\n"
+		  "",
+		  "t.yaml:4:44: error: worker_group: 'ga' listed twice; list it "
+		  "once" },
+		{ "group_list_empty",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, worker_group: []}\n"
+		  "",
+		  "t.yaml:4:44: error: 'worker_group' lists 0 groups; list 1 to "
+		  "16" },
+		{ "group_selector_key",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, worker_group: {label: {g: a}}}\n"
+		  "",
+		  "t.yaml:4:45: error: unknown key 'label' in worker_group; "
+		  "write {labels: {key: value}} to select groups by their "
+		  "workers' labels" },
+		{ "group_selector_value",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, worker_group: {labels: {g: "
+		  "\"a b\"}}}\n"
+		  "",
+		  "t.yaml:4:44: error: worker_group labels: value 'a b' of "
+		  "label 'g' is not a plain value (letters, digits, '_', '.', "
+		  "'-', up to 63)" },
+		{ "group_selector_list",
+		  "kind: DAG\n"
+		  "name: t\n"
+		  "tasks:\n"
+		  "  - {name: a, command: echo, worker_group: {labels: {g: "
+		  "[a]}}}\n"
+		  "",
+		  "t.yaml:4:57: error: label 'g' of worker_group must have a "
+		  "plain value, got a list" },
 		{ "preemptible_not_bool",
 		  "kind: DAG\n"
 		  "name: t\n"

@@ -179,6 +179,28 @@ Test(dag_yaml, effective_task_merges_defaults_template_task)
 	ax_dagset_free(set);
 }
 
+/* worker_group as a name, a list and a label selector: each becomes
+ * the text engine/group_spec.h reads, and a DAG default is inherited. */
+Test(dag_yaml, worker_group_list_and_selector)
+{
+	ax_dagset *set =
+	    load_ok("kind: DAG\n"
+	            "name: g\n"
+	            "defaults: {worker_group: [gpu-a, gpu-b]}\n"
+	            "tasks:\n"
+	            "  - {name: d, command: echo}\n"
+	            "  - {name: one, command: echo, worker_group: etl}\n"
+	            "  - name: sel\n"
+	            "    command: echo\n"
+	            "    worker_group: {labels: {gpu: a100, zone: east}}\n");
+	cr_assert_str_eq(set->dags[0]->tasks[0].eff.worker_group,
+	                 "gpu-a,gpu-b");
+	cr_assert_str_eq(set->dags[0]->tasks[1].eff.worker_group, "etl");
+	cr_assert_str_eq(set->dags[0]->tasks[2].eff.worker_group,
+	                 "gpu=a100,zone=east");
+	ax_dagset_free(set);
+}
+
 Test(dag_yaml, merge_keys_and_short_forms)
 {
 	ax_dagset *set = load_ok(
