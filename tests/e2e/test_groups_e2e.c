@@ -12,6 +12,7 @@
  *    worker declares worker.labels gpu=h100.
  */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +84,9 @@ Test(groups_e2e, a_list_spreads_over_its_groups_and_labels_select_one)
 {
 	char at[32], yaml[2048];
 
-	e = ax_e2e_new(0, "resources:\n  overcommit: 1\n"
-	                  "  default_group_slots: 0\n");
+	e = ax_e2e_new(0,
+	               "resources:\n  overcommit: 1\n"
+	               "  default_group_slots: 0\n");
 	ax_e2e_start_axd(e);
 	add_worker("east-a", "gpu=a100, zone=east");
 	add_worker("east-b", "gpu=h100, zone=east");
@@ -121,8 +123,86 @@ Test(groups_e2e, a_list_spreads_over_its_groups_and_labels_select_one)
 	             "the h100 task did not run on the h100 group");
 	cr_assert_eq(ax_e2e_int(e, "SELECT count(*) FROM attempts"), 5,
 	             "one attempt per task");
-	cr_assert_eq(ax_e2e_int(e, "SELECT count(*) FROM task_instances "
-	                           "WHERE worker_group IN ('east-a', "
-	                           "'east-b')"),
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances "
+	                        "WHERE worker_group IN ('east-a', "
+	                        "'east-b')"),
 	             5, "an instance row does not name the group it ran in");
+}
+
+/* How many lines of marks/file name task. */
+static int
+lines_of(const char *file, const char *task)
+{
+	char  path[128], line[64];
+	int   n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", marks, file);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		n += strcmp(line, task) == 0;
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * kill -9 of axd while two attempts admitted to a chosen group wait in
+ * the queue behind four running ones: after the restart every task of
+ * the list runs exactly once (counted from what the tasks write), in
+ * the group its row names: the queue's rebuild reads the chosen group,
+ * not the list.
+ */
+Test(groups_e2e, a_chosen_group_survives_kill_9_of_axd)
+{
+	char at[32], yaml[2048], tasks[1024] = "";
+
+	e = ax_e2e_new(0,
+	               "resources:\n  overcommit: 2\n"
+	               "  default_group_slots: 0\n");
+	ax_e2e_start_axd(e);
+	add_worker("east-a", NULL);
+	add_worker("east-b", NULL);
+	ax_e2e_wait(e, 30, "both workers to register",
+	            "SELECT (count(*) = 2)::int FROM workers WHERE state = "
+	            "'ACTIVE'");
+	for (int i = 1; i <= 6; i++)
+		snprintf(tasks + strlen(tasks), sizeof(tasks) - strlen(tasks),
+		         "  - {name: s%d, command: \"echo $AX_TASK >> "
+		         "%s/once; sleep 3\"}\n",
+		         i, marks);
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.groups.kill\nschedule: {at: \"%s\"}\n"
+	         "defaults: {worker_group: [east-a, east-b]}\n"
+	         "tasks:\n%s",
+	         ax_e2e_at(3, at, sizeof(at)), tasks);
+	ax_e2e_load(e, "groups-kill", NULL, yaml);
+	ax_e2e_wait(e, 60, "four running, two admitted and queued",
+	            "SELECT (count(*) FILTER (WHERE state = 'RUNNING') = 4 "
+	            "AND count(*) FILTER (WHERE state = 'READY') = 2)::int "
+	            "FROM task_instances");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances "
+	                        "WHERE state = 'READY' AND worker_group "
+	                        "IN ('east-a', 'east-b')"),
+	             2, "a queued instance's row does not name its group");
+	ax_e2e_kill_axd(e, SIGKILL);
+	ax_clock_sleep_us(1500 * AX_USEC_PER_MSEC);
+	ax_e2e_start_axd(e);
+	ax_e2e_wait(e, 90, "the run to succeed after the restart",
+	            "SELECT count(*) FROM dag_runs WHERE state = 'SUCCESS'");
+	for (int i = 1; i <= 6; i++) {
+		char t[8];
+		snprintf(t, sizeof(t), "s%d", i);
+		cr_assert_eq(lines_of("once", t), 1, "task %s ran %d times", t,
+		             lines_of("once", t));
+	}
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances "
+	                        "WHERE state = 'SUCCESS' AND worker_group "
+	                        "IN ('east-a', 'east-b')"),
+	             6);
 }
