@@ -17,6 +17,14 @@
  * again from a tick: the queue acknowledged these results already, so
  * dropping them would lose outcomes.
  *
+ * Preempted instances are held here, not in a retry timer: each is due
+ * at the jittered instant fixed (and stored) at its preemption, and the
+ * due ones leave through one throttle (ax_preempt_throttle: at most
+ * preemption.recovery_rate in any second, highest tier first), released
+ * from the tick at each turn. Memory: one rh_victim (about 120 bytes and
+ * its InstanceReady) per instance waiting. The throttle lives in memory;
+ * the next axd reads the waiting ones back (load_victims).
+ *
  * Throughput: every committed outcome (instances finished by state,
  * retries scheduled) is counted in memory and published in
  * component_stats at most once a second (stats_publish), for ax-api's
