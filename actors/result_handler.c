@@ -17,6 +17,14 @@
  * again from a tick: the queue acknowledged these results already, so
  * dropping them would lose outcomes.
  *
+ * Preempted instances are held here, not in a retry timer: each is due
+ * at the jittered instant fixed (and stored) at its preemption, and the
+ * due ones leave through one throttle (ax_preempt_throttle: at most
+ * preemption.recovery_rate in any second, highest tier first), released
+ * from the tick at each turn. Memory: one rh_victim (about 120 bytes and
+ * its InstanceReady) per instance waiting. The throttle lives in memory;
+ * the next axd reads the waiting ones back (load_victims).
+ *
  * Throughput: every committed outcome (instances finished by state,
  * retries scheduled) is counted in memory and published in
  * component_stats at most once a second (stats_publish), for ax-api's
@@ -46,6 +54,7 @@
 #define RH_EV_MAX    6 /* events per run_id and batch */
 #define RH_RETRY_US  AX_USEC_PER_SEC
 #define RH_STATS_US  AX_USEC_PER_SEC /* component_stats period */
+#define RH_LOAD_MAX  256             /* preempted instances read at once */
 
 /* Instance states counted as finished (ax_instances_finished_total) and
  * their component_stats keys; "retries" counts retries scheduled. */
@@ -68,10 +77,24 @@ typedef struct rh_state {
 	int64_t fin[RH_NFIN + 1], fin_pub[RH_NFIN + 1];
 	int64_t stats_due;
 	int     stats_written;
-	/* when preempted instances are ready again (preemption.requeue_*,
-	 * preemption.recovery_rate; UTC us) */
+	/* preempted instances: when each is due again (preemption.requeue_*,
+	 * fixed at its preemption; UTC us), then the throttle that lets the
+	 * due ones back in tier order (preemption.recovery_rate) */
 	ax_preempt_recovery recovery;
+	ax_preempt_throttle throttle;
+	ax_strmap          *victims; /* instance id text -> rh_victim */
+	int      victims_loaded;     /* those of an earlier axd are read */
+	uint64_t recovered;          /* released by the throttle */
+	int64_t  wake; /* the deadline asked for (mono); 0: none */
 } rh_state;
+
+/* One preempted instance waiting for its recovery (owned by victims). */
+typedef struct rh_victim {
+	ax_preempt_victim v;
+	char              key[24];    /* instance id as text */
+	char              run_id[40]; /* the preempted attempt */
+	Ax__Command      *ready;      /* its InstanceReady (owned) */
+} rh_victim;
 
 typedef struct rh_ev {
 	ax_flow_event e;
@@ -99,6 +122,7 @@ typedef struct rh_run {
 	int  dup; /* the result being applied repeats one applied before */
 	/* after the commit */
 	int     release, succeeded, finished, retry, cancel_timer;
+	int     requeue, tier; /* preempted: held by the throttle */
 	int64_t fire_at_us;
 	char    final[16];
 	rh_ev   ev[RH_EV_MAX];
@@ -161,6 +185,29 @@ move(rh_run *x, ax_ti_state to, const char *reason, const char *evtype)
 	return v;
 }
 
+/*
+ * The DAG version x's attempt ran (a newer one may retry differently),
+ * read from PostgreSQL when the registry does not hold it; the current
+ * version when that one cannot be read; NULL without a registry. The
+ * caller releases it (ax_dag_entry_release).
+ */
+static ax_dag_entry *
+run_entry(rh_state *st, const ax_store_attempt_info *i)
+{
+	ax_dag_registry *reg = st->ctx->registry;
+
+	if (reg == NULL)
+		return NULL;
+	ax_dag_entry *e = ax_dag_registry_version(reg, i->dag_version_id);
+	if (e == NULL && st->store != NULL && i->dag_version_id > 0 &&
+	    ax_dag_registry_load_version(reg, st->store, i->dag_version_id) ==
+	        AX_OK)
+		e = ax_dag_registry_version(reg, i->dag_version_id);
+	if (e == NULL)
+		e = ax_dag_registry_current(reg, i->dag);
+	return e;
+}
+
 /* Backoff before the retry of attempt `number` (1-based). */
 static int64_t
 backoff_us(rh_state *st, const rh_run *x)
@@ -169,21 +216,8 @@ backoff_us(rh_state *st, const rh_run *x)
 	ax_retry     r;
 
 	ax_task_spec_defaults(&def);
-	r               = def.retries;
-	ax_dag_entry *e = st->ctx->registry != NULL
-	    ? ax_dag_registry_version(st->ctx->registry,
-	                              x->info.dag_version_id)
-	    : NULL;
-	/* the version the attempt ran (a newer one may retry differently);
-	 * the current one only when that version cannot be read */
-	if (e == NULL && st->ctx->registry != NULL && st->store != NULL &&
-	    x->info.dag_version_id > 0 &&
-	    ax_dag_registry_load_version(st->ctx->registry, st->store,
-	                                 x->info.dag_version_id) == AX_OK)
-		e = ax_dag_registry_version(st->ctx->registry,
-		                            x->info.dag_version_id);
-	if (e == NULL && st->ctx->registry != NULL)
-		e = ax_dag_registry_current(st->ctx->registry, x->info.dag);
+	r                = def.retries;
+	ax_dag_entry  *e = run_entry(st, &x->info);
 	const ax_task *t =
 	    e != NULL ? ax_dag_entry_task(e, x->info.task) : NULL;
 	if (t != NULL)
@@ -217,27 +251,44 @@ schedule_retry(rh_state *st, rh_run *x, int64_t now)
 	}
 }
 
+/* The tier (DAG impact, 0 = P0) of an instance; P2, the default, when
+ * its DAG cannot be read. */
+static int
+tier_of(rh_state *st, const ax_store_attempt_info *i)
+{
+	ax_dag_entry *e    = run_entry(st, i);
+	int           tier = e != NULL ? (int) e->dag->impact : AX_IMPACT_P2;
+	ax_dag_entry_release(e);
+	return tier;
+}
+
 /*
  * x's attempt was preempted (CANCELED, reason PREEMPTED) while its
- * instance ran: the instance goes back to PENDING and is ready again at
- * its recovery instant (jittered, throttled: ax_preempt_recovery_at), as
- * a retry that uses up no try (the move raises max_tries, migration
- * 0017). now: UTC us.
+ * instance ran: the instance goes back to PENDING, due again at its
+ * jittered instant (ax_preempt_recovery_at: fixed now and stored in the
+ * event), as a retry that uses up no try (the move raises max_tries,
+ * migration 0017); after the commit the throttle holds it until its turn
+ * (hold_victim). now: UTC us.
  */
 static void
 schedule_requeue(rh_state *st, rh_run *x, int64_t now)
 {
 	move(x, AX_TI_PENDING, "PREEMPTED", "instance.preempted");
-	x->retry = 1;
+	x->retry   = 1;
+	x->requeue = 1;
+	x->tier    = tier_of(st, &x->info);
 	x->fire_at_us =
 	    ax_preempt_recovery_at(&st->recovery, now, ax_hash_str(x->run_id));
 	rh_ev *v = add_ev(x, "instance.retry_scheduled", "PREEMPTED");
 	if (v != NULL) {
 		snprintf(v->payload, sizeof(v->payload),
 		         "{\"delay_us\":%lld,\"fire_at_us\":%lld,"
-		         "\"attempt\":%d,\"preempted\":true}",
+		         "\"attempt\":%d,\"preempted\":true,\"tier\":\"%s\","
+		         "\"recovery_rate\":%d}",
 		         (long long) (x->fire_at_us - now),
-		         (long long) x->fire_at_us, x->info.number);
+		         (long long) x->fire_at_us, x->info.number,
+		         ax_impact_name((ax_impact) x->tier),
+		         st->throttle.rate_per_s);
 		v->e.ev.payload_json = v->payload;
 	}
 }
@@ -643,8 +694,160 @@ send(ax_actor *self, const char *dest, Ax__Command *c, const rh_run *x)
 	(void) ax_pipeline_send(self, dest, c);
 }
 
+/* ---------------------------------------------------------------------- */
+/* the recovery of preempted instances */
+
+/*
+ * Asks for a tick at mono (or keeps an earlier one asked for): the
+ * actor has one deadline and several reasons to wake (kept results,
+ * statistics, the throttle's next turn).
+ */
 static void
-after_commit(ax_actor *self, rh_run *x)
+wake(ax_actor *self, rh_state *st, int64_t mono)
+{
+	if (st->wake != 0 && st->wake <= mono)
+		return;
+	st->wake = mono;
+	ax_actor_set_deadline(self, mono);
+}
+
+/* The InstanceReady of a retry of i's instance (ref: its InstanceRef)
+ * due at due_us; its strings point into i and ref. */
+static void
+retry_ready(const ax_store_attempt_info *i, Ax__InstanceRef *ref,
+            int64_t due_us, Ax__InstanceReady *rd)
+{
+	*rd               = (Ax__InstanceReady) AX__INSTANCE_READY__INIT;
+	rd->instance      = ref;
+	rd->priority      = i->priority;
+	rd->channel       = (char *) i->channel;
+	rd->worker_group  = (char *) i->worker_group;
+	rd->pool          = (char *) i->pool;
+	rd->due_at_us     = due_us;
+	rd->slots         = 1;
+	rd->after_attempt = i->number;
+}
+
+static void
+victim_free(void *p)
+{
+	rh_victim *w = p;
+	if (w == NULL)
+		return;
+	ax__command__free_unpacked(w->ready, NULL);
+	free(w);
+}
+
+/*
+ * Puts the preempted instance of i (its attempt run_id, trace may be
+ * NULL) in the throttle, due at due_us (UTC), tier 0 = P0; replaces the
+ * one held for that instance, if any. Keeps a copy of its InstanceReady
+ * for the release. Out of memory: it is logged and the instance is sent
+ * on at once (early beats lost).
+ */
+static void
+hold_victim(ax_actor *self, rh_state *st, const ax_store_attempt_info *i,
+            Ax__InstanceRef *ref, const char *run_id, const char *trace,
+            int tier, int64_t due_us)
+{
+	Ax__Command       c = AX__COMMAND__INIT;
+	Ax__InstanceReady rd;
+	uint8_t           buf[4096];
+	rh_victim        *w = calloc(1, sizeof(*w));
+
+	retry_ready(i, ref, due_us, &rd);
+	c.body_case      = AX__COMMAND__BODY_INSTANCE_READY;
+	c.instance_ready = &rd;
+	if (trace != NULL)
+		c.trace_id = (char *) trace;
+	size_t len = ax__command__get_packed_size(&c);
+	if (w != NULL && len <= sizeof(buf)) {
+		ax__command__pack(&c, buf);
+		w->ready = ax__command__unpack(NULL, len, buf);
+	}
+	if (w == NULL)
+		goto lost;
+	snprintf(w->key, sizeof(w->key), "%lld", (long long) i->instance_id);
+	rh_victim *old = ax_strmap_del(st->victims, w->key);
+	if (old != NULL) {
+		ax_preempt_throttle_remove(&st->throttle, &old->v);
+		victim_free(old);
+	}
+	if (w->ready == NULL)
+		goto lost;
+	snprintf(w->run_id, sizeof(w->run_id), "%s", run_id);
+	w->v = (ax_preempt_victim) { .id       = i->instance_id,
+		                     .tier     = tier,
+		                     .priority = i->priority,
+		                     .due_us   = due_us };
+	if (ax_strmap_put(st->victims, w->key, w) != AX_OK)
+		goto lost;
+	if (ax_preempt_throttle_add(&st->throttle, &w->v) == AX_OK)
+		return;
+	(void) ax_strmap_del(st->victims, w->key);
+lost:
+	victim_free(w);
+	ax_logf(AX_LOG_ERROR, COMP, "RECOVERY_NOT_HELD",
+	        &(ax_log_ids) { .instance = i->instance_id },
+	        "preempted instance not held for its recovery: out of memory; "
+	        "it is ready again at once");
+	c.issued_at_us = ax_clock_utc_us();
+	(void) ax_pipeline_send(self, AX_A_RESOURCE_DETECTOR, &c);
+}
+
+/* Sends w's InstanceReady on, with the event that explains the release:
+ * its tier, how long it was held past its due instant, the throttle. */
+static void
+release_victim(ax_actor *self, rh_state *st, rh_victim *w, int64_t utc)
+{
+	Ax__Command       *c  = w->ready;
+	Ax__InstanceReady *rd = c->instance_ready;
+	ax_flow_event      e;
+	char               pl[256];
+
+	c->issued_at_us = utc;
+	(void) ax_pipeline_send(self, AX_A_RESOURCE_DETECTOR, c);
+	snprintf(pl, sizeof(pl),
+	         "{\"tier\":\"%s\",\"priority\":%d,\"due_at_us\":%lld,"
+	         "\"held_us\":%lld,\"throttle\":\"preemption.recovery_rate\","
+	         "\"recovery_rate\":%d,\"still_held\":%zu}",
+	         ax_impact_name((ax_impact) w->v.tier), w->v.priority,
+	         (long long) w->v.due_us, (long long) (utc - w->v.due_us),
+	         st->throttle.rate_per_s,
+	         ax_preempt_throttle_held(&st->throttle));
+	ax_flow_event_init(&e, COMP, "instance.recovery_released", "PREEMPTED",
+	                   rd->instance, w->run_id, rd->after_attempt,
+	                   c->trace_id[0] != '\0' ? c->trace_id : NULL, pl);
+	(void) ax_flow_event_send(self, &e, 0);
+	st->recovered++;
+}
+
+/*
+ * Releases every preempted instance whose turn has come (due, and the
+ * throttle's gap passed: ax_preempt_throttle_pop) and asks for a tick at
+ * the next turn. From the actor's thread (tick, batch end).
+ */
+static void
+recover(ax_actor *self, rh_state *st)
+{
+	int64_t            utc = ax_clock_utc_us();
+	ax_preempt_victim *v;
+
+	while ((v = ax_preempt_throttle_pop(&st->throttle, utc)) != NULL) {
+		rh_victim *w = (rh_victim *) v; /* v is its first member */
+		(void) ax_strmap_del(st->victims, w->key);
+		release_victim(self, st, w, utc);
+		victim_free(w);
+	}
+	int64_t next = ax_preempt_throttle_next_us(&st->throttle);
+	if (next == INT64_MAX)
+		return;
+	int64_t in = next - utc > 1000 ? next - utc : 1000;
+	wake(self, st, ax_clock_mono_us() + in);
+}
+
+static void
+after_commit(ax_actor *self, rh_state *st, rh_run *x)
 {
 	Ax__Command c = AX__COMMAND__INIT;
 
@@ -682,26 +885,22 @@ after_commit(ax_actor *self, rh_run *x)
 	}
 	char key[24];
 	snprintf(key, sizeof(key), "%lld", (long long) x->info.instance_id);
-	if (x->retry) {
+	if (x->retry && x->requeue) {
+		hold_victim(self, st, &x->info, &x->ref, x->run_id, x->trace,
+		            x->tier, x->fire_at_us);
+	} else if (x->retry) {
 		Ax__TimerSet      ts = AX__TIMER_SET__INIT;
-		Ax__InstanceReady rd = AX__INSTANCE_READY__INIT;
-		rd.instance          = &x->ref;
-		rd.priority          = x->info.priority;
-		rd.channel           = x->info.channel;
-		rd.worker_group      = x->info.worker_group;
-		rd.pool              = x->info.pool;
-		rd.due_at_us         = x->fire_at_us;
-		rd.slots             = 1;
-		rd.after_attempt     = x->info.number;
-		ts.kind              = AX__TIMER_KIND__TIMER_RETRY;
-		ts.key               = key;
-		ts.fire_at_us        = x->fire_at_us;
-		ts.notify            = AX_A_RESOURCE_DETECTOR;
-		ts.instance          = &x->ref;
-		ts.run_id            = (char *) x->run_id;
-		ts.ready             = &rd;
-		c.body_case          = AX__COMMAND__BODY_TIMER_SET;
-		c.timer_set          = &ts;
+		Ax__InstanceReady rd;
+		retry_ready(&x->info, &x->ref, x->fire_at_us, &rd);
+		ts.kind       = AX__TIMER_KIND__TIMER_RETRY;
+		ts.key        = key;
+		ts.fire_at_us = x->fire_at_us;
+		ts.notify     = AX_A_RESOURCE_DETECTOR;
+		ts.instance   = &x->ref;
+		ts.run_id     = (char *) x->run_id;
+		ts.ready      = &rd;
+		c.body_case   = AX__COMMAND__BODY_TIMER_SET;
+		c.timer_set   = &ts;
 		send(self, AX_A_TIME_DETECTOR, &c, x);
 	} else if (x->cancel_timer) {
 		Ax__TimerCancel tc = AX__TIMER_CANCEL__INIT;
@@ -750,7 +949,7 @@ stats_publish(ax_actor *self, rh_state *st)
 	if (n == 0)
 		return;
 	if (now < st->stats_due) {
-		ax_actor_set_deadline(self, st->stats_due);
+		wake(self, st, st->stats_due);
 		return;
 	}
 	st->stats_due = now + RH_STATS_US;
@@ -759,7 +958,7 @@ stats_publish(ax_actor *self, rh_state *st)
 	    ax_store_stats_put(st->store, rows, n) != AX_OK) {
 		ax_logf(AX_LOG_DEBUG, COMP, NULL, NULL,
 		        "component_stats not written: %s", ax_err_detail());
-		ax_actor_set_deadline(self, st->stats_due);
+		wake(self, st, st->stats_due);
 		return;
 	}
 	memcpy(st->fin_pub, st->fin, sizeof(st->fin));
@@ -809,7 +1008,7 @@ run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 			        "dropped");
 			continue;
 		}
-		after_commit(self, &b.runs[i]);
+		after_commit(self, st, &b.runs[i]);
 		count_outcome(st, &b.runs[i]);
 	}
 out:
@@ -881,8 +1080,7 @@ run_cmds(ax_actor *self, void *arg, Ax__Command **cmds, size_t n)
 				        ax_err_detail());
 			for (size_t i = off; i < off + m; i++)
 				ax_flow_pending_keep(&st->pending, cmds[i]);
-			ax_actor_set_deadline(
-			    self, ax_clock_mono_us() + RH_RETRY_US);
+			wake(self, st, ax_clock_mono_us() + RH_RETRY_US);
 			continue;
 		}
 		/* committed, or refused for good (retrying cannot help):
@@ -909,11 +1107,86 @@ on_result(ax_actor *self, void *state, ax_pipeline_msg *m)
 	return ax_flow_pending_collect(&st->pending, m);
 }
 
+/*
+ * The instances an earlier axd preempted and did not let back yet
+ * (PENDING, reason PREEMPTED: the dependency detector's rebuild leaves
+ * them to this actor) go into the throttle again, due at the instant
+ * their instance.retry_scheduled event stored (now when it is gone).
+ * Once, at the first tick; again at the next tick while PostgreSQL
+ * cannot answer.
+ */
+static void
+load_victims(ax_actor *self, rh_state *st)
+{
+	ax_store_preempted     ps[RH_LOAD_MAX];
+	const char            *ids[RH_LOAD_MAX];
+	ax_store_attempt_info *infos;
+	int64_t                after = 0;
+	size_t                 n, held = 0;
+
+	if (st->ctx->dsn == NULL) {
+		st->victims_loaded = 1;
+		return;
+	}
+	if ((infos = malloc(sizeof(*infos) * RH_LOAD_MAX)) == NULL) {
+		wake(self, st, ax_clock_mono_us() + RH_RETRY_US);
+		return;
+	}
+	do {
+		if ((st->store == NULL &&
+		     ax_store_open(st->ctx->dsn, &st->store) != AX_OK) ||
+		    ax_store_preempted_list(st->store, after, ps, RH_LOAD_MAX,
+		                            &n) != AX_OK) {
+			ax_logf(AX_LOG_WARN, COMP, NULL, NULL,
+			        "preempted instances not read yet, again in 1 "
+			        "s: %s",
+			        ax_err_detail());
+			wake(self, st, ax_clock_mono_us() + RH_RETRY_US);
+			free(infos);
+			return;
+		}
+		for (size_t k = 0; k < n; k++)
+			ids[k] = ps[k].run_id;
+		if (n > 0 &&
+		    ax_store_lock_attempts(st->store, ids, n, infos) !=
+		        AX_OK) {
+			wake(self, st, ax_clock_mono_us() + RH_RETRY_US);
+			free(infos);
+			return;
+		}
+		int64_t now = ax_clock_utc_us();
+		for (size_t k = 0; k < n; k++) {
+			rh_run x = { .run_id = ps[k].run_id };
+			after    = ps[k].instance_id;
+			x.info   = infos[k];
+			if (!x.info.found || !x.info.is_current ||
+			    x.info.ti_state != AX_TI_PENDING)
+				continue;
+			init_run(&x);
+			hold_victim(self, st, &x.info, &x.ref, x.run_id, NULL,
+			            tier_of(st, &x.info),
+			            ps[k].fire_at_us > 0 ? ps[k].fire_at_us
+			                                 : now);
+			held++;
+		}
+	} while (n == RH_LOAD_MAX);
+	free(infos);
+	st->victims_loaded = 1;
+	if (held > 0)
+		ax_logf(
+		    AX_LOG_INFO, COMP, NULL, NULL,
+		    "%zu preempted instance(s) wait for their recovery again",
+		    held);
+}
+
 static ax_err
 rh_batch_end(ax_actor *self, void *state)
 {
 	rh_state *st = state;
 	ax_err    rv = ax_flow_pending_run(self, st, &st->pending, run_cmds);
+	if (!st->victims_loaded && st->pending.n == 0)
+		load_victims(self, st);
+	recover(self, st);
 	stats_publish(self, st);
 	return rv;
 }
@@ -924,8 +1197,12 @@ rh_tick(ax_actor *self, void *state, int64_t now)
 	rh_state *st = state;
 	ax_err    rv = AX_OK;
 	(void) now;
+	st->wake = 0; /* the runtime cleared the deadline */
 	if (st->pending.n > 0)
 		rv = ax_flow_pending_retry(self, st, &st->pending, run_cmds);
+	if (!st->victims_loaded && st->pending.n == 0)
+		load_victims(self, st);
+	recover(self, st);
 	stats_publish(self, st);
 	return rv;
 }
@@ -939,13 +1216,17 @@ rh_fini(void *state)
 	    COMP,
 	    "stopped: %llu results, %llu succeeded, %llu failed, "
 	    "%llu retries, %llu late, %llu duplicates, %zu pending, "
-	    "%llu dropped",
+	    "%llu dropped, %llu preempted recovered, %zu waiting",
 	    (unsigned long long) st->results,
 	    (unsigned long long) st->succeeded,
 	    (unsigned long long) st->failed, (unsigned long long) st->retried,
 	    (unsigned long long) st->late, (unsigned long long) st->duplicates,
-	    st->pending.n, (unsigned long long) st->pending.dropped);
+	    st->pending.n, (unsigned long long) st->pending.dropped,
+	    (unsigned long long) st->recovered,
+	    ax_preempt_throttle_count(&st->throttle));
 	ax_flow_pending_fini(&st->pending);
+	ax_preempt_throttle_fini(&st->throttle);
+	ax_strmap_free(st->victims, victim_free);
 	ax_store_close(st->store);
 }
 
@@ -959,9 +1240,10 @@ rh_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	    ax_config_duration_us(ctx->cfg, "preemption.requeue_delay");
 	st->recovery.jitter_us =
 	    ax_config_duration_us(ctx->cfg, "preemption.requeue_jitter");
-	st->recovery.rate_per_s =
-	    (int) ax_config_int(ctx->cfg, "preemption.recovery_rate");
-	return AX_OK;
+	ax_preempt_throttle_init(
+	    &st->throttle,
+	    (int) ax_config_int(ctx->cfg, "preemption.recovery_rate"));
+	return ax_strmap_new(&st->victims);
 }
 
 /* Non-blocking sends: its ResultsCommitted to the queue is a back edge
@@ -972,6 +1254,7 @@ static const ax_pipeline_def rh_def = {
 	.init       = rh_init,
 	.fini       = rh_fini,
 	.tick       = rh_tick,
+	.tick_at_start = 1,
 	.nonblock   = 1,
 	.batch_end  = rh_batch_end,
 	.on = {

@@ -9,13 +9,21 @@
  * state, reason, log path), the guarded instance moves and their events
  * (instance.running, instance.succeeded, instance.failed,
  * instance.timeout, instance.unknown, instance.canceled,
- * instance.retry_scheduled); after the commit:
+ * instance.preempted, instance.retry_scheduled); after the commit:
  *  - SUCCESS -> InstanceSucceeded to dependency_detector;
  *  - FAILED / TIMEOUT with tries left -> instance back to PENDING (reason
  *    RETRY_SCHEDULED) and TimerSet{TIMER_RETRY, fire_at = now + backoff,
  *    ready = the InstanceReady} to time_detector; backoff from the task's
  *    retries: fixed delay, or exponential delay x 2^(attempt-1) capped at
  *    max_delay; a RENDER_ERROR is not retried (it would fail again);
+ *  - CANCELED with reason PREEMPTED after the start (the queue stopped
+ *    it for a higher tier) -> PENDING (reason PREEMPTED, no try used),
+ *    due again at a jittered instant fixed now (instance.retry_scheduled
+ *    stores it); held in the actor's recovery throttle
+ *    (ax_preempt_throttle: at most preemption.recovery_rate a second,
+ *    highest tier first) and sent on as InstanceReady to
+ *    resource_detector at its turn (instance.recovery_released); those
+ *    an earlier axd left waiting are read back at the first tick;
  *  - no tries left (and CANCELED) -> InstanceFinished to
  *    dependency_detector;
  *  - UNKNOWN (worker lost) -> RUNNING -> UNKNOWN, retried like a failure

@@ -96,13 +96,16 @@ static const cfg_key cfg_keys[] = {
 	  "an instance preempted inside this window is preempted again only "
 	  "for a winner at least two tiers above it" },
 	{ "preemption.requeue_delay", CFG_DURATION, "60s",
-	  "a preempted instance is ready again after this delay plus a "
-	  "jitter of up to preemption.requeue_jitter" },
+	  "a preempted instance is due again after this delay plus a "
+	  "jitter of up to preemption.requeue_jitter (then passes "
+	  "preemption.recovery_rate)" },
 	{ "preemption.requeue_jitter", CFG_DURATION, "60s",
 	  "the largest jitter added to preemption.requeue_delay" },
 	{ "preemption.recovery_rate", CFG_INT, "10",
-	  "at most this many preempted instances become ready again per "
-	  "second (the others wait their turn)" },
+	  "at most this many preempted instances become ready again in any "
+	  "second once their delay is over; the others wait their turn, the "
+	  "highest tier first, then the higher priority, then the earliest "
+	  "due (0: no limit)" },
 	{ "registry.cache_dags", CFG_INT, "10000",
 	  "decoded DAG versions axd keeps beyond those in use; the others "
 	  "are read from PostgreSQL on first use" },

@@ -487,29 +487,46 @@ wait_backoff(const json_t *f, json_t *w, int64_t now)
 
 /* PENDING after a preemption: who took the slot, and when it is ready
  * again (the queue's attempt.preempted, the result handler's
- * instance.retry_scheduled). */
+ * instance.retry_scheduled); once due, the recovery throttle holds it
+ * until its turn (highest tier first) and says when it let it back
+ * (instance.recovery_released). */
 static void
 wait_preempted(const json_t *f, json_t *w, int64_t now)
 {
 	const json_t *evs = json_object_get(f, "events");
 	const json_t *pe  = last_event(evs, "attempt.preempted", 0);
 	const json_t *re  = last_event(evs, "instance.retry_scheduled", 0);
+	const json_t *rl  = last_event(evs, "instance.recovery_released", 0);
 	const json_t *pp  = json_object_get(pe, "payload"),
 	             *rp  = json_object_get(re, "payload");
 	int64_t at        = jint(rp, "fire_at_us");
-	char    t[40], d[32];
+	char    t[40], d[32], more[160];
 
 	ax_clock_fmt_utc(at, t, sizeof(t));
-	add_wait(w, "preempted",
-	         json_pack("{s:s?,s:s?,s:s?,s:o}", "winner",
-	                   jstr(pp, "winner"), "winner_dag",
-	                   jstr(pp, "winner_dag"), "winner_tier",
-	                   jstr(pp, "winner_tier"), "until", ts_json(at)),
-	         "preempted by %s.%s (%s); ready again at %s (%s %s)",
-	         jstr(pp, "winner_dag") ? jstr(pp, "winner_dag") : "?",
-	         jstr(pp, "winner_task") ? jstr(pp, "winner_task") : "?",
-	         jstr(pp, "winner_tier") ? jstr(pp, "winner_tier") : "?", t,
-	         at > now ? "in" : "due", dur(at > now ? at - now : 0, d, 32));
+	if (rl != NULL && jint(rl, "id") > jint(re, "id"))
+		snprintf(more, sizeof(more),
+		         "; let back by the recovery throttle after %s held",
+		         dur(jint(json_object_get(rl, "payload"), "held_us"),
+		             d, sizeof(d)));
+	else if (at <= now)
+		snprintf(more, sizeof(more),
+		         "; due for %s, held by the recovery throttle "
+		         "(preemption.recovery_rate a second, highest tier "
+		         "first)",
+		         dur(now - at, d, sizeof(d)));
+	else
+		snprintf(more, sizeof(more), " (in %s)",
+		         dur(at - now, d, sizeof(d)));
+	add_wait(
+	    w, "preempted",
+	    json_pack("{s:s?,s:s?,s:s?,s:o,s:b}", "winner", jstr(pp, "winner"),
+	              "winner_dag", jstr(pp, "winner_dag"), "winner_tier",
+	              jstr(pp, "winner_tier"), "until", ts_json(at),
+	              "throttled", at <= now && rl == NULL),
+	    "preempted by %s.%s (%s); ready again at %s%s",
+	    jstr(pp, "winner_dag") ? jstr(pp, "winner_dag") : "?",
+	    jstr(pp, "winner_task") ? jstr(pp, "winner_task") : "?",
+	    jstr(pp, "winner_tier") ? jstr(pp, "winner_tier") : "?", t, more);
 }
 
 static void
@@ -728,6 +745,14 @@ event_text(const json_t *f, const json_t *e, char *b, size_t n)
 		         "preempted: ready again at %s (after %s), no try "
 		         "used",
 		         at, dur(jint(pl, "delay_us"), d, sizeof(d)));
+	} else if (!strcmp(t, "instance.recovery_released")) {
+		snprintf(
+		    b, n,
+		    "let back by the recovery throttle as %s after %s held "
+		    "(preemption.recovery_rate %" PRId64 ")",
+		    jstr(pl, "tier") ? jstr(pl, "tier") : "?",
+		    dur(jint(pl, "held_us"), d, sizeof(d)),
+		    jint(pl, "recovery_rate"));
 	} else if (!strcmp(t, "instance.retry_scheduled")) {
 		ax_clock_fmt_utc(jint(pl, "fire_at_us"), at, sizeof(at));
 		snprintf(b, n,

@@ -321,6 +321,40 @@ ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
 	return AX_OK;
 }
 
+#define SQL_PREEMPTED                                                         \
+	"SELECT ti.id, a.run_id::text, coalesce((SELECT (e.payload->>"        \
+	"'fire_at_us')::bigint FROM event_log e WHERE e.instance_id = ti.id"  \
+	" AND e.type = 'instance.retry_scheduled' AND e.reason = 'PREEMPTED'" \
+	" ORDER BY e.id DESC LIMIT 1), 0)"                                    \
+	" FROM task_instances ti CROSS JOIN LATERAL (SELECT run_id FROM"      \
+	" attempts WHERE instance_id = ti.id ORDER BY number DESC LIMIT 1) a" \
+	" WHERE ti.state = 'PENDING' AND ti.reason = 'PREEMPTED' AND ti.id >" \
+	" $1::bigint ORDER BY ti.id LIMIT $2::int"
+
+ax_err
+ax_store_preempted_list(ax_store *s, int64_t after_id, ax_store_preempted *out,
+                        size_t max, size_t *n)
+{
+	char        a[24], m[24];
+	const char *p[2] = { a, m };
+	PGresult   *r    = NULL;
+	ax_err      rv;
+
+	*n = 0;
+	snprintf(a, sizeof(a), "%lld", (long long) after_id);
+	snprintf(m, sizeof(m), "%zu", max);
+	if ((rv = ax_store_query(s, SQL_PREEMPTED, 2, p, &r)) != AX_OK)
+		return rv;
+	for (int k = 0; k < PQntuples(r) && *n < max; k++) {
+		ax_store_preempted *x = &out[(*n)++];
+		x->instance_id        = ax_store_cell_i64(r, k, 0);
+		col_str(r, k, 1, x->run_id, sizeof(x->run_id));
+		x->fire_at_us = ax_store_cell_i64(r, k, 2);
+	}
+	PQclear(r);
+	return AX_OK;
+}
+
 #define SQL_UPDATE_ATT                                                        \
 	"UPDATE attempts a SET state = u.st, "                                \
 	"worker_id = coalesce(u.w, a.worker_id), "                            \

@@ -118,6 +118,23 @@ typedef struct ax_store_attempt_info {
 ax_err ax_store_lock_attempts(ax_store *s, const char *const *run_ids,
                               size_t n, ax_store_attempt_info *out);
 
+/* One instance waiting for its recovery after a preemption. */
+typedef struct ax_store_preempted {
+	int64_t instance_id;
+	char    run_id[37]; /* its current (preempted) attempt */
+	int64_t fire_at_us; /* due again (UTC us); 0: no event says when */
+} ax_store_preempted;
+
+/*
+ * The instances preempted and not ready again yet (PENDING, reason
+ * PREEMPTED) with an id above after_id, by id, at most max: each with
+ * the due instant of its last instance.retry_scheduled event of reason
+ * PREEMPTED (payload fire_at_us). *n: how many were written. For the
+ * result handler's start (its throttle is in memory). Errors as store.h.
+ */
+ax_err ax_store_preempted_list(ax_store *s, int64_t after_id,
+                               ax_store_preempted *out, size_t max, size_t *n);
+
 /* New values for one attempt row; 0 / NULL members keep the stored value
  * (timestamps already set are never overwritten). */
 typedef struct ax_store_attempt_update {

@@ -6,10 +6,11 @@
  * instances in ONE query: the counters are rebuilt (SUCCESS counts as
  * met), InstanceReady is sent again for PENDING / READY instances whose
  * upstreams are met (the instance generator and resource detector are
- * idempotent), the plan of a run with missing instance rows is sent
- * again, and runs that have none are planned like a Due. After a control
- * op (clear, mark, backfill) the runs it touched are re-read the same
- * way (modes M_*).
+ * idempotent) but for preempted ones (reason PREEMPTED: the result
+ * handler's recovery throttle lets them back), the plan of a run with
+ * missing instance rows is sent again, and runs that have none are
+ * planned like a Due. After a control op (clear, mark, backfill) the
+ * runs it touched are re-read the same way (modes M_*).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,16 @@
 #include "state.h"
 #include "store_deps.h"
 
-enum { X_MISSING = 0, X_PENDING, X_RETRY, X_READY, X_LIVE, X_OK, X_FAIL };
+enum {
+	X_MISSING = 0,
+	X_PENDING,
+	X_RETRY,
+	X_PREEMPTED,
+	X_READY,
+	X_LIVE,
+	X_OK,
+	X_FAIL
+};
 
 /* Rebuilds the active run r from its instance rows [from, to). */
 static void
@@ -55,6 +65,8 @@ rebuild_active(dd *d, drun *r, PGresult *res, int from, int to, int mode)
 		case AX_TI_PENDING:
 			x[i] = why && strcmp(why, "RETRY_SCHEDULED") == 0
 			    ? X_RETRY
+			    : why && strcmp(why, "PREEMPTED") == 0
+			    ? X_PREEMPTED
 			    : X_PENDING;
 			break;
 		case AX_TI_READY:
@@ -97,6 +109,11 @@ rebuild_active(dd *d, drun *r, PGresult *res, int from, int to, int mode)
 			case X_READY:
 				r->ist[i] = I_SENT;
 				send      = mode == M_RESTART;
+				break;
+			case X_PREEMPTED:
+				/* the result handler holds its recovery
+				 * and reads it again after a restart */
+				r->ist[i] = I_SENT;
 				break;
 			case X_RETRY:
 				/* the retry timer lives in the time detector,

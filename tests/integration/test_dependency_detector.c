@@ -11,7 +11,8 @@
  * WAIT_DEPENDENCY and fails the run, clear with downstream (try budget
  * reset), mark SUCCESS releases the downstream, same_period cross-DAG
  * dependency, serial / discard / replace, restart rebuild (counters
- * rebuilt, nothing released twice), the events of runs dropped from
+ * rebuilt, nothing released twice, a preempted instance left to the
+ * result handler's recovery), the events of runs dropped from
  * memory before their batch is written (their own trace id).
  */
 #include <criterion/criterion.h>
@@ -994,6 +995,37 @@ Test(dependency_detector, restart_rebuilds_counters)
 	/* the held run starts when the active one finished */
 	WAIT_FOR(readies(&ready_cap, queued, "a") == 1);
 	cr_assert_eq(readies(&ready_cap, run, "d"), 1, "d released once");
+}
+
+/* A preempted instance waiting for its recovery (PENDING, reason
+ * PREEMPTED) is the result handler's to let back after a restart (its
+ * throttle, at the instant stored at the preemption): the rebuild does
+ * not send it, while the plain PENDING one beside it is sent again. */
+Test(dependency_detector, restart_leaves_a_preempted_instance_to_recovery)
+{
+	int64_t dag = store_dag(diamond);
+	int64_t run = make_run(dag, 5000);
+	start_system();
+	send_due("dia", run);
+	WAIT_FOR(readies(&ready_cap, run, "a") == 1);
+	WAIT_FOR(q_int("SELECT count(*) FROM task_instances WHERE "
+	               "dag_run_id = %lld",
+	               (long long) run) == 4);
+	finish_task("dia", run, "a", "SUCCESS");
+	WAIT_FOR(readies(&ready_cap, run, "b") == 1);
+	WAIT_FOR(readies(&ready_cap, run, "c") == 1);
+	q_exec("UPDATE task_instances SET reason = 'PREEMPTED' WHERE id = "
+	       "%lld",
+	       (long long) iid_of(run, "b"));
+	stop_system();
+	cap_clear(&ready_cap);
+
+	start_system();
+	WAIT_FOR(readies(&ready_cap, run, "c") == 1);
+	ax_clock_sleep_us(300000);
+	cr_assert_eq(readies(&ready_cap, run, "b"), 0,
+	             "the preempted instance was sent ready by the rebuild");
+	cr_assert_eq(readies(&ready_cap, run, "a"), 0);
 }
 
 /* --- deadlines ------------------------------------------------------------

@@ -482,3 +482,52 @@ Test(explain, preempted_names_the_winner_and_the_requeue)
 	          "%s", str_at(d, "timeline/1/text"));
 	json_decref(d);
 }
+
+/* The same victim once its instant passed: held by the recovery
+ * throttle, then let back by it (instance.recovery_released). */
+Test(explain, preempted_held_then_released_by_the_throttle)
+{
+	const char *head =
+	    "{\"subject\":\"instance\",\"now_us\":1764583270000000,"
+	    "\"instance\":{\"id\":41,\"dag\":\"batch\",\"task\":\"t\","
+	    "\"state\":\"PENDING\",\"reason\":\"PREEMPTED\"},"
+	    "\"events\":[{\"id\":1,\"type\":\"attempt.preempted\",\"reason\":"
+	    "\"PREEMPTED\",\"attempt\":1,\"time_us\":1764583200000000,"
+	    "\"payload\":{\"winner\":\"r9\",\"winner_tier\":\"P0\","
+	    "\"winner_dag\":\"core\",\"winner_task\":\"kpi\"}},"
+	    "{\"id\":2,\"type\":\"instance.retry_scheduled\",\"reason\":"
+	    "\"PREEMPTED\",\"attempt\":1,\"time_us\":1764583201000000,"
+	    "\"payload\":{\"delay_us\":65000000,\"fire_at_us\":"
+	    "1764583266000000,\"attempt\":1,\"preempted\":true}}";
+	char buf[2048];
+
+	snprintf(buf, sizeof(buf), "%s]}", head);
+	json_t *d = build(buf);
+	cr_assert_str_eq(str_at(d, "waiting_for/0/kind"), "preempted");
+	cr_assert(json_is_true(json_object_get(
+	    json_array_get(json_object_get(d, "waiting_for"), 0),
+	    "throttled")));
+	cr_assert(strstr(str_at(d, "waiting_for/0/text"),
+	                 "due for 4.0s, held by the recovery throttle") !=
+	              NULL,
+	          "%s", str_at(d, "waiting_for/0/text"));
+	json_decref(d);
+
+	snprintf(buf, sizeof(buf),
+	         "%s,{\"id\":3,\"type\":\"instance.recovery_released\","
+	         "\"reason\":\"PREEMPTED\",\"attempt\":1,\"time_us\":"
+	         "1764583269000000,\"payload\":{\"tier\":\"P3\",\"held_us\":"
+	         "3000000,\"recovery_rate\":10}}]}",
+	         head);
+	d = build(buf);
+	cr_assert(
+	    strstr(str_at(d, "waiting_for/0/text"),
+	           "let back by the recovery throttle after 3.0s held") !=
+	        NULL,
+	    "%s", str_at(d, "waiting_for/0/text"));
+	cr_assert(strstr(str_at(d, "timeline/2/text"),
+	                 "let back by the recovery throttle as P3 after 3.0s "
+	                 "held (preemption.recovery_rate 10)") != NULL,
+	          "%s", str_at(d, "timeline/2/text"));
+	json_decref(d);
+}
