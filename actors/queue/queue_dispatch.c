@@ -310,6 +310,9 @@ fill_pick(ax_queue *q, qworker *w, qfill *f)
 		q->fill_blocked = 1;
 		free_           = 0; /* only the resends may go */
 	}
+	/* a capacity calendar that preempts: no more than its window's
+	 * slots in the group (queue_calendar.c) */
+	free_ = axq_calendar_room(w->group, free_);
 	/* w's free slots may still count a resend it never received */
 	for (ax_list_node *x = w->nresend > 0 ? w->att.head : NULL; x != NULL;
 	     x               = x->next) {
