@@ -24,10 +24,12 @@
  * The dispatch gate (axq_calendar_room): work admitted before the window
  * turned may still wait in the group's heaps; without the gate a
  * victim's slot would go to one of them at once, which the next scan
- * would stop again. Pools: their slots are not gated at dispatch (an
- * attempt of a full pool at the top of a heap would hold the group's
- * other work), so there such leftovers may start and are stopped by the
- * next scan.
+ * would stop again. When the gate gives room again (a slot freed, the
+ * window turned or was removed) the scan answers the group's parked
+ * Pulls at once rather than at their long poll's end. Pools: their slots
+ * are not gated at dispatch (an attempt of a full pool at the top of a
+ * heap would hold the group's other work), so there such leftovers may
+ * start and are stopped by the next scan.
  *
  * How: the calendars with a preempting window are read from
  * capacity_calendars at the start and after a ControlOp "calendar"
@@ -41,6 +43,7 @@
  */
 #include "queue_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +273,19 @@ fit(ax_queue *q, qgroup *g, const qcal *c, int64_t now)
 	free(out);
 }
 
+/* The gate cut g's Pulls and gives room again (a slot freed, the window
+ * turned or went): the parked Pulls are answered now, not at their
+ * long poll's end. */
+static void
+refill(ax_queue *q, qgroup *g)
+{
+	g->cal_cut = 0;
+	for (ax_list_node *n = g->parked.head, *nx; n != NULL; n = nx) {
+		nx = n->next;
+		axq_try_fill(q, QWORKER(n, pkn));
+	}
+}
+
 int64_t
 axq_calendar_scan(ax_queue *q, int64_t now)
 {
@@ -296,6 +312,8 @@ axq_calendar_scan(ax_queue *q, int64_t now)
 		g->cal = q->ncal > 0 ? cal_find(q, g->name) : NULL;
 		if (g->cal != NULL && g->cal->slots >= 0)
 			fit(q, g, g->cal, now);
+		if (g->cal_cut && axq_calendar_room(g, INT32_MAX) > 0)
+			refill(q, g);
 	}
 	for (size_t i = 0; i < q->ncal; i++)
 		if (q->cals[i].slots >= 0)

@@ -174,8 +174,10 @@ struct qgroup {
 	ax_res_set       sent_res; /* named resources last sent */
 	int              cap_dirty, cap_sent;
 	ax_list_node     cn; /* q->cap_dirty (cap_dirty) */
-	qcal *cal; /* its capacity calendar that preempts (name match,
-	              set by axq_calendar_scan); NULL: none */
+	qcal *cal;   /* its capacity calendar that preempts (name match,
+	                set by axq_calendar_scan); NULL: none */
+	int cal_cut; /* a Pull got fewer slots for cal: refill when it
+	                gives more */
 	/* last published (queue_stats.c): depth per channel, slots */
 	int64_t pub_depth[AX_QUEUE_NCHANNELS], pub_used, pub_free;
 	int     pub_ok; /* its rows were written once since the start */

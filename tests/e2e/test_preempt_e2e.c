@@ -442,16 +442,21 @@ wait_lines_of(const char *name, int n, const char *line, int want, int limit_s)
 }
 
 /* A worker of 4 slots in group gpu; no preemption.enabled: the
- * calendar's flag is the opt-in. */
+ * calendar's flag is the opt-in. Victims are ready again after
+ * requeue_delay (plus up to 500 ms). */
 static void
-start_gpu_stack(void)
+start_gpu_stack(const char *requeue_delay)
 {
+	char cfg[256];
+
 	setenv("AX_WORKER_SLOTS", "4", 1);
 	setenv("AX_WORKER_GROUP", "gpu", 1);
-	e = ax_e2e_new(1,
-	               "preemption:\n"
-	               "  requeue_delay: 1s\n"
-	               "  requeue_jitter: 500ms\n");
+	snprintf(cfg, sizeof(cfg),
+	         "preemption:\n"
+	         "  requeue_delay: %s\n"
+	         "  requeue_jitter: 500ms\n",
+	         requeue_delay);
+	e = ax_e2e_new(1, cfg);
 	ax_e2e_start_axd(e);
 	ax_e2e_start_workers(e);
 	ax_e2e_start_api_token(e, AX_API_ROLE_OPERATOR, "preempt-e2e", url,
@@ -505,7 +510,9 @@ hold_steady(const char *name, int n, int starts, int terms_)
 
 Test(preempt_e2e, a_calendar_that_preempts_stops_the_work_beyond_its_slots)
 {
-	start_gpu_stack();
+	/* the victims come back long after the window ends: what starts
+	 * then is the work the gate held */
+	start_gpu_stack("15s");
 	/* 6 tasks on 4 slots: 4 run, 2 wait in the queue */
 	load_gpu("batch", 6, 1);
 	wait_lines_of("batch", 6, "start 1", 4, 30);
@@ -543,11 +550,26 @@ Test(preempt_e2e, a_calendar_that_preempts_stops_the_work_beyond_its_slots)
 	                                   "= 'e2e.cal.batch' AND "
 	                                   "payload->>'group' = 'gpu'"),
 	             3);
+	/* the window ends (the calendar is removed): the 2 queued start at
+	 * once (not at their worker's next poll), later the victims come
+	 * back */
+	ax_e2e_answer a;
+	int64_t       t0 = ax_clock_mono_us();
+	ax_e2e_http(url, token, "DELETE", "/api/v1/pools/gpu/calendar", NULL,
+	            0, NULL, &a);
+	cr_assert_eq(a.status, 200, "%ld %s", a.status, a.body);
+	json_decref(a.js);
+	wait_lines_of("batch", 6, "start 1", 6, 15);
+	cr_assert_lt(
+	    ax_clock_mono_us() - t0, 3 * AX_USEC_PER_SEC,
+	    "the queued work started %lld ms after the window",
+	    (long long) ((ax_clock_mono_us() - t0) / AX_USEC_PER_MSEC));
+	wait_lines_of("batch", 6, "end 2", 3, 30);
 }
 
 Test(preempt_e2e, a_calendar_without_preempt_stops_nothing_running)
 {
-	start_gpu_stack();
+	start_gpu_stack("1s");
 	load_gpu("batch", 4, 1);
 	wait_lines_of("batch", 4, "start 1", 4, 30);
 	put_gpu_calendar(0);
@@ -564,7 +586,7 @@ Test(preempt_e2e, a_calendar_without_preempt_stops_nothing_running)
 
 Test(preempt_e2e, a_calendar_that_preempts_never_stops_a_task_not_preemptible)
 {
-	start_gpu_stack();
+	start_gpu_stack("1s");
 	load_gpu("pinned", 2, 0);
 	load_gpu("batch", 2, 1);
 	wait_lines_of("pinned", 2, "start 1", 2, 30);
