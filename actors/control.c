@@ -112,8 +112,11 @@ decode_op(json_t *o, const char *op, Ax__ControlOp *c, ax_control_msg *m,
 	if (!strcmp(op, "rules") || !strcmp(op, "pressure") ||
 	    !strcmp(op, "calendar")) {
 		/* the table (rules, pool_pressure, capacity_calendars) is
-		 * the truth: "look" */
+		 * the truth: "look"; the queue stops work beyond a calendar
+		 * that preempts */
 		m->dest[0] = AX_A_RESOURCE_DETECTOR;
+		if (!strcmp(op, "calendar"))
+			m->dest[1] = AX_A_QUEUE;
 		return AX_OK;
 	}
 	if (!strcmp(op, "submit")) {
@@ -787,7 +790,8 @@ reconnect(ax_control *c)
 	atomic_fetch_add(&c->received, 1);
 	forward(c, "{\"op\":\"resync\"}");
 	forward(c, "{\"op\":\"rules\"}"); /* a rule change missed meanwhile */
-	c->nsent = 0;                     /* everything pending goes again */
+	forward(c, "{\"op\":\"calendar\"}"); /* and a calendar's */
+	c->nsent = 0; /* everything pending goes again */
 	scan_pending(c);
 	return 0;
 }

@@ -83,13 +83,14 @@ static const cfg_key cfg_keys[] = {
 	 * it on for groups whose low tiers mark their tasks preemptible. */
 	{ "preemption.enabled", CFG_BOOL, "false",
 	  "the queue may stop a running preemptible attempt of a lower tier "
-	  "when an attempt of a higher tier cannot be placed in its group" },
+	  "when an attempt of a higher tier cannot be placed in its group "
+	  "(a capacity calendar with preempt stops work without it)" },
 	{ "preemption.max_runtime", CFG_DURATION, "30m",
 	  "never preempt an attempt that has run longer than this" },
 	{ "preemption.grace", CFG_DURATION, "30s",
 	  "a preempted attempt gets SIGTERM, then SIGKILL after this (its "
 	  "task's own kill grace is not used: the winner waits for the "
-	  "slot)" },
+	  "slot); also for one stopped by a capacity calendar with preempt" },
 	{ "preemption.per_worker_per_minute", CFG_INT, "2",
 	  "at most this many preemptions on one worker in any minute" },
 	{ "preemption.window", CFG_DURATION, "10m",

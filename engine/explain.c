@@ -503,6 +503,22 @@ wait_preempted(const json_t *f, json_t *w, int64_t now)
 	char    t[40], d[32], more[160];
 
 	ax_clock_fmt_utc(at, t, sizeof(t));
+	if (jstr(pp, "calendar") != NULL) { /* no winner: a window's slots */
+		add_wait(w, "preempted",
+		         json_pack("{s:s,s:s?,s:I,s:o}", "calendar",
+		                   jstr(pp, "calendar"), "calendar_of",
+		                   jstr(pp, "calendar_of"), "calendar_slots",
+		                   (json_int_t) jint(pp, "calendar_slots"),
+		                   "until", ts_json(at)),
+		         "stopped by the capacity calendar of %s %s (%" PRId64
+		         " slots in force); ready again at %s (%s %s)",
+		         jstr(pp, "calendar_of") ? jstr(pp, "calendar_of")
+		                                 : "group",
+		         jstr(pp, "calendar"), jint(pp, "calendar_slots"), t,
+		         at > now ? "in" : "due",
+		         dur(at > now ? at - now : 0, d, 32));
+		return;
+	}
 	if (rl != NULL && jint(rl, "id") > jint(re, "id"))
 		snprintf(more, sizeof(more),
 		         "; let back by the recovery throttle after %s held",
@@ -728,6 +744,18 @@ event_text(const json_t *f, const json_t *e, char *b, size_t n)
 		    w = jstr(x, "worker_id");
 		snprintf(b, n, "attempt %" PRId64 " running%s%s", a,
 		         w ? " on " : "", w ? w : "");
+	} else if (!strcmp(t, "attempt.preempted") &&
+	           jstr(pl, "calendar") != NULL) {
+		snprintf(b, n,
+		         "attempt %" PRId64 " stopped by the capacity "
+		         "calendar of %s %s (%" PRId64 " slots, %s) on %s",
+		         a,
+		         jstr(pl, "calendar_of") ? jstr(pl, "calendar_of")
+		                                 : "group",
+		         jstr(pl, "calendar"), jint(pl, "calendar_slots"),
+		         jstr(pl, "victim_tier") ? jstr(pl, "victim_tier")
+		                                 : "?",
+		         jstr(pl, "worker") ? jstr(pl, "worker") : "?");
 	} else if (!strcmp(t, "attempt.preempted")) {
 		snprintf(
 		    b, n,

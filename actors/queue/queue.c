@@ -27,7 +27,11 @@
  *                      after a start or takeover;
  *  - queue_stats.c     its metrics: latency histograms, depth and slots
  *                      per group, lease losses, published in
- *                      component_stats for /metrics.
+ *                      component_stats for /metrics;
+ *  - queue_preempt.c   preemption for a waiting higher tier;
+ *  - queue_calendar.c  capacity calendars that preempt: running work
+ *                      beyond a window's slots is stopped, dispatch is
+ *                      gated by them.
  *
  * The actor sends without blocking (send_nonblock): resource_detector is
  * upstream of us, so a blocking send could close a cycle of full inboxes.
@@ -310,6 +314,8 @@ timers(ax_queue *q)
 		next = t;
 	if ((t = axq_preempt_scan(q, now)) < next)
 		next = t;
+	if ((t = axq_calendar_scan(q, now)) < next)
+		next = t;
 	ax_actor_set_deadline(q->self, next == INT64_MAX ? 0 : next);
 }
 
@@ -358,6 +364,17 @@ on_committed(ax_actor *self, void *state, ax_pipeline_msg *m)
 
 	if (up > q->committed && up <= q->fwd_seq)
 		q->committed = up;
+	return AX_OK;
+}
+
+/* ControlOp "calendar" (the control thread forwards ax-api's NOTIFY,
+ * and one after its reconnect): capacity_calendars changed. */
+static ax_err
+on_control(ax_actor *self, void *state, ax_pipeline_msg *m)
+{
+	(void) self;
+	if (strcmp(m->cmd->control->op, "calendar") == 0)
+		axq_calendar_reload(state);
 	return AX_OK;
 }
 
@@ -413,6 +430,7 @@ queue_fini(void *state)
 	}
 	ax_actor_client_free(q->client);
 	axq_preempt_fini(q);
+	axq_calendar_fini(q);
 	for (int ch = 0; ch < AX_QUEUE_NCHANNELS; ch++)
 		nq += atomic_load(&q->st_depth[ch]);
 	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
@@ -528,6 +546,7 @@ queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 		    AX_OK)
 			return rv;
 	}
+	axq_calendar_init(q);
 	return AX_OK;
 }
 
@@ -574,6 +593,7 @@ static const ax_pipeline_def queue_def = {
 		[AX__COMMAND__BODY_ATTEMPT_RENDERED]   = on_rendered,
 		[AX__COMMAND__BODY_CANCEL_INSTANCE]    = on_cancel,
 		[AX__COMMAND__BODY_RESULTS_COMMITTED]  = on_committed,
+		[AX__COMMAND__BODY_CONTROL]            = on_control,
 	},
 };
 

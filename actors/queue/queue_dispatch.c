@@ -295,7 +295,7 @@ axq_dispatch_open(const ax_queue *q)
 static int
 fill_pick(ax_queue *q, qworker *w, qfill *f)
 {
-	int32_t free_ = w->pull_free;
+	int32_t free_ = w->pull_free, s;
 	int64_t now   = ax_clock_mono_us();
 
 	f->w = w;
@@ -317,9 +317,15 @@ fill_pick(ax_queue *q, qworker *w, qfill *f)
 		if (a->resend)
 			free_ -= a->slots > w->slots ? w->slots : a->slots;
 	}
+	/* a capacity calendar that preempts: no more than its window's
+	 * slots in the group (queue_calendar.c; the resends are counted in
+	 * what the group holds) */
+	if ((s = axq_calendar_room(w->group, free_)) < free_) {
+		free_             = s;
+		w->group->cal_cut = 1; /* see axq_calendar_scan */
+	}
 	while (free_ > 0 && f->n < DISPATCH_MAX) {
-		qatt   *a = best_for(w);
-		int32_t s;
+		qatt *a = best_for(w);
 		if (a == NULL)
 			break;
 		if (a->start_mono > now && !w->start_after) {

@@ -8,7 +8,9 @@
  * queue_workers.c workers, groups and leases; queue_dispatch.c attempts,
  * the heaps and dispatch; queue_reconcile.c records dispatches and
  * settles, after a start, the attempts a worker may hold; queue_stats.c
- * counts and publishes the queue's metrics. The overview
+ * counts and publishes the queue's metrics; queue_preempt.c and
+ * queue_calendar.c stop running work (for a higher tier, for a capacity
+ * calendar that preempts). The overview
  * and the invariants are at the top of queue.c. Everything here runs on
  * the queue actor's thread only, except the hand-off fields of ax_queue
  * (under mu).
@@ -21,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "calendar.h"
 #include "group_spec.h"
 #include "heap.h"
 #include "hist.h"
@@ -49,6 +52,7 @@ typedef struct qatt    qatt;
 typedef struct qworker qworker;
 typedef struct qgroup  qgroup;
 typedef struct qctx    qctx;
+typedef struct qcal    qcal;
 
 /* Attempts ordered by channel rank, aging key, arrival (att_before);
  * initialised with axq_heap_init. */
@@ -125,8 +129,8 @@ struct qworker {
 	int32_t      reserve_p0; /* of slots, kept for P0 (Register) */
 	int64_t      cpu_milli, memory_bytes; /* offered (Register) */
 	int64_t      used_cpu, used_mem;      /* declared by its attempts */
-	int          refit; /* cpu or memory freed: look at its Pull again */
-	ax_res_set   res;   /* named resources offered (Register) */
+	int          refit;  /* cpu or memory freed: look at its Pull again */
+	ax_res_set   res;    /* named resources offered (Register) */
 	ax_label    *labels; /* worker.labels (Register; malloc'd) */
 	size_t       nlabels;
 	char        *hostname;
@@ -170,10 +174,14 @@ struct qgroup {
 	ax_list          parked;  /* waiting workers (qworker.pkn) */
 	int32_t          sent_total, sent_free, sent_p0;
 	int64_t          sent_cpu, sent_mem;
-	ax_res_set       sent_res; /* named resources last sent */
+	ax_res_set       sent_res;    /* named resources last sent */
 	char            *sent_labels; /* labels text last sent (malloc'd) */
 	int              cap_dirty, cap_sent;
 	ax_list_node     cn; /* q->cap_dirty (cap_dirty) */
+	qcal *cal;   /* its capacity calendar that preempts (name match,
+	                set by axq_calendar_scan); NULL: none */
+	int cal_cut; /* a Pull got fewer slots for cal: refill when it
+	                gives more */
 	/* last published (queue_stats.c): depth per channel, slots */
 	int64_t pub_depth[AX_QUEUE_NCHANNELS], pub_used, pub_free;
 	int     pub_ok; /* its rows were written once since the start */
@@ -265,6 +273,12 @@ struct ax_queue {
 	int64_t           pre_next;      /* mono us: next scan */
 	ax_strmap        *pre_hist; /* instance id -> qpre, in the window */
 	ax_list           pre_fifo; /* those qpre, oldest first */
+
+	/* capacity calendars that preempt (queue_calendar.c) */
+	qcal   *cals; /* owned; ncal of them */
+	size_t  ncal;
+	int     cal_reload; /* read capacity_calendars at the next scan */
+	int64_t cal_next;   /* mono us: next scan */
 
 	/* scheduling latency per kind (AXQ_LAT_*) and channel, observed at
 	 * an attempt's first STARTED; what was last published of it and
@@ -457,6 +471,33 @@ int axq_tier_of(const char *impact);
  * in groups without a free slot (now: mono us); returns the next instant
  * to call it (INT64_MAX: at the next event). Timers only. */
 int64_t axq_preempt_scan(ax_queue *q, int64_t now);
+
+/* Marks v (running) to be stopped as a preemption victim: kill with
+ * reason PREEMPTED and preemption.grace, counted in its worker's
+ * preemptions of the minute and the preemption window (now: mono us).
+ * The caller emits the decision's event. */
+void axq_preempt_mark(ax_queue *q, qatt *v, int64_t now);
+
+/* ------------------------------------------------------- queue_calendar.c */
+
+/* Asks for capacity_calendars at the first scan (init; no-op without a
+ * database); fini frees the calendars (safe on zeroed memory). */
+void axq_calendar_init(ax_queue *q);
+void axq_calendar_fini(ax_queue *q);
+
+/* ControlOp "calendar": the table is read again at the next scan. */
+void axq_calendar_reload(ax_queue *q);
+
+/* Stops running preemptible attempts beyond the slots of the capacity
+ * calendars' windows in force that preempt, per group and pool (now:
+ * mono us); returns the next instant to call it (INT64_MAX: none
+ * loaded). Timers only. */
+int64_t axq_calendar_scan(ax_queue *q, int64_t now);
+
+/* How many of free_ slots the workers of g may still take: fewer when a
+ * preempting calendar window in force gives g fewer slots than its live
+ * workers hold (dispatch gate); free_ itself otherwise. */
+int32_t axq_calendar_room(const qgroup *g, int32_t free_);
 
 /* ---------------------------------------------------------- queue_stats.c */
 

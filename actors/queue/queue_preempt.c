@@ -112,8 +112,8 @@ static void
 hist_add(ax_queue *q, const qatt *a, int64_t now)
 {
 	qpre *p;
-	if (!a->inst_key[0])
-		return;
+	if (!a->inst_key[0] || q->pre_hist == NULL)
+		return; /* no history while preemption.enabled is off */
 	if ((p = ax_strmap_del(q->pre_hist, a->inst_key)) != NULL) {
 		ax_list_remove(&q->pre_fifo, &p->n);
 		free(p);
@@ -230,6 +230,20 @@ group_cands(const ax_queue *q, const qgroup *g, ax_preempt_cand *c, qatt **v,
 	return n;
 }
 
+void
+axq_preempt_mark(ax_queue *q, qatt *v, int64_t now)
+{
+	qworker *w = v->worker;
+
+	v->kill          = 1;
+	v->kill_grace_ms = q->pre_grace_ms;
+	snprintf(v->kill_reason, sizeof(v->kill_reason), "PREEMPTED");
+	w->pre_at[w->pre_i] = now;
+	w->pre_i            = (w->pre_i + 1) % AXQ_PRE_RING;
+	hist_add(q, v, now);
+	STAT(q, st_preemptions, 1);
+}
+
 /* Stops victim v for winner win: the kill goes out in v's worker's next
  * HeartbeatReply; one event names both (now: mono us). */
 static void
@@ -239,13 +253,7 @@ preempt(ax_queue *q, qatt *v, const qatt *win, int64_t now)
 	char       json[600];
 	ax_log_ids ids = axq_att_ids(v);
 
-	v->kill          = 1;
-	v->kill_grace_ms = q->pre_grace_ms;
-	snprintf(v->kill_reason, sizeof(v->kill_reason), "PREEMPTED");
-	w->pre_at[w->pre_i] = now;
-	w->pre_i            = (w->pre_i + 1) % AXQ_PRE_RING;
-	hist_add(q, v, now);
-	STAT(q, st_preemptions, 1);
+	axq_preempt_mark(q, v, now);
 	snprintf(json, sizeof(json),
 	         "{\"victim\":\"%.64s\",\"victim_tier\":\"P%d\","
 	         "\"victim_instance\":\"%s\",\"winner\":\"%.64s\","

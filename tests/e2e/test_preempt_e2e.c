@@ -8,7 +8,14 @@
  *    back to PENDING (PREEMPTED) without using up a try and succeeds on
  *    its next attempt, exactly once;
  *  - a P3 attempt that is not preemptible is never touched: the P0 waits
- *    for its end.
+ *    for its end;
+ *  - a capacity calendar with "preempt": true whose window in force gives
+ *    a worker group 1 slot stops the running preemptible attempts beyond
+ *    it (attempt.preempted naming the calendar and its slots, CANCELED
+ *    PREEMPTED, back to PENDING), keeps the first started, and gives the
+ *    work still queued no slot; without preempt nothing running stops;
+ *    a task not preemptible is never stopped, even if it leaves the
+ *    group above the calendar's slots.
  */
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -16,13 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "api_token.h"
 #include "clock.h"
 #include "e2e_harness.h"
 
 static ax_e2e *e;
 static char    marks[256];
+static char    url[64], token[AX_API_TOKEN_LEN];
 
 static void
 setup(void)
@@ -365,4 +375,238 @@ Test(preempt_e2e, a_victim_that_ignores_sigterm_is_killed_after_the_grace)
 	/* the victim ignored SIGTERM and never ended on its own */
 	cr_assert_eq(count_lines("stubborn", "end 1"), 0);
 	cr_assert_eq(events_preempted(), 1);
+}
+
+/* --------------------------------------------- capacity calendars */
+
+/*
+ * A DAG name of n tasks t0..t<n-1> (impact P3) in worker group gpu
+ * starting 1 s from now; each records "start <attempt>", on SIGTERM
+ * "term <attempt>", and "end <attempt>" in marks/<name>.t<i>; a first
+ * attempt runs 60 s, a later one ends at once.
+ */
+static void
+load_gpu(const char *name, int n, int preemptible)
+{
+	char at[32], yaml[8192], dag[64];
+	int  off;
+
+	snprintf(dag, sizeof(dag), "e2e.cal.%s", name);
+	off = snprintf(yaml, sizeof(yaml),
+	               "kind: DAG\nname: %s\nimpact: P3\n"
+	               "schedule: {at: \"%s\"}\ntasks:\n",
+	               dag, ax_e2e_at(1, at, sizeof(at)));
+	for (int i = 0; i < n; i++)
+		off += snprintf(
+		    yaml + off, sizeof(yaml) - (size_t) off,
+		    "  - name: t%d\n"
+		    "    worker_group: gpu\n"
+		    "    preemptible: %s\n"
+		    "    command: |\n"
+		    "      f=%s/%s.t%d\n"
+		    "      echo start $AX_ATTEMPT >> $f\n"
+		    "      trap 'echo term $AX_ATTEMPT >> $f; exit 143' TERM\n"
+		    "      if [ \"$AX_ATTEMPT\" = 1 ]; then sleep 60 & wait; "
+		    "fi\n"
+		    "      echo end $AX_ATTEMPT >> $f\n",
+		    i, preemptible ? "true" : "false", marks, name, i);
+	ax_e2e_load(e, name, dag, yaml);
+}
+
+/* Lines equal to line over the files <name>.t0 .. t<n-1>. */
+static int
+lines_of(const char *name, int n, const char *line)
+{
+	char f[128];
+	int  k = 0;
+	for (int i = 0; i < n; i++) {
+		snprintf(f, sizeof(f), "%s.t%d", name, i);
+		k += count_lines(f, line);
+	}
+	return k;
+}
+
+/* Polls lines_of(name, n, line) >= want for up to limit_s seconds. */
+static void
+wait_lines_of(const char *name, int n, const char *line, int want, int limit_s)
+{
+	int64_t end = ax_clock_mono_us() + limit_s * AX_USEC_PER_SEC;
+	while (lines_of(name, n, line) < want) {
+		if (ax_clock_mono_us() > end) {
+			ax_e2e_dump(e);
+			cr_assert_fail("%s: %d of %d lines '%s'", name,
+			               lines_of(name, n, line), want, line);
+		}
+		ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
+	}
+}
+
+/* A worker of 4 slots in group gpu; no preemption.enabled: the
+ * calendar's flag is the opt-in. Victims are ready again after
+ * requeue_delay (plus up to 500 ms). */
+static void
+start_gpu_stack(const char *requeue_delay)
+{
+	char cfg[256];
+
+	setenv("AX_WORKER_SLOTS", "4", 1);
+	setenv("AX_WORKER_GROUP", "gpu", 1);
+	snprintf(cfg, sizeof(cfg),
+	         "preemption:\n"
+	         "  requeue_delay: %s\n"
+	         "  requeue_jitter: 500ms\n",
+	         requeue_delay);
+	e = ax_e2e_new(1, cfg);
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+	ax_e2e_start_api_token(e, AX_API_ROLE_OPERATOR, "preempt-e2e", url,
+	                       sizeof(url), token);
+}
+
+/* PUT the calendar of gpu: 1 slot from an hour ago to an hour from now
+ * (UTC), with "preempt": true when preempt. */
+static void
+put_gpu_calendar(int preempt)
+{
+	char          body[256], a0[8], b0[8];
+	time_t        t = (time_t) (ax_clock_utc_us() / 1000000);
+	struct tm     tm;
+	ax_e2e_answer a;
+
+	t -= 3600;
+	gmtime_r(&t, &tm);
+	strftime(a0, sizeof(a0), "%H:%M", &tm);
+	t += 7200;
+	gmtime_r(&t, &tm);
+	strftime(b0, sizeof(b0), "%H:%M", &tm);
+	snprintf(body, sizeof(body),
+	         "{\"tz\": \"UTC\",%s \"windows\": [{\"start\": \"%s\", "
+	         "\"end\": \"%s\", \"slots\": 1}]}",
+	         preempt ? " \"preempt\": true," : "", a0, b0);
+	ax_e2e_http(url, token, "PUT", "/api/v1/pools/gpu/calendar", body,
+	            strlen(body), NULL, &a);
+	cr_assert_eq(a.status, 200, "%s: %ld %s", body, a.status, a.body);
+	json_decref(a.js);
+}
+
+#define CAL_EVENTS                                                            \
+	"SELECT count(*) FROM event_log WHERE type = 'attempt.preempted' "    \
+	"AND reason = 'PREEMPTED' AND payload->>'calendar' = 'gpu' AND "      \
+	"payload->>'calendar_slots' = '1'"
+
+/* For 4 s: the counts stay as they are (the stop is not repeated, the
+ * work still queued gets no slot). */
+static void
+hold_steady(const char *name, int n, int starts, int terms_)
+{
+	int64_t end = ax_clock_mono_us() + 4 * AX_USEC_PER_SEC;
+	while (ax_clock_mono_us() < end) {
+		cr_assert_eq(lines_of(name, n, "start 1"), starts);
+		cr_assert_eq(lines_of(name, n, "term 1"), terms_);
+		cr_assert_eq(lines_of(name, n, "start 2"), 0);
+		ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
+	}
+}
+
+Test(preempt_e2e, a_calendar_that_preempts_stops_the_work_beyond_its_slots)
+{
+	/* the victims come back long after the window ends: what starts
+	 * then is the work the gate held */
+	start_gpu_stack("15s");
+	/* 6 tasks on 4 slots: 4 run, 2 wait in the queue */
+	load_gpu("batch", 6, 1);
+	wait_lines_of("batch", 6, "start 1", 4, 30);
+	put_gpu_calendar(1);
+	/* 3 of the 4 running get SIGTERM; the 2 queued never start */
+	wait_lines_of("batch", 6, "term 1", 3, 15);
+	hold_steady("batch", 6, 4, 3);
+	cr_assert_eq(lines_of("batch", 6, "end 1"), 0);
+	/* the rows: 3 victims CANCELED PREEMPTED, back to PENDING; one
+	 * attempt runs, the first started of the four */
+	ax_e2e_wait(e, 10, "3 attempts CANCELED PREEMPTED",
+	            "SELECT count(*) = 3 FROM attempts WHERE state = "
+	            "'CANCELED' AND reason = 'PREEMPTED'");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances "
+	                        "WHERE state = 'RUNNING'"),
+	             1);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM attempts WHERE "
+	                        "state = 'RUNNING'"),
+	             1);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM attempts r WHERE "
+	                        "r.state = 'RUNNING' AND r.started_at = "
+	                        "(SELECT min(started_at) FROM attempts)"),
+	             1, "the survivor is not the first started");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'instance.preempted'"),
+	             3);
+	/* one decision event per victim, naming the calendar and slots */
+	cr_assert_eq(ax_e2e_int(e, CAL_EVENTS), 3);
+	cr_assert_eq(ax_e2e_int(e,
+	                        CAL_EVENTS " AND payload->>'victim_dag' "
+	                                   "= 'e2e.cal.batch' AND "
+	                                   "payload->>'group' = 'gpu'"),
+	             3);
+	/* the window ends (the calendar is removed): the 2 queued start at
+	 * once (not at their worker's next poll), later the victims come
+	 * back */
+	ax_e2e_answer a;
+	int64_t       t0 = ax_clock_mono_us();
+	ax_e2e_http(url, token, "DELETE", "/api/v1/pools/gpu/calendar", NULL,
+	            0, NULL, &a);
+	cr_assert_eq(a.status, 200, "%ld %s", a.status, a.body);
+	json_decref(a.js);
+	wait_lines_of("batch", 6, "start 1", 6, 15);
+	cr_assert_lt(
+	    ax_clock_mono_us() - t0, 3 * AX_USEC_PER_SEC,
+	    "the queued work started %lld ms after the window",
+	    (long long) ((ax_clock_mono_us() - t0) / AX_USEC_PER_MSEC));
+	wait_lines_of("batch", 6, "end 2", 3, 30);
+}
+
+Test(preempt_e2e, a_calendar_without_preempt_stops_nothing_running)
+{
+	start_gpu_stack("1s");
+	load_gpu("batch", 4, 1);
+	wait_lines_of("batch", 4, "start 1", 4, 30);
+	put_gpu_calendar(0);
+	hold_steady("batch", 4, 4, 0);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'attempt.preempted'"),
+	             0);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM attempts WHERE "
+	                        "state = 'RUNNING'"),
+	             4);
+}
+
+Test(preempt_e2e, a_calendar_that_preempts_never_stops_a_task_not_preemptible)
+{
+	start_gpu_stack("1s");
+	load_gpu("pinned", 2, 0);
+	load_gpu("batch", 2, 1);
+	wait_lines_of("pinned", 2, "start 1", 2, 30);
+	wait_lines_of("batch", 2, "start 1", 2, 30);
+	put_gpu_calendar(1);
+	/* both preemptible ones stop; the two others run on, above the
+	 * calendar's 1 slot */
+	wait_lines_of("batch", 2, "term 1", 2, 15);
+	hold_steady("pinned", 2, 2, 0);
+	cr_assert_eq(lines_of("batch", 2, "term 1"), 2);
+	cr_assert_eq(ax_e2e_int(e, CAL_EVENTS), 2);
+	cr_assert_eq(ax_e2e_int(e,
+	                        CAL_EVENTS " AND payload->>'victim_dag' "
+	                                   "<> 'e2e.cal.batch'"),
+	             0);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM attempts a JOIN "
+	                        "task_instances i ON i.id = "
+	                        "a.instance_id JOIN dags d ON d.id = "
+	                        "i.dag_id WHERE d.name = 'e2e.cal.pinned' "
+	                        "AND a.state = 'RUNNING'"),
+	             2);
 }

@@ -15,14 +15,20 @@
  *  - a capacity calendar set with PUT /api/v1/pools/{name}/calendar
  *    gives a pool 1 slot while its window holds (the pool's tasks never
  *    overlap, held_by "calendar_slots"), and the pool's own slots outside
- *    it (they overlap); bad calendars get a 400 naming the member.
+ *    it (they overlap); bad calendars get a 400 naming the member;
+ *  - a capacity calendar named after a worker group (no pool) runs that
+ *    group's tasks one at a time while its 1-slot window holds (the
+ *    times the tasks record never overlap), and side by side when the
+ *    window is elsewhere in the day.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api_token.h"
 #include "cli_run.h"
@@ -32,6 +38,7 @@
 static ax_e2e *e;
 static char    url[64], token[AX_API_TOKEN_LEN];
 static char    out[65536], err[16384];
+static char    marks[256]; /* the tasks' records ("": none) */
 
 #define EXPECT_RC(rc, ...) AX_CLI_EXPECT_RC(ax_e2e_dump(e), rc, __VA_ARGS__)
 
@@ -47,6 +54,9 @@ teardown(void)
 {
 	ax_e2e_free(e);
 	e = NULL;
+	if (marks[0])
+		ax_e2e_marks_free(marks);
+	marks[0] = '\0';
 }
 
 TestSuite(shaving_e2e, .init = setup, .fini = teardown, .timeout = 150);
@@ -240,9 +250,9 @@ hhmm(int off_s, char *buf, size_t len)
 }
 
 static void
-put_calendar(int from_s, int to_s, int slots)
+put_calendar_of(const char *name, int from_s, int to_s, int slots)
 {
-	char          body[256], a0[8], b0[8];
+	char          body[256], a0[8], b0[8], path[128];
 	ax_e2e_answer a;
 
 	hhmm(from_s, a0, sizeof(a0));
@@ -251,10 +261,16 @@ put_calendar(int from_s, int to_s, int slots)
 	         "{\"tz\": \"UTC\", \"windows\": [{\"start\": \"%s\", "
 	         "\"end\": \"%s\", \"slots\": %d}]}",
 	         a0, b0, slots);
-	ax_e2e_http(url, token, "PUT", "/api/v1/pools/gpu/calendar", body,
-	            strlen(body), NULL, &a);
+	snprintf(path, sizeof(path), "/api/v1/pools/%s/calendar", name);
+	ax_e2e_http(url, token, "PUT", path, body, strlen(body), NULL, &a);
 	cr_assert_eq(a.status, 200, "%s: %ld %s", body, a.status, a.body);
 	json_decref(a.js);
+}
+
+static void
+put_calendar(int from_s, int to_s, int slots)
+{
+	put_calendar_of("gpu", from_s, to_s, slots);
 }
 
 /* Pairs of attempts of run that ran at the same time. */
@@ -354,4 +370,96 @@ Test(shaving_e2e, a_capacity_calendar_sets_a_pools_slots_by_time_of_day)
 	            NULL, &a);
 	cr_assert_eq(a.status, 404, "%ld %s", a.status, a.body);
 	json_decref(a.js);
+}
+
+/* The spans "start_ns end_ns" the tasks appended to path, into s[0..max)
+ * (two per span); returns how many spans. */
+static int
+spans_read(const char *path, long long (*s)[2], int max)
+{
+	FILE *f = fopen(path, "r");
+	int   n = 0;
+
+	if (f == NULL)
+		return 0;
+	while (n < max && fscanf(f, "%lld %lld", &s[n][0], &s[n][1]) == 2)
+		n++;
+	fclose(f);
+	return n;
+}
+
+/* Pairs of the n spans that overlap in time. */
+static int
+spans_overlapping(long long (*s)[2], int n)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			k += s[i][0] < s[j][1] && s[j][0] < s[i][1];
+	return k;
+}
+
+/* Triggers e2e.calg and waits for its three tasks' spans in path. */
+static int
+calg_round(const char *path, long long (*s)[2], int want_done)
+{
+	int n;
+
+	(void) unlink(path);
+	trigger("e2e.calg");
+	ax_e2e_wait(e, 40, "the group's three tasks to succeed",
+	            "SELECT count(*) = %d FROM task_instances WHERE state = "
+	            "'SUCCESS'",
+	            want_done);
+	n = spans_read(path, s, 8);
+	cr_assert_eq(n, 3, "%s: %d spans", path, n);
+	for (int i = 0; i < n; i++)
+		cr_assert_lt(s[i][0], s[i][1], "%s: span %d", path, i);
+	return n;
+}
+
+Test(shaving_e2e, a_capacity_calendar_limits_a_worker_group_by_time_of_day)
+{
+	char      yaml[2048], path[PATH_MAX];
+	long long s[8][2];
+	int       n;
+
+	/* a worker of 4 slots in group gpuq; the tasks name no pool */
+	setenv("AX_WORKER_SLOTS", "4", 1);
+	setenv("AX_WORKER_GROUP", "gpuq", 1);
+	ax_e2e_marks_new(marks, sizeof(marks), "ax-calg");
+	snprintf(path, sizeof(path), "%s/spans", marks);
+	start_stack(NULL);
+	int off = snprintf(yaml, sizeof(yaml),
+	                   "kind: DAG\nname: e2e.calg\ntasks:\n");
+	for (int i = 0; i < 3; i++)
+		off += snprintf(yaml + off, sizeof(yaml) - (size_t) off,
+		                "  - name: t%d\n"
+		                "    worker_group: gpuq\n"
+		                "    command: |\n"
+		                "      s=$(date +%%s%%N)\n"
+		                "      sleep 1.5\n"
+		                "      echo \"$s $(date +%%s%%N)\" >> %s\n",
+		                i, path);
+	ax_e2e_load(e, "calg", "e2e.calg", yaml);
+	/* a window around now: 1 slot for the group */
+	put_calendar_of("gpuq", -3600, 3600, 1);
+	ax_clock_sleep_us(1500 * AX_USEC_PER_MSEC); /* axd reads it */
+	n = calg_round(path, s, 3);
+	if (spans_overlapping(s, n) != 0)
+		ax_e2e_dump(e);
+	cr_assert_eq(spans_overlapping(s, n), 0,
+	             "two tasks of group gpuq ran at once under 1 slot");
+	cr_assert_gt(ax_e2e_int(e,
+	                        "SELECT count(*) FROM event_log WHERE "
+	                        "type = 'instance.delayed' AND "
+	                        "payload->>'held_by' = 'calendar_slots' "
+	                        "AND payload->>'calendar_slots' = '1'"),
+	             0, "no instance was held by the group's calendar");
+	/* the window elsewhere in the day: the workers' own 4 slots */
+	put_calendar_of("gpuq", 2 * 3600, 3 * 3600, 1);
+	ax_clock_sleep_us(1500 * AX_USEC_PER_MSEC);
+	n = calg_round(path, s, 6);
+	cr_assert_gt(spans_overlapping(s, n), 0,
+	             "outside its window the calendar still held the group");
 }

@@ -1,7 +1,9 @@
 /*
  * test_calendar.c - capacity calendars (engine/calendar.h): the slots in
  * force by local time of day, windows across midnight and by weekday,
- * the first window deciding, and the errors that name the member.
+ * the first window deciding, the preempt flag of the calendar and of a
+ * window, the errors that name the member, and the victims a window
+ * that preempts stops.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -100,6 +102,22 @@ static bad_case bads[] = {
 	  "\"slots\": 1, \"days\": [\"mo\"]}]}",
 	  "windows[0].days[0]" },
 	{ "not json", "calendar: not JSON: 1:" },
+	{ "{\"preempt\": 1, \"windows\": [{\"start\": \"08:00\", "
+	  "\"end\": \"20:00\", \"slots\": 1}]}",
+	  "calendar.preempt: must be true or false" },
+	{ "{\"preempt\": \"yes\", \"windows\": [{\"start\": \"08:00\", "
+	  "\"end\": \"20:00\", \"slots\": 1}]}",
+	  "calendar.preempt: must be true or false" },
+	{ "{\"windows\": [{\"start\": \"08:00\", \"end\": \"20:00\", "
+	  "\"slots\": 1}, {\"start\": \"20:00\", \"end\": \"08:00\", "
+	  "\"slots\": 7, \"preempt\": null}]}",
+	  "windows[1].preempt: must be true or false" },
+	{ "{\"windows\": [{\"start\": \"08:00\", \"end\": \"20:00\", "
+	  "\"slots\": 1, \"preemt\": true}]}",
+	  "windows[0].preemt: unknown member" },
+	{ "{\"preemption\": true, \"windows\": []}",
+	  "calendar.preemption: unknown member; a calendar has tz, windows "
+	  "and preempt" },
 };
 
 ParameterizedTestParameters(calendar, bad)
@@ -118,4 +136,149 @@ ParameterizedTest(bad_case *b, calendar, bad)
 	          ax_err_detail(), b->want);
 	cr_assert(ax_utf8_valid(ax_err_detail(), strlen(ax_err_detail())));
 	ax_calendar_fini(&c);
+}
+
+Test(calendar, preempt_on_the_calendar_and_per_window)
+{
+	ax_calendar c;
+	/* the calendar's flag holds for every window but the one that says
+	 * otherwise */
+	cr_assert_eq(ax_calendar_parse_text(
+	                 "{\"preempt\": true, \"windows\": ["
+	                 "{\"start\": \"08:00\", \"end\": \"20:00\", "
+	                 "\"slots\": 1},"
+	                 "{\"start\": \"20:00\", \"end\": \"22:00\", "
+	                 "\"slots\": 2, \"preempt\": false}]}",
+	                 &c),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(c.preempt[0], 1);
+	cr_assert_eq(c.preempt[1], 0);
+	cr_assert(c.any_preempt);
+	cr_assert_eq(ax_calendar_window_at(&c, at("2026-12-02T09:00:00Z")), 0);
+	cr_assert_eq(ax_calendar_window_at(&c, at("2026-12-02T21:00:00Z")), 1);
+	cr_assert_eq(ax_calendar_window_at(&c, at("2026-12-02T23:00:00Z")),
+	             -1);
+	ax_calendar_fini(&c);
+	/* by default nothing preempts; one window may */
+	cr_assert_eq(ax_calendar_parse_text(
+	                 "{\"windows\": [{\"start\": \"08:00\", \"end\": "
+	                 "\"20:00\", \"slots\": 1}]}",
+	                 &c),
+	             AX_OK);
+	cr_assert_eq(c.preempt[0], 0);
+	cr_assert(!c.any_preempt);
+	ax_calendar_fini(&c);
+	cr_assert_eq(ax_calendar_parse_text(
+	                 "{\"preempt\": false, \"windows\": [{\"start\": "
+	                 "\"08:00\", \"end\": \"20:00\", \"slots\": 1, "
+	                 "\"preempt\": true}]}",
+	                 &c),
+	             AX_OK);
+	cr_assert_eq(c.preempt[0], 1);
+	cr_assert(c.any_preempt);
+	ax_calendar_fini(&c);
+	cr_assert_eq(ax_calendar_window_at(NULL, 0), -1);
+}
+
+/* Candidates: preemptible, tier, slots, started (0: not yet), stopping. */
+#define P(tier, slots, started)                                               \
+	{                                                                     \
+		1, tier, slots, started, 0                                    \
+	}
+#define N(tier, slots, started)                                               \
+	{                                                                     \
+		0, tier, slots, started, 0                                    \
+	}
+
+typedef struct victims_case {
+	const char      *name;
+	int64_t          slots; /* the window's */
+	ax_calendar_cand c[8];
+	size_t           n;
+	size_t           want[8]; /* the victims, in order */
+	size_t           nwant;
+	int64_t          over; /* held beyond slots after them */
+} victims_case;
+
+static victims_case victims[] = {
+	{ "fits: nothing stops",
+	  3,
+	  { P(3, 1, 100), P(3, 1, 200), P(3, 1, 300) },
+	  3,
+	  { 0 },
+	  0,
+	  0 },
+	{ "7 to 1: the six most recent go",
+	  1,
+	  { P(3, 1, 100), P(3, 1, 700), P(3, 1, 200), P(3, 1, 600),
+	    P(3, 1, 300), P(3, 1, 500), P(3, 1, 400) },
+	  7,
+	  { 1, 3, 5, 6, 4, 2 },
+	  6,
+	  0 },
+	{ "the lowest tier first, then the most recent",
+	  2,
+	  { P(1, 1, 900), P(3, 1, 100), P(2, 1, 800), P(3, 1, 200) },
+	  4,
+	  { 3, 1 },
+	  2,
+	  0 },
+	{ "never a task not preemptible",
+	  1,
+	  { N(3, 1, 900), N(3, 1, 800), P(1, 1, 100) },
+	  3,
+	  { 2 },
+	  1,
+	  1 },
+	{ "a dispatch not started holds but is not stopped",
+	  1,
+	  { P(3, 1, 0), P(3, 1, 100), P(3, 1, 200) },
+	  3,
+	  { 2, 1 },
+	  2,
+	  0 },
+	{ "victims being stopped hold nothing",
+	  1,
+	  { { 1, 3, 1, 500, 1 }, { 1, 3, 1, 400, 1 }, P(3, 1, 100) },
+	  3,
+	  { 0 },
+	  0,
+	  0 },
+	{ "a large victim frees enough alone",
+	  2,
+	  { P(3, 1, 300), P(3, 3, 300), P(3, 1, 100) },
+	  3,
+	  { 1 },
+	  1,
+	  0 },
+	{ "0 slots: every preemptible one",
+	  0,
+	  { P(0, 1, 100), N(3, 1, 200), P(2, 2, 300) },
+	  3,
+	  { 2, 0 },
+	  2,
+	  1 },
+	{ "nothing in flight", 1, { { 0 } }, 0, { 0 }, 0, 0 },
+};
+
+ParameterizedTestParameters(calendar, victims)
+{
+	return cr_make_param_array(victims_case, victims,
+	                           sizeof(victims) / sizeof(victims[0]));
+}
+
+ParameterizedTest(victims_case *v, calendar, victims)
+{
+	size_t  out[8];
+	int64_t over = -1;
+	size_t  k    = ax_calendar_victims(v->slots, v->c, v->n, out, &over);
+
+	cr_assert_eq(k, v->nwant, "%s: %zu victims, want %zu", v->name, k,
+	             v->nwant);
+	for (size_t i = 0; i < k; i++)
+		cr_assert_eq(out[i], v->want[i],
+		             "%s: victim %zu is %zu, want %zu", v->name, i,
+		             out[i], v->want[i]);
+	cr_assert_eq(over, v->over, "%s: over %lld, want %lld", v->name,
+	             (long long) over, (long long) v->over);
 }

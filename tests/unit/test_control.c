@@ -149,14 +149,15 @@ Test(control, pressure_goes_to_the_resource_detector)
 }
 
 /* A capacity calendar changed (ax-api's NOTIFY): the resource detector
- * reads capacity_calendars again; the op's name survives the decode
- * (it was "?" before it was listed, and nothing reloaded). */
-Test(control, calendar_goes_to_the_resource_detector)
+ * reads capacity_calendars again, and the queue (it stops work beyond a
+ * calendar that preempts); the op's name survives the decode (it was
+ * "?" before it was listed, and nothing reloaded). */
+Test(control, calendar_goes_to_the_resource_detector_and_the_queue)
 {
 	ax_control_msg m;
 	Ax__Command   *c = decode("{\"op\":\"calendar\"}", &m);
 	cr_assert_str_eq(m.dest[0], "resource_detector");
-	cr_assert_null(m.dest[1]);
+	cr_assert_str_eq(m.dest[1], "queue");
 	cr_assert_str_eq(c->control->op, "calendar");
 	cr_assert_str_eq(m.op, "calendar");
 	ax__command__free_unpacked(c, NULL);

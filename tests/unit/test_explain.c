@@ -531,3 +531,33 @@ Test(explain, preempted_held_then_released_by_the_throttle)
 	          "%s", str_at(d, "timeline/2/text"));
 	json_decref(d);
 }
+
+Test(explain, preempted_by_a_calendar_names_it_and_its_slots)
+{
+	json_t *d = build(
+	    "{\"subject\":\"instance\",\"now_us\":1764583202000000,"
+	    "\"instance\":{\"id\":41,\"dag\":\"batch\",\"task\":\"t\","
+	    "\"state\":\"PENDING\",\"reason\":\"PREEMPTED\"},"
+	    "\"attempts\":[{\"number\":1,\"state\":\"CANCELED\",\"reason\":"
+	    "\"PREEMPTED\",\"worker_id\":\"w1\"}],"
+	    "\"events\":[{\"id\":1,\"type\":\"attempt.preempted\",\"reason\":"
+	    "\"PREEMPTED\",\"attempt\":1,\"time_us\":1764583200000000,"
+	    "\"payload\":{\"victim\":\"r1\",\"victim_tier\":\"P3\","
+	    "\"calendar\":\"gpu\",\"calendar_of\":\"group\","
+	    "\"calendar_slots\":1,\"held_slots\":7,\"worker\":\"w1\"}},"
+	    "{\"id\":2,\"type\":\"instance.retry_scheduled\",\"reason\":"
+	    "\"PREEMPTED\",\"attempt\":1,\"time_us\":1764583201000000,"
+	    "\"payload\":{\"delay_us\":65000000,\"fire_at_us\":"
+	    "1764583266000000,\"attempt\":1,\"preempted\":true}}]}");
+	cr_assert_str_eq(str_at(d, "waiting_for/0/kind"), "preempted");
+	cr_assert_str_eq(str_at(d, "waiting_for/0/calendar"), "gpu");
+	cr_assert(strstr(str_at(d, "waiting_for/0/text"),
+	                 "stopped by the capacity calendar of group gpu (1 "
+	                 "slots in force)") != NULL,
+	          "%s", str_at(d, "waiting_for/0/text"));
+	cr_assert(strstr(str_at(d, "timeline/0/text"),
+	                 "attempt 1 stopped by the capacity calendar of group "
+	                 "gpu (1 slots, P3) on w1") != NULL,
+	          "%s", str_at(d, "timeline/0/text"));
+	json_decref(d);
+}
