@@ -95,7 +95,8 @@ common_labels(const qgroup *g, char *buf, size_t len)
 			continue;
 		if (first) {
 			n = w->nlabels < AX_LABELS_MAX ? w->nlabels : AX_LABELS_MAX;
-			memcpy(have, w->labels, n * sizeof(have[0]));
+			if (n > 0) /* labels is NULL without any */
+				memcpy(have, w->labels, n * sizeof(have[0]));
 			first = 0;
 			continue;
 		}
