@@ -417,8 +417,10 @@ check_value(const cfg_key *k, const char *v)
 	case CFG_LABELS: {
 		ax_label lab[AX_LABELS_MAX];
 		size_t   n;
-		if (ax_labels_parse(v, k->key, lab, AX_LABELS_MAX, &n) != AX_OK)
-			return ax_err_set(AX_ECONFIG, "key %s", ax_err_detail());
+		if (ax_labels_parse(v, k->key, lab, AX_LABELS_MAX, &n) !=
+		    AX_OK)
+			return ax_err_set(AX_ECONFIG, "key %s",
+			                  ax_err_detail());
 		return AX_OK;
 	}
 	case CFG_LEVEL:
@@ -541,8 +543,7 @@ set_amounts(ax_config *cfg, yaml_document_t *doc, yaml_node_t *map,
 		    vn->type != YAML_SCALAR_NODE)
 			return ax_err_set(
 			    AX_ECONFIG,
-			    "key '%s': write a mapping of names to %s",
-			    key,
+			    "key '%s': write a mapping of names to %s", key,
 			    find_key(key, NULL)->type == CFG_LABELS
 			        ? "plain values, e.g. {gpu: a100}"
 			        : "whole amounts, e.g. {gpu: 2}");

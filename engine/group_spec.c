@@ -74,16 +74,18 @@ label_term(const char *s, size_t len, const char *what, ax_label *out)
 	k  = trim(s, &kl);
 	v  = trim(eq + 1, &vl);
 	if (!name_valid(k, kl, AX_LABEL_MAX, '/', ':'))
-		return ax_err_set(AX_EINVAL,
-		                  "%s: label key '%.*s' is not a name (letters, "
-		                  "digits, '_', '.', '-', '/', ':', up to %d)",
-		                  what, (int) kl, k, AX_LABEL_MAX);
+		return ax_err_set(
+		    AX_EINVAL,
+		    "%s: label key '%.*s' is not a name (letters, "
+		    "digits, '_', '.', '-', '/', ':', up to %d)",
+		    what, (int) kl, k, AX_LABEL_MAX);
 	if (!name_valid(v, vl, AX_LABEL_MAX, 0, 0))
-		return ax_err_set(AX_EINVAL,
-		                  "%s: value '%.*s' of label '%.*s' is not a "
-		                  "plain value (letters, digits, '_', '.', '-', "
-		                  "up to %d)",
-		                  what, (int) vl, v, (int) kl, k, AX_LABEL_MAX);
+		return ax_err_set(
+		    AX_EINVAL,
+		    "%s: value '%.*s' of label '%.*s' is not a "
+		    "plain value (letters, digits, '_', '.', '-', "
+		    "up to %d)",
+		    what, (int) vl, v, (int) kl, k, AX_LABEL_MAX);
 	memcpy(out->key, k, kl);
 	out->key[kl] = '\0';
 	memcpy(out->value, v, vl);
@@ -92,8 +94,8 @@ label_term(const char *s, size_t len, const char *what, ax_label *out)
 }
 
 ax_err
-ax_labels_parse(const char *text, const char *what, ax_label *out,
-                size_t max, size_t *n)
+ax_labels_parse(const char *text, const char *what, ax_label *out, size_t max,
+                size_t *n)
 {
 	const char *s = text != NULL ? text : "";
 	ax_err      rv;
@@ -125,10 +127,11 @@ ax_labels_parse(const char *text, const char *what, ax_label *out,
 			return rv;
 		for (size_t i = 0; i < *n; i++)
 			if (strcmp(out[i].key, out[*n].key) == 0)
-				return ax_err_set(AX_EINVAL,
-				                  "%s: label '%s' given twice; "
-				                  "keep one",
-				                  what, out[i].key);
+				return ax_err_set(
+				    AX_EINVAL,
+				    "%s: label '%s' given twice; "
+				    "keep one",
+				    what, out[i].key);
 		(*n)++;
 		if (end == NULL)
 			break;
@@ -145,8 +148,9 @@ ax_group_spec_parse(const char *text, ax_group_spec *out)
 	memset(out, 0, sizeof(*out));
 	if (strchr(s, '=') != NULL) {
 		out->kind = AX_GSPEC_LABELS;
-		ax_err rv = ax_labels_parse(s, "worker_group labels",
-		                            out->labels, AX_GSPEC_MAX, &out->n);
+		ax_err rv =
+		    ax_labels_parse(s, "worker_group labels", out->labels,
+		                    AX_GSPEC_MAX, &out->n);
 		if (rv == AX_OK && out->n == 0)
 			return ax_err_set(AX_EINVAL,
 			                  "worker_group labels: none given; "
@@ -166,7 +170,8 @@ ax_group_spec_parse(const char *text, ax_group_spec *out)
 		if (!name_valid(t, len, AX_GROUP_NAME_MAX, ':', 0))
 			return ax_err_set(
 			    AX_EINVAL,
-			    "worker_group: '%.*s' is not a group name (letters, "
+			    "worker_group: '%.*s' is not a group name "
+			    "(letters, "
 			    "digits, '_', '.', '-', ':', up to %d)",
 			    (int) len, t, AX_GROUP_NAME_MAX);
 		memcpy(out->names[out->n], t, len);
@@ -202,7 +207,8 @@ ax_labels_match(const ax_label *sel, size_t nsel, const ax_label *have,
 static int
 label_cmp(const void *a, const void *b)
 {
-	return strcmp(((const ax_label *) a)->key, ((const ax_label *) b)->key);
+	return strcmp(((const ax_label *) a)->key,
+	              ((const ax_label *) b)->key);
 }
 
 char *
@@ -215,9 +221,9 @@ ax_labels_text(ax_label *labels, size_t n, char *buf, size_t len)
 	buf[0] = '\0';
 	qsort(labels, n, sizeof(*labels), label_cmp);
 	for (size_t i = 0; i < n; i++) {
-		int w = snprintf(buf + off, len - off, "%s%s=%s",
-		                 i > 0 ? "," : "", labels[i].key,
-		                 labels[i].value);
+		int w =
+		    snprintf(buf + off, len - off, "%s%s=%s", i > 0 ? "," : "",
+		             labels[i].key, labels[i].value);
 		if (w < 0 || (size_t) w >= len - off) {
 			buf[0] = '\0';
 			return buf;

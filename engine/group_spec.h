@@ -8,10 +8,10 @@
  *
  * The DAG format writes the second as a YAML list and the third as
  * {labels: {gpu: a100, zone: east}}; the loader turns both into this text,
- * which is what the stored DAG, the messages and the PENDING rows carry. Where more than one group may take the task,
- * the resource detector picks one at admission (by water level and the
- * configured cost weight, resources.group_cost) and from then on the
- * instance names that group.
+ * which is what the stored DAG, the messages and the PENDING rows carry. Where
+ * more than one group may take the task, the resource detector picks one at
+ * admission (by water level and the configured cost weight,
+ * resources.group_cost) and from then on the instance names that group.
  *
  * Labels are what a worker declares (worker.labels, e.g. {gpu: a100});
  * a group carries a label when every live worker of it does, so any

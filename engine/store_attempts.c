@@ -53,7 +53,8 @@ col_str(PGresult *r, int row, int col, char *buf, size_t len)
 	"try_number = greatest(t.try_number, u.num), state = 'READY', "       \
 	"reason = CASE WHEN u.was = 'READY' THEN t.reason END, "              \
 	"ready_at = CASE WHEN u.was = 'READY' THEN t.ready_at ELSE now() "    \
-	"END, ended_at = NULL, worker_group = coalesce(u.wg, t.worker_group), " \
+	"END, ended_at = NULL, worker_group = coalesce(u.wg, "                \
+	"t.worker_group), "                                                   \
 	"updated_at = now() FROM u "                                          \
 	"WHERE t.id = u.iid AND t.state = u.was RETURNING t.id) "             \
 	"SELECT instance_id FROM ins"

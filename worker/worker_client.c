@@ -1143,11 +1143,11 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 		return ax_err_set(AX_EINVAL, "worker: %s", ax_err_detail());
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		return ax_err_set(AX_ENOMEM, "worker");
-	w->o    = *o;
-	w->res  = res;
+	w->o   = *o;
+	w->res = res;
 	memcpy(w->labels, lab, nlab * sizeof(lab[0]));
 	w->nlabels = nlab;
-	w->evfd = -1;
+	w->evfd    = -1;
 	/* what the machine has, unless the configuration offers less (a
 	 * machine shared with other services) */
 	if (w->o.cpu_milli == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 0)

@@ -94,14 +94,16 @@ common_labels(const qgroup *g, char *buf, size_t len)
 		if (w->draining)
 			continue;
 		if (first) {
-			n = w->nlabels < AX_LABELS_MAX ? w->nlabels : AX_LABELS_MAX;
+			n = w->nlabels < AX_LABELS_MAX ? w->nlabels
+			                               : AX_LABELS_MAX;
 			if (n > 0) /* labels is NULL without any */
 				memcpy(have, w->labels, n * sizeof(have[0]));
 			first = 0;
 			continue;
 		}
 		for (size_t i = 0; i < n;) /* keeps those w has too */
-			if (ax_labels_match(&have[i], 1, w->labels, w->nlabels))
+			if (ax_labels_match(&have[i], 1, w->labels,
+			                    w->nlabels))
 				i++;
 			else
 				have[i] = have[--n];
@@ -171,7 +173,8 @@ axq_cap_flush(ax_queue *q)
 		Ax__WorkerCapacity__LabelsEntry  lv[AX_LABELS_MAX];
 		Ax__WorkerCapacity__LabelsEntry *lp[AX_LABELS_MAX];
 		size_t                           nl = 0;
-		(void) ax_labels_parse(labels, "labels", lab, AX_LABELS_MAX, &nl);
+		(void) ax_labels_parse(labels, "labels", lab, AX_LABELS_MAX,
+		                       &nl);
 		for (size_t i = 0; i < nl; i++) {
 			Ax__WorkerCapacity__LabelsEntry e =
 			    AX__WORKER_CAPACITY__LABELS_ENTRY__INIT;
@@ -183,7 +186,8 @@ axq_cap_flush(ax_queue *q)
 		wc.n_labels = nl;
 		wc.labels   = lp;
 		axq_send_cmd(q, AX_A_RESOURCE_DETECTOR, &cmd);
-		if (strcmp(labels, g->sent_labels ? g->sent_labels : "") != 0) {
+		if (strcmp(labels, g->sent_labels ? g->sent_labels : "") !=
+		    0) {
 			char *t = strdup(labels);
 			if (t != NULL) { /* else: sent again next flush */
 				free(g->sent_labels);
@@ -213,10 +217,11 @@ labels_set(qworker *w, const Ax__Register *r)
 	w->nlabels = 0;
 	if (r->n_labels == 0 ||
 	    (w->labels = calloc(r->n_labels < AX_LABELS_MAX ? r->n_labels
-	                                                     : AX_LABELS_MAX,
+	                                                    : AX_LABELS_MAX,
 	                        sizeof(ax_label))) == NULL)
 		return;
-	for (size_t i = 0; i < r->n_labels && w->nlabels < AX_LABELS_MAX; i++) {
+	for (size_t i = 0; i < r->n_labels && w->nlabels < AX_LABELS_MAX;
+	     i++) {
 		char   t[2 * AX_LABEL_MAX + 4];
 		size_t n;
 		if (r->labels[i]->key == NULL || r->labels[i]->value == NULL ||

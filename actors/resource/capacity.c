@@ -301,7 +301,8 @@ labels_from(rd_state *st, rd_group *g, const Ax__WorkerCapacity *wc)
 	for (size_t i = 0; lab != NULL && i < n; i++) {
 		char   t[2 * AX_LABEL_MAX + 4];
 		size_t one;
-		if (wc->labels[i]->key == NULL || wc->labels[i]->value == NULL ||
+		if (wc->labels[i]->key == NULL ||
+		    wc->labels[i]->value == NULL ||
 		    strchr(wc->labels[i]->key, ',') != NULL ||
 		    strchr(wc->labels[i]->value, ',') != NULL)
 			continue;

@@ -186,11 +186,12 @@ item_new(ax_actor *self, rd_state *st, Ax__InstanceReady *ready,
 	char spec[AX_GSPEC_MAX * (2 * AX_LABEL_MAX + 2) + 1];
 	spec[0] = '\0';
 	item_profile(st, it, spec, sizeof(spec));
-	it->lane = axrd_lane_get(st,
-	                         spec[0]                 ? spec
-	                         : ready->worker_group[0] ? ready->worker_group
-	                                                  : "default",
-	                         ready->pool, it->tier == AX_IMPACT_P0);
+	it->lane =
+	    axrd_lane_get(st,
+	                  spec[0]                      ? spec
+	                      : ready->worker_group[0] ? ready->worker_group
+	                                               : "default",
+	                  ready->pool, it->tier == AX_IMPACT_P0);
 	if (it->lane == NULL ||
 	    ax_strmap_put(st->items, it->key, it) != AX_OK) {
 		item_free(it);
@@ -339,8 +340,8 @@ why_payload(const rd_state *st, const rd_item *it, char *buf, size_t len,
 	         "\"memory_bytes\":%lld,\"group_memory_used\":%lld,"
 	         "\"level_pct\":%d,\"until\":%s,\"calendar_slots\":%lld}",
 	         ax_impact_name((ax_impact) it->tier),
-	         by != NULL ? by : "queue_order", g,
-	         (long long) gr->used, (long long) gr->used_low,
+	         by != NULL ? by : "queue_order", g, (long long) gr->used,
+	         (long long) gr->used_low,
 	         (long long) axrd_group_limit(st, gr), p,
 	         (long long) (l->pool ? l->pool->used : 0),
 	         (long long) (l->pool ? l->pool->slots : 0),

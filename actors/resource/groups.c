@@ -94,10 +94,10 @@ axrd_lane_cands(rd_state *st, rd_lane *l)
 		return;
 	if (l->spec->kind == AX_GSPEC_ANY && l->cand != NULL)
 		return; /* a list's groups do not change */
-	size_t cap = l->spec->kind == AX_GSPEC_ANY
-	    ? l->spec->n
-	    : ax_strmap_count(st->groups);
-	rd_group **c = calloc(cap > 0 ? cap : 1, sizeof(*c));
+	size_t     cap = l->spec->kind == AX_GSPEC_ANY
+	        ? l->spec->n
+	        : ax_strmap_count(st->groups);
+	rd_group **c   = calloc(cap > 0 ? cap : 1, sizeof(*c));
 	if (c == NULL)
 		return; /* the old ones stay; tried again next time */
 	free(l->cand);

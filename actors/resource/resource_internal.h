@@ -88,12 +88,12 @@ typedef struct rd_item {
 	int                state;     /* RD_* */
 	int                announced; /* a DELAY/BLOCK event was sent */
 	int32_t            slots;
-	int8_t             tier;     /* 0 = P0 .. 3 = P3 (see item_profile) */
-	int64_t            cpu;      /* millicores it declares (0: none) */
-	int64_t            mem;      /* bytes it declares (0: none) */
-	ax_res            *need;     /* named resources it declares (owned) */
+	int8_t             tier;  /* 0 = P0 .. 3 = P3 (see item_profile) */
+	int64_t            cpu;   /* millicores it declares (0: none) */
+	int64_t            mem;   /* bytes it declares (0: none) */
+	ax_res            *need;  /* named resources it declares (owned) */
 	rd_group          *group; /* ADMITTED: the group it was admitted to */
-	uint8_t            nneed;    /* entries of need (0..AX_RES_MAX) */
+	uint8_t            nneed; /* entries of need (0..AX_RES_MAX) */
 	uint8_t            starving; /* counted in rd_state.starving */
 	double             akey; /* aging key, set when it starts waiting */
 	int64_t            since_us; /* mono: it started waiting (lane_push) */
@@ -113,10 +113,10 @@ typedef struct rd_item {
 } rd_item;
 
 struct rd_group {
-	char      *name;   /* owned */
-	int64_t    cost;   /* resources.group_cost, percent (100: none) */
-	ax_label  *labels; /* its workers' common labels (aggregate report;
-	                      owned) */
+	char     *name;   /* owned */
+	int64_t   cost;   /* resources.group_cost, percent (100: none) */
+	ax_label *labels; /* its workers' common labels (aggregate report;
+	                     owned) */
 	size_t     nlabels;
 	int64_t    agg;    /* group total from an aggregate report, -1: none */
 	int64_t    agg_p0; /* of agg, slots reserved for P0 */
@@ -153,19 +153,19 @@ struct rd_pool {
  * lower-tier head the reserve holds back never blocks a P0 item that
  * may use the reserve. */
 struct rd_lane {
-	rd_group *group; /* its group; for a multi-group lane (spec set) a
-	                    group of the spec's text that only counts its
-	                    backlog: admissions go to one of cand */
-	ax_group_spec *spec;  /* several groups or a selector; NULL: one */
-	rd_group     **cand;  /* spec's groups with capacity (owned array) */
+	rd_group *group;     /* its group; for a multi-group lane (spec set) a
+	                        group of the spec's text that only counts its
+	                        backlog: admissions go to one of cand */
+	ax_group_spec *spec; /* several groups or a selector; NULL: one */
+	rd_group     **cand; /* spec's groups with capacity (owned array) */
 	size_t         ncand;
 	uint64_t       cand_gen; /* st->group_gen when cand was made */
-	rd_pool  *pool; /* NULL: no pool */
-	int       p0;   /* holds P0 items (may use the reserves) */
-	char     *gname, *pname;
-	ax_heap   heap;    /* waiting items, best first (item_before) */
-	ax_heap   delayed; /* RD_DELAYED items, earliest until_us first */
-	rd_lane  *next;    /* all lanes */
+	rd_pool       *pool;     /* NULL: no pool */
+	int            p0;       /* holds P0 items (may use the reserves) */
+	char          *gname, *pname;
+	ax_heap        heap;    /* waiting items, best first (item_before) */
+	ax_heap        delayed; /* RD_DELAYED items, earliest until_us first */
+	rd_lane       *next;    /* all lanes */
 };
 
 typedef struct rd_worker {
@@ -191,13 +191,13 @@ typedef struct rd_state {
 	int64_t         stats_due; /* mono: next component_stats */
 	int64_t         last_stats[AX_TIER_COUNT + 1];
 	int             stats_written;
-	ax_strmap      *items;   /* key -> rd_item */
-	ax_strmap      *groups;  /* name -> rd_group */
+	ax_strmap      *items;     /* key -> rd_item */
+	ax_strmap      *groups;    /* name -> rd_group */
 	uint64_t        group_gen; /* groups or their labels changed */
 	ax_res_set      costs;     /* resources.group_cost */
-	ax_strmap      *pools;   /* name -> rd_pool */
-	ax_strmap      *lanes;   /* group\x1fpool -> rd_lane */
-	ax_strmap      *workers; /* group\x1fworker -> rd_worker */
+	ax_strmap      *pools;     /* name -> rd_pool */
+	ax_strmap      *lanes;     /* group\x1fpool -> rd_lane */
+	ax_strmap      *workers;   /* group\x1fworker -> rd_worker */
 	rd_lane        *lane_list;
 	rd_item       **blocked;
 	size_t          nblocked, capblocked;
@@ -285,8 +285,8 @@ ax_err      axrd_lane_spec(rd_state *st, rd_lane *l, const char *text);
 void        axrd_lane_cands(rd_state *st, rd_lane *l);
 const char *axrd_lane_pick(const rd_state *st, const rd_lane *l,
                            const rd_item *it, rd_group **out);
-int         axrd_water_pct(const rd_state *st, const rd_lane *l,
-                           const rd_group *g, const rd_item *it);
+int axrd_water_pct(const rd_state *st, const rd_lane *l, const rd_group *g,
+                   const rd_item *it);
 
 /* order.c: admission order, lanes and the starvation gauge */
 ax_err   axrd_lane_push(rd_state *st, rd_lane *l, rd_item *it);
@@ -306,9 +306,9 @@ const char *axrd_hold_reason(rd_state *st, rd_item *it, int64_t now, char *buf,
 ax_err      axrd_rules_refresh(ax_actor *self, rd_state *st);
 
 /* shave.c: peak shaving and pushed water levels */
-int     axrd_level(const rd_state *st, const rd_lane *l, int64_t now);
-int     axrd_group_level(const rd_state *st, const rd_group *g,
-                         const rd_pool *p, int64_t now);
+int axrd_level(const rd_state *st, const rd_lane *l, int64_t now);
+int axrd_group_level(const rd_state *st, const rd_group *g, const rd_pool *p,
+                     int64_t now);
 int64_t axrd_level_until(const rd_state *st, const rd_lane *l, int64_t now);
 int     axrd_shave(ax_actor *self, rd_state *st, rd_item *it);
 ax_err  axrd_shave_release(ax_actor *self, rd_state *st, int *released);

@@ -448,7 +448,8 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 		  "tasks:\n"
 		  "  - {name: a, command: echo, worker_group: [ga, ga]}\n"
 		  "",
-		  "t.yaml:4:44: error: worker_group: 'ga' listed twice; list it "
+		  "t.yaml:4:44: error: worker_group: 'ga' listed twice; list "
+		  "it "
 		  "once" },
 		{ "group_list_empty",
 		  "kind: DAG\n"
@@ -456,13 +457,15 @@ ParameterizedTestParameters(dag_validate, one_error_each)
 		  "tasks:\n"
 		  "  - {name: a, command: echo, worker_group: []}\n"
 		  "",
-		  "t.yaml:4:44: error: 'worker_group' lists 0 groups; list 1 to "
+		  "t.yaml:4:44: error: 'worker_group' lists 0 groups; list 1 "
+		  "to "
 		  "16" },
 		{ "group_selector_key",
 		  "kind: DAG\n"
 		  "name: t\n"
 		  "tasks:\n"
-		  "  - {name: a, command: echo, worker_group: {label: {g: a}}}\n"
+		  "  - {name: a, command: echo, worker_group: {label: {g: "
+		  "a}}}\n"
 		  "",
 		  "t.yaml:4:45: error: unknown key 'label' in worker_group; "
 		  "write {labels: {key: value}} to select groups by their "

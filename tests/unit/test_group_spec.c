@@ -51,9 +51,9 @@ Test(group_spec, a_selector_matches_groups_carrying_every_label)
 	ax_label have[3], sel[2];
 	size_t   nh, ns;
 
-	cr_assert_eq(ax_labels_parse("zone=east, gpu=a100, rack=r1", "t", have,
-	                             3, &nh),
-	             AX_OK);
+	cr_assert_eq(
+	    ax_labels_parse("zone=east, gpu=a100, rack=r1", "t", have, 3, &nh),
+	    AX_OK);
 	cr_assert_eq(nh, 3);
 	cr_assert_eq(ax_labels_parse("gpu=a100,zone=east", "t", sel, 2, &ns),
 	             AX_OK);
@@ -77,8 +77,8 @@ Test(group_spec, labels_text_is_canonical)
 
 	cr_assert_eq(ax_labels_parse("zone=east,gpu=a100", "t", a, 2, &na),
 	             AX_OK);
-	cr_assert_eq(ax_labels_parse(" gpu = a100 , zone=east", "t", b, 2, &nb),
-	             AX_OK);
+	cr_assert_eq(
+	    ax_labels_parse(" gpu = a100 , zone=east", "t", b, 2, &nb), AX_OK);
 	cr_assert_str_eq(ax_labels_text(a, na, ta, sizeof(ta)),
 	                 "gpu=a100,zone=east");
 	cr_assert_str_eq(ax_labels_text(b, nb, tb, sizeof(tb)), ta);
@@ -114,8 +114,8 @@ ParameterizedTestParameters(group_spec, bad_specs_name_the_term)
 ParameterizedTest(bad *b, group_spec, bad_specs_name_the_term)
 {
 	ax_group_spec g;
-	cr_assert_eq(ax_group_spec_parse(b->text, &g), AX_EINVAL, "%s accepted",
-	             b->text);
+	cr_assert_eq(ax_group_spec_parse(b->text, &g), AX_EINVAL,
+	             "%s accepted", b->text);
 	cr_assert(strstr(ax_err_detail(), b->says) != NULL,
 	          "'%s' says '%s', not '%s'", b->text, ax_err_detail(),
 	          b->says);
