@@ -16,6 +16,20 @@
  * Figures: chain_edge_p50_ms, chain_edge_p99_ms, chain_edge_max_ms,
  * chain_edge_dispatch_p99_ms, chain_edges, chain_makespan_ms,
  * chain_makespan_max_ms.
+ *
+ * The edge split into its steps, each a P50 and a P99
+ * (chain_split_<step>_p50_ms / _p99_ms), from the rows the steps wrote:
+ *   report    the upstream's end on the worker (ended_at) to the result
+ *             handler's event instance.succeeded (its time is taken when
+ *             the result handler builds the transaction);
+ *   release   that to the downstream's admission decision (attempts.
+ *             admitted_at, the resource detector's clock): the result's
+ *             commit, the dependency and resource detectors;
+ *   admit     that to the admission transaction (attempts.created_at, the
+ *             transaction's start in the instance generator);
+ *   dispatch  that to the dispatch record (dispatched_at): the admission's
+ *             commit, render, hooks, the queue and its dispatch record;
+ *   start     that to the task's start on the worker (started_at).
  */
 #include <stdlib.h>
 
@@ -46,6 +60,49 @@ write_chain(FILE *f, void *arg)
 	"JOIN dags g ON g.id = r.dag_id JOIN task_instances i ON "            \
 	"i.dag_run_id = r.id WHERE g.name = '" DAG "' GROUP BY r.id, "        \
 	"r.created_at"
+
+/* The steps of an edge, in the order of SQL_SPLIT's columns. */
+static const char *const split_steps[] = { "report", "release", "admit",
+	                                   "dispatch", "start" };
+
+#define SQL_SPLIT                                                             \
+	"SELECT ax_us(e.time) - ax_us(u.ended_at), "                          \
+	"ax_us(a.admitted_at) - ax_us(e.time), "                              \
+	"ax_us(a.created_at) - ax_us(a.admitted_at), "                        \
+	"ax_us(a.dispatched_at) - ax_us(a.created_at), "                      \
+	"ax_us(a.started_at) - ax_us(a.dispatched_at) "                       \
+	"FROM task_instances d JOIN dags g ON g.id = d.dag_id "               \
+	"JOIN task_instances u ON u.dag_run_id = d.dag_run_id "               \
+	"AND u.task = 't' || (substr(d.task, 2)::int - 1) "                   \
+	"JOIN attempts a ON a.instance_id = d.id AND a.number = 1 "           \
+	"JOIN event_log e ON e.instance_id = u.id "                           \
+	"AND e.type = 'instance.succeeded' "                                  \
+	"WHERE g.name = '" DAG "' AND d.task <> 't1'"
+
+/* chain_split_<step>_p50_ms / _p99_ms; nothing when the rows lack them. */
+static void
+measure_split(ax_bench *b)
+{
+	PGresult *r = PQexec(b->db, SQL_SPLIT);
+	char      key[64];
+
+	for (int c = 0; PQresultStatus(r) == PGRES_TUPLES_OK && c < 5; c++) {
+		size_t  n;
+		double *v = ax_bench_fetch_sorted(r, c, &n);
+		if (v != NULL && n > 0) {
+			snprintf(key, sizeof(key), "chain_split_%s_p50_ms",
+			         split_steps[c]);
+			ax_bench_put(&b->r, key,
+			             ax_bench_percentile(v, n, 50) / 1000.0);
+			snprintf(key, sizeof(key), "chain_split_%s_p99_ms",
+			         split_steps[c]);
+			ax_bench_put(&b->r, key,
+			             ax_bench_percentile(v, n, 99) / 1000.0);
+		}
+		free(v);
+	}
+	PQclear(r);
+}
 
 static int
 measure_chain(ax_bench *b)
@@ -89,6 +146,7 @@ measure_chain(ax_bench *b)
 		free(v);
 	}
 	PQclear(r);
+	measure_split(b);
 	return 0;
 }
 

@@ -68,6 +68,17 @@ Test(bench, all_scenarios_measure_what_they_were_asked)
 	cr_assert_leq(num(o, "chain_edge_p99_ms"),
 	              num(o, "chain_edge_max_ms"));
 	cr_assert_geq(num(o, "chain_edge_dispatch_p99_ms"), 0);
+	/* the edge split into its steps, each measured and in causal order
+	 * (every step's end is written after its start) */
+	static const char *const steps[] = { "report", "release", "admit",
+		                             "dispatch", "start" };
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		char p50[64], p99[64];
+		snprintf(p50, sizeof(p50), "chain_split_%s_p50_ms", steps[k]);
+		snprintf(p99, sizeof(p99), "chain_split_%s_p99_ms", steps[k]);
+		cr_assert_geq(num(o, p50), 0, "%s: %s", p50, out);
+		cr_assert_leq(num(o, p50), num(o, p99), "%s: %s", p50, out);
+	}
 	cr_assert_leq(num(o, "chain_makespan_ms"),
 	              num(o, "chain_makespan_max_ms"));
 	/* a run of 5 tasks in a line lasts at least its 4 edges' median */
