@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "store_calendars.h"
 
 #define CAL_SCAN_US (500 * 1000) /* between two scans; the reload retry */
 
@@ -103,13 +104,11 @@ axq_calendar_reload(ax_queue *q)
 static void
 cals_load(ax_queue *q)
 {
-	PGresult *r;
-	int       n;
+	ax_store_calendar *rows;
+	size_t             n;
 
-	if (ax_store_query(q->store,
-	                   "SELECT name, spec::text FROM capacity_calendars "
-	                   "ORDER BY name",
-	                   0, NULL, &r) != AX_OK) {
+	if (ax_store_calendars_load(q->store, AX_A_QUEUE, &rows, &n) !=
+	    AX_OK) {
 		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
 		        "capacity calendars not read (those in force stay; "
 		        "next try in %d ms): %s",
@@ -118,31 +117,23 @@ cals_load(ax_queue *q)
 		return;
 	}
 	cals_free(q);
-	n = PQntuples(r);
-	if (n > 0 &&
-	    (q->cals = calloc((size_t) n, sizeof(*q->cals))) == NULL) {
-		PQclear(r);
+	if (n > 0 && (q->cals = calloc(n, sizeof(*q->cals))) == NULL) {
+		ax_store_calendars_free(rows, n);
 		return; /* tried again at the next scan */
 	}
-	for (int i = 0; i < n; i++) {
+	/* only the calendars that preempt matter here: take them */
+	for (size_t i = 0; i < n; i++) {
 		qcal *c = &q->cals[q->ncal];
-		if (ax_calendar_parse_text(PQgetvalue(r, i, 1), &c->cal) !=
-		    AX_OK) {
-			ax_logf(AX_LOG_WARN, AX_A_QUEUE, "BAD_CALENDAR", NULL,
-			        "capacity calendar of %s skipped: %s",
-			        PQgetvalue(r, i, 0), ax_err_detail());
-			ax_calendar_fini(&c->cal);
+		if (!rows[i].cal.any_preempt)
 			continue;
-		}
-		if (!c->cal.any_preempt ||
-		    (c->name = strdup(PQgetvalue(r, i, 0))) == NULL) {
-			ax_calendar_fini(&c->cal);
-			continue;
-		}
-		c->slots = -1;
+		c->name      = rows[i].name;
+		c->cal       = rows[i].cal;
+		c->slots     = -1;
+		rows[i].name = NULL;
+		memset(&rows[i].cal, 0, sizeof(rows[i].cal));
 		q->ncal++;
 	}
-	PQclear(r);
+	ax_store_calendars_free(rows, n);
 	q->cal_reload = 0;
 	ax_log_info(AX_A_QUEUE, "%zu capacity calendars that preempt",
 	            q->ncal);

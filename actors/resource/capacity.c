@@ -446,11 +446,7 @@ axrd_calendars_free(rd_state *st)
 		ax_strmap_each(st->groups, cal_unlink, NULL);
 	if (st->pools != NULL)
 		ax_strmap_each(st->pools, cal_unlink_pool, NULL);
-	for (size_t i = 0; i < st->ncals; i++) {
-		ax_calendar_fini(st->cals[i]);
-		free(st->cals[i]);
-	}
-	free(st->cals);
+	ax_store_calendars_free(st->cals, st->ncals);
 	st->cals  = NULL;
 	st->ncals = 0;
 }
@@ -465,8 +461,8 @@ axrd_calendars_free(rd_state *st)
 void
 axrd_calendars_load(rd_state *st)
 {
-	PGresult *r;
-	int       n;
+	ax_store_calendar *rows;
+	size_t             n;
 
 	st->calendar_reload = 1;
 	if (st->ctx->dsn == NULL) {
@@ -474,10 +470,7 @@ axrd_calendars_load(rd_state *st)
 		return;
 	}
 	if (axrd_store(st) == NULL ||
-	    ax_store_query(st->store,
-	                   "SELECT name, spec::text FROM capacity_calendars "
-	                   "ORDER BY name",
-	                   0, NULL, &r) != AX_OK) {
+	    ax_store_calendars_load(st->store, COMP, &rows, &n) != AX_OK) {
 		ax_logf(AX_LOG_WARN, COMP, "DB_ERROR", NULL,
 		        "capacity calendars not read (those in force stay; "
 		        "next try in %lld ms): %s",
@@ -486,33 +479,16 @@ axrd_calendars_load(rd_state *st)
 		return;
 	}
 	axrd_calendars_free(st);
-	n = PQntuples(r);
-	if (n > 0 &&
-	    (st->cals = calloc((size_t) n, sizeof(*st->cals))) == NULL) {
-		PQclear(r);
-		return;
+	st->cals  = rows; /* owned; not moved again until the next load */
+	st->ncals = n;
+	for (size_t i = 0; i < n; i++) {
+		rd_group *g = axrd_group_get(st, rows[i].name);
+		rd_pool  *p = axrd_pool_get(st, rows[i].name);
+		if (g != NULL)
+			g->cal = &rows[i].cal;
+		if (p != NULL)
+			p->cal = &rows[i].cal;
 	}
-	for (int i = 0; i < n; i++) {
-		const char  *name = PQgetvalue(r, i, 0);
-		ax_calendar *c    = calloc(1, sizeof(*c));
-		rd_group    *g    = axrd_group_get(st, name);
-		rd_pool     *p    = axrd_pool_get(st, name);
-		if (c == NULL || g == NULL || p == NULL) {
-			free(c);
-			continue;
-		}
-		if (ax_calendar_parse_text(PQgetvalue(r, i, 1), c) != AX_OK) {
-			ax_logf(AX_LOG_WARN, COMP, "BAD_CALENDAR", NULL,
-			        "capacity calendar of %s skipped: %s", name,
-			        ax_err_detail());
-			ax_calendar_fini(c);
-			free(c);
-			continue;
-		}
-		g->cal = p->cal       = c;
-		st->cals[st->ncals++] = c;
-	}
-	PQclear(r);
 	st->calendar_reload = 0;
 	ax_log_info(COMP, "%zu capacity calendars in force", st->ncals);
 }

@@ -50,6 +50,7 @@
 #include "rule.h"
 #include "shaving.h"
 #include "store.h"
+#include "store_calendars.h"
 
 #define COMP AX_A_RESOURCE_DETECTOR
 
@@ -187,48 +188,48 @@ typedef struct rd_state {
 	size_t        nwaiting;
 	ax_list_node *starve_edge; /* first waiting item not counted
 	                              starving; NULL: none */
-	int64_t         starving[AX_TIER_COUNT]; /* per tier */
-	int64_t         stats_due; /* mono: next component_stats */
-	int64_t         last_stats[AX_TIER_COUNT + 1];
-	int             stats_written;
-	ax_strmap      *items;     /* key -> rd_item */
-	ax_strmap      *groups;    /* name -> rd_group */
-	uint64_t        group_gen; /* groups or their labels changed */
-	ax_res_set      costs;     /* resources.group_cost */
-	ax_strmap      *pools;     /* name -> rd_pool */
-	ax_strmap      *lanes;     /* group\x1fpool -> rd_lane */
-	ax_strmap      *workers;   /* group\x1fworker -> rd_worker */
-	rd_lane        *lane_list;
-	rd_item       **blocked;
-	size_t          nblocked, capblocked;
-	rd_item       **fresh; /* arrived in this batch */
-	size_t          nfresh, capfresh;
-	rd_item       **rewrite; /* rows whose reason must change */
-	size_t          nrewrite, caprewrite;
-	ax_store       *store;           /* opened on the first reason write */
-	int64_t         reason_retry_at; /* mono: missing rows */
-	int64_t         reason_down_until; /* mono: after a failure */
-	uint64_t        seq;
-	int             backpressured;
-	ax_rule        *rules; /* the rules table, parsed */
-	size_t          nrules;
-	int             rules_dag;       /* a rule names tier/owner/tag */
-	int             rules_timed;     /* a rule has a window/expiry */
-	int             rules_reload;    /* read the table before use */
-	int             rules_dirty;     /* verdicts may have changed */
-	uint64_t        rules_gen;       /* loads so far */
-	uint64_t        rules_sig;       /* rules_signature() last seen */
-	ax_shave_policy shave;           /* shaving.* */
-	int             hold_pct;        /* shaving.pressure_hold (percent) */
-	int             pressure_reload; /* read pool_pressure before use */
-	int             calendar_reload; /* read capacity_calendars first */
-	ax_calendar   **cals;            /* the calendars in force (owned) */
-	size_t          ncals;
-	char          **pressure_names; /* names with a pressure in force */
-	size_t          npressure;
-	int64_t         pressure_next; /* utc: the next expiry; 0: none */
-	size_t          ndelayed;      /* RD_DELAYED items */
-	uint64_t        shaved;        /* delays so far */
+	int64_t            starving[AX_TIER_COUNT]; /* per tier */
+	int64_t            stats_due; /* mono: next component_stats */
+	int64_t            last_stats[AX_TIER_COUNT + 1];
+	int                stats_written;
+	ax_strmap         *items;     /* key -> rd_item */
+	ax_strmap         *groups;    /* name -> rd_group */
+	uint64_t           group_gen; /* groups or their labels changed */
+	ax_res_set         costs;     /* resources.group_cost */
+	ax_strmap         *pools;     /* name -> rd_pool */
+	ax_strmap         *lanes;     /* group\x1fpool -> rd_lane */
+	ax_strmap         *workers;   /* group\x1fworker -> rd_worker */
+	rd_lane           *lane_list;
+	rd_item          **blocked;
+	size_t             nblocked, capblocked;
+	rd_item          **fresh; /* arrived in this batch */
+	size_t             nfresh, capfresh;
+	rd_item          **rewrite; /* rows whose reason must change */
+	size_t             nrewrite, caprewrite;
+	ax_store          *store; /* opened on the first reason write */
+	int64_t            reason_retry_at;   /* mono: missing rows */
+	int64_t            reason_down_until; /* mono: after a failure */
+	uint64_t           seq;
+	int                backpressured;
+	ax_rule           *rules; /* the rules table, parsed */
+	size_t             nrules;
+	int                rules_dag;    /* a rule names tier/owner/tag */
+	int                rules_timed;  /* a rule has a window/expiry */
+	int                rules_reload; /* read the table before use */
+	int                rules_dirty;  /* verdicts may have changed */
+	uint64_t           rules_gen;    /* loads so far */
+	uint64_t           rules_sig;    /* rules_signature() last seen */
+	ax_shave_policy    shave;        /* shaving.* */
+	int                hold_pct;     /* shaving.pressure_hold (percent) */
+	int                pressure_reload; /* read pool_pressure before use */
+	int                calendar_reload; /* read capacity_calendars first */
+	ax_store_calendar *cals; /* the calendars in force (owned) */
+	size_t             ncals;
+	char             **pressure_names; /* names with a pressure in force */
+	size_t             npressure;
+	int64_t            pressure_next; /* utc: the next expiry; 0: none */
+	size_t             ndelayed;      /* RD_DELAYED items */
+	uint64_t           shaved;        /* delays so far */
 	uint64_t admitted, delayed, blocked_count, ignored; /* counters */
 } rd_state;
 
