@@ -200,6 +200,8 @@ main(int argc, char **argv)
 		.heartbeat_us = ax_config_duration_us(cfg, "worker.heartbeat"),
 		.kill_grace_us =
 		    ax_config_duration_us(cfg, "worker.kill_grace"),
+		.start_spin_us =
+		    ax_config_duration_us(cfg, "worker.start_spin"),
 		.state_dir      = state,
 		.cgroups        = ax_config_bool(cfg, "worker.cgroups"),
 		.run_as         = ax_config_str(cfg, "worker.run_as"),

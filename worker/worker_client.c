@@ -927,6 +927,8 @@ step(ax_worker *w, int64_t now)
 {
 	int64_t next = pend_start_due(w, now);
 	int     used = slots_used(w);
+
+	w->pend_next = next;
 	int64_t heard =
 	    w->last_answer > w->link_since ? w->last_answer : w->link_since;
 
@@ -967,6 +969,18 @@ step(ax_worker *w, int64_t now)
 	    used < w->o.slots)
 		send_pull(w, w->o.slots - used);
 	return next;
+}
+
+/* One pause in a wait on the clock: cheaper for the sibling hardware
+ * thread than a bare loop. */
+static inline void
+spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
 }
 
 ax_err
@@ -1018,6 +1032,20 @@ ax_worker_run(ax_worker *w, int stop_fd)
 		for (size_t e = 0; e < NEXEC; e++)
 			if ((dl = ax_exec_next_deadline(w->ex[e])) < next)
 				next = dl;
+		/* The next thing to do is a held start: a sleep that ends
+		 * on its instant can wake late by the time a busy or virtual
+		 * CPU takes to run us again (milliseconds here, under load).
+		 * Sleep to start_spin before it, then wait on the clock. */
+		if (w->o.start_spin_us > 0 && w->pend_next != INT64_MAX &&
+		    next >= w->pend_next) {
+			int64_t from = w->pend_next - w->o.start_spin_us;
+			if (now >= from) {
+				while (ax_clock_mono_us() < w->pend_next)
+					spin_pause();
+				continue; /* step() starts it */
+			}
+			next = from;
+		}
 		/* to the microsecond: a dispatch held for its instant
 		 * starts on it, not up to a millisecond later */
 		dl           = next <= now ? 0 : next - now;
@@ -1166,7 +1194,8 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 		w->o.poll_us = 10 * AX_USEC_PER_SEC;
 	if (w->o.kill_grace_us <= 0)
 		w->o.kill_grace_us = AX_EXEC_DEFAULT_GRACE;
-	w->retry_us = 2 * AX_USEC_PER_SEC;
+	w->retry_us  = 2 * AX_USEC_PER_SEC;
+	w->pend_next = INT64_MAX;
 	gethostname(w->host, sizeof(w->host) - 1);
 	if (o->id != NULL && *o->id)
 		snprintf(w->id, sizeof(w->id), "%s", o->id);

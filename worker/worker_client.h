@@ -82,13 +82,16 @@ typedef struct ax_worker_opts {
 	                             "": none */
 	const char *labels;       /* worker.labels, "gpu=a100, zone=east";
 	                             NULL or "": none */
-	int64_t     heartbeat_us; /* heartbeat period */
-	int64_t     kill_grace_us;  /* TERM -> KILL when a dispatch says 0 */
-	int64_t     poll_us;        /* long-poll length; 0: 10 s */
-	int         cgroups;        /* try a cgroup per bash task */
-	const char *state_dir;      /* records of running tasks (per worker id
-	                             * under it); NULL or "": none */
-	const char *run_as;         /* worker.run_as; NULL: own user */
+	int64_t heartbeat_us;     /* heartbeat period */
+	int64_t kill_grace_us;    /* TERM -> KILL when a dispatch says 0 */
+	int64_t poll_us;          /* long-poll length; 0: 10 s */
+	int64_t start_spin_us;    /* worker.start_spin: wait on the clock
+	                             this long before a held start; 0:
+	                             sleep to the instant */
+	int         cgroups;      /* try a cgroup per bash task */
+	const char *state_dir;    /* records of running tasks (per worker id
+	                           * under it); NULL or "": none */
+	const char *run_as;       /* worker.run_as; NULL: own user */
 	const char *run_as_allowed; /* worker.run_as_allowed, "a, b" */
 	const char *secrets_dir;    /* worker.secrets_dir */
 	const char *secrets_env;    /* worker.secrets_env, "A, B" */

@@ -117,6 +117,8 @@ struct ax_worker {
 	uint64_t session, seq;
 	int      registered;
 	int64_t  retry_us, next_register, next_hb, report_at;
+	int64_t  pend_next; /* earliest instant of a held dispatch (mono us);
+	                       INT64_MAX: none */
 	/* Lease: the queue renews it on Register and Heartbeat and lets it
 	 * lapse lease_ttl after the last one it received; measuring from
 	 * the send time of the last one it answered keeps us ahead. */
