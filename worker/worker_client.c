@@ -927,10 +927,10 @@ step(ax_worker *w, int64_t now)
 {
 	int64_t next = pend_start_due(w, now);
 	int     used = slots_used(w);
-
-	w->pend_next = next;
 	int64_t heard =
 	    w->last_answer > w->link_since ? w->last_answer : w->link_since;
+
+	w->pend_next = next; /* ax_worker_run waits on the clock for it */
 
 	if (next > now + AX_USEC_PER_SEC)
 		next = now + AX_USEC_PER_SEC;
