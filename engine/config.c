@@ -162,8 +162,8 @@ static const cfg_key cfg_keys[] = {
 	{ "worker.start_spin", CFG_DURATION, "2ms",
 	  "how long before the instant of a dispatch it holds the worker "
 	  "stops sleeping and waits on the clock, so that a late wake-up "
-	  "(a busy or virtual CPU) does not delay the start; 0: sleep to "
-	  "the instant" },
+	  "(a busy or virtual CPU) does not delay the start; at most 100ms; "
+	  "0s: sleep to the instant" },
 	{ "worker.cgroups", CFG_BOOL, "true",
 	  "each task in a cgroup v2 of its own where the worker can make "
 	  "one (killed whole with cgroup.kill)" },

@@ -1150,6 +1150,12 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 		                  (int) o->reserve_p0, (int) o->slots);
 	if (o->group == NULL || *o->group == '\0')
 		return ax_err_set(AX_EINVAL, "worker: empty group");
+	if (o->start_spin_us < 0 || o->start_spin_us > AX_WORKER_SPIN_MAX_US)
+		return ax_err_set(AX_EINVAL,
+		                  "worker: worker.start_spin is %lld us; use "
+		                  "0s..100ms (the worker busy-waits that long "
+		                  "before each held start; 0s sleeps to it)",
+		                  (long long) o->start_spin_us);
 	if (o->cpu_milli < 0 || o->cpu_milli > AX_WPROTO_CPU_MILLI_MAX ||
 	    o->memory_bytes < 0 || o->memory_bytes > AX_WPROTO_MEMORY_MAX)
 		return ax_err_set(AX_EINVAL,

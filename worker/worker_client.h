@@ -69,6 +69,9 @@
 
 #include "ax_err.h"
 
+/* Longest worker.start_spin: a busy wait, so kept short. */
+#define AX_WORKER_SPIN_MAX_US (100 * 1000)
+
 typedef struct ax_worker_opts {
 	const char *server;       /* queue address, tcp:// or ipc:// */
 	const char *group;        /* worker group */
@@ -87,7 +90,8 @@ typedef struct ax_worker_opts {
 	int64_t poll_us;          /* long-poll length; 0: 10 s */
 	int64_t start_spin_us;    /* worker.start_spin: wait on the clock
 	                             this long before a held start; 0:
-	                             sleep to the instant */
+	                             sleep to the instant; at most
+	                             AX_WORKER_SPIN_MAX_US */
 	int         cgroups;      /* try a cgroup per bash task */
 	const char *state_dir;    /* records of running tasks (per worker id
 	                           * under it); NULL or "": none */

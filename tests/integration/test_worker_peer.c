@@ -474,3 +474,46 @@ Test(worker_peer, silent_queue_is_left_for_a_new_connection)
 	          log);
 	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
 }
+
+/*
+ * worker.start_spin is a busy wait before each held start: a value past
+ * 100 ms (a worker spinning for seconds) is refused at start, by name,
+ * and the worker does not run.
+ */
+Test(worker_peer, a_start_spin_past_100ms_is_refused_by_name)
+{
+	const char *bin = getenv("AX_WORKER");
+	char        out[128], text[2048] = "";
+	int         status = 0;
+	pid_t       p;
+	FILE       *f;
+	size_t      n;
+
+	snprintf(out, sizeof(out), "%s/spin.out", dir);
+	p = fork();
+	cr_assert(p >= 0);
+	if (p == 0) {
+		FILE *e = freopen(out, "w", stderr);
+		(void) e;
+		setenv("AX_WORKER_START_SPIN", "1s", 1);
+		execl(bin, bin, "--server", addr, "--group", "g", "--slots",
+		      "4", "--id", "wp-spin", (char *) NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100 && waitpid(p, &status, WNOHANG) == 0; i++)
+		ax_clock_sleep_us(100 * AX_USEC_PER_MSEC);
+	if (waitpid(p, &status, WNOHANG) == 0) {
+		kill(p, SIGKILL);
+		waitpid(p, &status, 0);
+		cr_assert_fail("a worker with a 1 s start_spin kept running");
+	}
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0, "status %d",
+	          status);
+	cr_assert_not_null(f = fopen(out, "r"));
+	n       = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	cr_expect(strstr(text, "worker.start_spin") != NULL &&
+	              strstr(text, "100ms") != NULL,
+	          "%s", text);
+}
