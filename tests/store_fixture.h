@@ -26,6 +26,24 @@ void ax_test_store_db(ax_test_pg **pg, ax_store **st);
 void ax_test_store_db_stop(ax_test_pg *pg, ax_store *st);
 
 /*
+ * A criterion suite whose every test gets that cluster and store, as the
+ * file's statics `pg` and `st` (include <criterion/criterion.h> first).
+ */
+#define AX_TEST_STORE_SUITE(suite)                                            \
+	static ax_test_pg *pg;                                                \
+	static ax_store   *st;                                                \
+	static void        suite##_setup(void)                                \
+	{                                                                     \
+		ax_test_store_db(&pg, &st);                                   \
+	}                                                                     \
+	static void suite##_teardown(void)                                    \
+	{                                                                     \
+		ax_test_store_db_stop(pg, st);                                \
+	}                                                                     \
+	TestSuite(suite, .init = suite##_setup, .fini = suite##_teardown,     \
+	          .timeout = 120)
+
+/*
  * The same (ax_test_store_db), and sets ctx->cfg (*cfg, the defaults) and
  * ctx->dsn; logs at warn.
  */

@@ -14,22 +14,7 @@
 #include "store_calendars.h"
 #include "store_fixture.h"
 
-static ax_test_pg *pg;
-static ax_store   *st;
-
-static void
-setup(void)
-{
-	ax_test_store_db(&pg, &st);
-}
-
-static void
-teardown(void)
-{
-	ax_test_store_db_stop(pg, st);
-}
-
-TestSuite(store_calendars, .init = setup, .fini = teardown, .timeout = 120);
+AX_TEST_STORE_SUITE(store_calendars);
 
 static void
 put(const char *name, const char *spec)

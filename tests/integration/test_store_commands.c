@@ -15,22 +15,7 @@
 #include "store_fixture.h"
 #include "store_sched.h"
 
-static ax_test_pg *pg;
-static ax_store   *st;
-
-static void
-setup(void)
-{
-	ax_test_store_db(&pg, &st);
-}
-
-static void
-teardown(void)
-{
-	ax_test_store_db_stop(pg, st);
-}
-
-TestSuite(store_commands, .init = setup, .fini = teardown, .timeout = 120);
+AX_TEST_STORE_SUITE(store_commands);
 
 static int64_t
 q64(const char *sql)

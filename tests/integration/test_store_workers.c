@@ -10,22 +10,7 @@
 #include "store_fixture.h"
 #include "store_workers.h"
 
-static ax_test_pg *pg;
-static ax_store   *st;
-
-static void
-setup(void)
-{
-	ax_test_store_db(&pg, &st);
-}
-
-static void
-teardown(void)
-{
-	ax_test_store_db_stop(pg, st);
-}
-
-TestSuite(store_workers, .init = setup, .fini = teardown, .timeout = 120);
+AX_TEST_STORE_SUITE(store_workers);
 
 static int64_t
 q64(const char *sql)
