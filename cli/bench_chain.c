@@ -44,15 +44,18 @@ write_chain(FILE *f, void *arg)
 	ax_bench_yaml_chain(f, b->o.length, b->o.process);
 }
 
-/* Edge k of a run: downstream t<k+1> against upstream t<k>. */
-#define SQL_EDGES                                                             \
-	"SELECT ax_us(a.started_at) - ax_us(u.ended_at), "                    \
-	"ax_us(a.dispatched_at) - ax_us(u.ended_at) "                         \
+/* Edge k of a run: downstream d = t<k+1> (its first attempt a) against
+ * upstream u = t<k>. */
+#define EDGES_FROM                                                            \
 	"FROM task_instances d JOIN dags g ON g.id = d.dag_id "               \
 	"JOIN task_instances u ON u.dag_run_id = d.dag_run_id "               \
 	"AND u.task = 't' || (substr(d.task, 2)::int - 1) "                   \
-	"JOIN attempts a ON a.instance_id = d.id AND a.number = 1 "           \
-	"WHERE g.name = '" DAG "' AND d.task <> 't1'"
+	"JOIN attempts a ON a.instance_id = d.id AND a.number = 1 "
+#define EDGES_WHERE "WHERE g.name = '" DAG "' AND d.task <> 't1'"
+
+#define SQL_EDGES                                                             \
+	"SELECT ax_us(a.started_at) - ax_us(u.ended_at), "                    \
+	"ax_us(a.dispatched_at) - ax_us(u.ended_at) " EDGES_FROM EDGES_WHERE
 
 #define SQL_MAKESPAN                                                          \
 	"SELECT ax_us(max(i.ended_at)) - ax_us(r.created_at) FROM dag_runs "  \
@@ -70,14 +73,9 @@ static const char *const split_steps[] = { "report", "release", "admit",
 	"ax_us(a.admitted_at) - ax_us(e.time), "                              \
 	"ax_us(a.created_at) - ax_us(a.admitted_at), "                        \
 	"ax_us(a.dispatched_at) - ax_us(a.created_at), "                      \
-	"ax_us(a.started_at) - ax_us(a.dispatched_at) "                       \
-	"FROM task_instances d JOIN dags g ON g.id = d.dag_id "               \
-	"JOIN task_instances u ON u.dag_run_id = d.dag_run_id "               \
-	"AND u.task = 't' || (substr(d.task, 2)::int - 1) "                   \
-	"JOIN attempts a ON a.instance_id = d.id AND a.number = 1 "           \
+	"ax_us(a.started_at) - ax_us(a.dispatched_at) " EDGES_FROM            \
 	"JOIN event_log e ON e.instance_id = u.id "                           \
-	"AND e.type = 'instance.succeeded' "                                  \
-	"WHERE g.name = '" DAG "' AND d.task <> 't1'"
+	"AND e.type = 'instance.succeeded' " EDGES_WHERE
 
 /* chain_split_<step>_p50_ms / _p99_ms; nothing when the rows lack them. */
 static void
@@ -86,7 +84,9 @@ measure_split(ax_bench *b)
 	PGresult *r = PQexec(b->db, SQL_SPLIT);
 	char      key[64];
 
-	for (int c = 0; PQresultStatus(r) == PGRES_TUPLES_OK && c < 5; c++) {
+	for (int c = 0; PQresultStatus(r) == PGRES_TUPLES_OK &&
+	     (size_t) c < sizeof(split_steps) / sizeof(split_steps[0]);
+	     c++) {
 		size_t  n;
 		double *v = ax_bench_fetch_sorted(r, c, &n);
 		if (v != NULL && n > 0) {
