@@ -40,10 +40,12 @@ typedef struct store_stmt {
 } store_stmt;
 
 struct ax_store {
-	PGconn     *conn;     /* NULL after a failed reconnect */
-	char       *dsn;      /* as given, with password: for reconnects */
-	char       *dsn_safe; /* password masked: for messages */
-	int         in_tx;    /* a transaction opened by ax_store_begin */
+	PGconn     *conn;         /* NULL after a failed reconnect */
+	char       *dsn;          /* as given, with password: for reconnects */
+	char       *dsn_safe;     /* password masked: for messages */
+	int         in_tx;        /* a transaction opened by ax_store_begin */
+	const char *pend_begin;   /* its BEGIN, not sent yet (begin_with) */
+	int         pend_relaxed; /* and whether it is relaxed */
 	int64_t     reconnect_timeout_us;
 	int64_t     stmt_timeout_ms; /* statement_timeout; 0: the server's */
 	uint64_t    reconnects;
@@ -64,10 +66,11 @@ struct ax_store {
 /* The fence check sent with BEGIN (see store.h, "Fencing"): the lock,
  * then the lease read by a statement prepared once per connection (its
  * planning is most of the check's cost). */
-#define FENCE_STMT "ax_store_fence"
-#define FENCE_READ "SELECT epoch, coalesce(holder, '') FROM scheduler_lease"
-#define FENCE_SQL                                                             \
-	"LOCK TABLE scheduler_lease IN ROW SHARE MODE; EXECUTE " FENCE_STMT
+#define FENCE_STMT  "ax_store_fence"
+#define FENCE_READ  "SELECT epoch, coalesce(holder, '') FROM scheduler_lease"
+#define FENCE_LOCK  "LOCK TABLE scheduler_lease IN ROW SHARE MODE"
+#define FENCE_SQL   FENCE_LOCK "; EXECUTE " FENCE_STMT
+#define RELAXED_SQL "SET LOCAL synchronous_commit TO off"
 
 /* The libpq `options` entry that carries a fence in a DSN. */
 #define FENCE_OPTION "ax.fence_epoch="
@@ -76,6 +79,11 @@ struct ax_store {
  * (store.h), read-only afterwards. */
 static ax_store_fence_fn fence_hook;
 static void             *fence_hook_arg;
+
+static ax_err begin_flush(ax_store *s);
+static ax_err stmt_first(ax_store *s, const char *name, const char *sql,
+                         int nparams, const char *const *params,
+                         PGresult **res);
 
 /* ---------------------------------------------------------------------- */
 /* errors */
@@ -488,6 +496,8 @@ ax_store_close(ax_store *s)
 PGconn *
 ax_store_conn(ax_store *s)
 {
+	/* a caller's own statements must run inside the transaction */
+	(void) begin_flush(s);
 	return s->conn;
 }
 
@@ -546,8 +556,9 @@ reconnect(ax_store *s)
 	            s->dsn_safe, why);
 	if (s->conn != NULL)
 		PQfinish(s->conn);
-	s->conn  = NULL;
-	s->in_tx = 0;
+	s->conn       = NULL;
+	s->in_tx      = 0;
+	s->pend_begin = NULL;
 	for (;;) {
 		s->conn = connect_once(s->dsn);
 		if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK &&
@@ -698,6 +709,8 @@ ax_store_query(ax_store *s, const char *sql, int nparams,
 		*res = NULL;
 	if ((rv = ensure_conn(s)) != AX_OK)
 		return rv;
+	if (s->pend_begin != NULL)
+		return stmt_first(s, NULL, sql, nparams, params, res);
 	PGresult *r =
 	    PQexecParams(s->conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	return check_result(s, r, sql, res);
@@ -752,6 +765,8 @@ ax_store_query_prepared(ax_store *s, const char *name, int nparams,
 	if ((rv = ensure_conn(s)) != AX_OK)
 		return rv;
 	replan_check(s);
+	if (s->pend_begin != NULL)
+		return stmt_first(s, name, NULL, nparams, params, res);
 	PGresult *r =
 	    PQexecPrepared(s->conn, name, nparams, params, NULL, NULL, 0);
 	return check_result(s, r, name, res);
@@ -833,16 +848,177 @@ fence_lost(ax_store *s)
 }
 
 /*
- * Opens a transaction: begin_sql (BEGIN with its isolation level), the
- * relaxed durability and the fence check travel in one simple-query
- * message, so they cost one round trip whatever is on.
+ * Sends a transaction's opening in one simple-query message: begin_sql
+ * (BEGIN with its isolation level), the relaxed durability and the fence
+ * check. For a transaction whose first statement is a COPY or a caller's
+ * own (ax_store_conn); the others send it with their first statement
+ * (stmt_first).
  */
 static ax_err
-begin_with(ax_store *s, const char *begin_sql, int relaxed)
+begin_send(ax_store *s, const char *begin_sql, int relaxed)
 {
 	char      sql[256];
 	PGresult *r = NULL;
 	ax_err    rv;
+
+	snprintf(sql, sizeof(sql), "%s%s%s", begin_sql,
+	         relaxed ? "; " RELAXED_SQL : "",
+	         s->fence > 0 ? "; " FENCE_SQL : "");
+	rv = check_result(s, PQexec(s->conn, sql), sql, &r);
+	if (rv == AX_OK && s->fence > 0)
+		rv = fence_check(s, r);
+	PQclear(r);
+	if (rv == AX_OK)
+		return AX_OK;
+	ax_store_rollback(s);
+	return rv == AX_EFENCED ? fence_lost(s) : rv;
+}
+
+/* Sends the pending BEGIN of the open transaction, if any, on its own. */
+static ax_err
+begin_flush(ax_store *s)
+{
+	const char *b = s->pend_begin;
+	ax_err      rv;
+
+	if (b == NULL)
+		return AX_OK;
+	s->pend_begin = NULL;
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	return begin_send(s, b, s->pend_relaxed);
+}
+
+/* The transaction is gone with a connection that cannot be used. */
+static ax_err
+pipe_broken(ax_store *s, const char *what)
+{
+	char label[72];
+
+	stmt_label(what, label, sizeof(label));
+	ax_log_warn("store", "connection to %s unusable after %s: %s",
+	            s->dsn_safe, label,
+	            s->conn != NULL ? PQerrorMessage(s->conn) : "none");
+	if (s->conn != NULL)
+		PQfinish(s->conn);
+	s->conn  = NULL; /* the next statement reconnects */
+	s->in_tx = 0;
+	return ax_err_set(AX_ERETRY,
+	                  "store: connection lost during %s; the transaction "
+	                  "was not committed and can be run again",
+	                  label);
+}
+
+/*
+ * The first statement of a transaction (a prepared one when name is set,
+ * else sql), sent with the transaction's BEGIN, relaxed durability and
+ * fence check in one pipeline: the opening costs no round trip of its
+ * own. The server runs them in order, as if sent one by one; the fence
+ * is judged before the statement's result is looked at, and a fenced
+ * transaction is rolled back, so a deposed axd still writes nothing.
+ */
+static ax_err
+stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
+           const char *const *params, PGresult **res)
+{
+	PGconn     *c       = s->conn;
+	const char *b       = s->pend_begin;
+	int         relaxed = s->pend_relaxed, fence = s->fence > 0;
+	const char *what[5];
+	PGresult   *r[5] = { NULL };
+	int         n = 0, k, fi = -1, got = 0, synced = 0;
+	ax_err      rv = AX_OK;
+
+	s->pend_begin = NULL;
+	if (PQenterPipelineMode(c) != 1) {
+		if ((rv = begin_send(s, b, relaxed)) != AX_OK)
+			return rv;
+		PGresult *x = name != NULL
+		    ? PQexecPrepared(c, name, nparams, params, NULL, NULL, 0)
+		    : PQexecParams(c, sql, nparams, NULL, params, NULL, NULL,
+		                   0);
+		return check_result(s, x, name != NULL ? name : sql, res);
+	}
+	what[n] = b;
+	n += PQsendQueryParams(c, b, 0, NULL, NULL, NULL, NULL, 0) == 1;
+	if (relaxed && n == 1) {
+		what[n] = RELAXED_SQL;
+		n += PQsendQueryParams(c, RELAXED_SQL, 0, NULL, NULL, NULL,
+		                       NULL, 0) == 1;
+	}
+	if (fence && n == 1 + relaxed) {
+		what[n] = FENCE_LOCK;
+		n += PQsendQueryParams(c, FENCE_LOCK, 0, NULL, NULL, NULL,
+		                       NULL, 0) == 1;
+		what[n] = FENCE_STMT;
+		fi      = n;
+		n += PQsendQueryPrepared(c, FENCE_STMT, 0, NULL, NULL, NULL,
+		                         0) == 1;
+	}
+	k       = 1 + relaxed + 2 * fence; /* the statement's index */
+	what[k] = name != NULL ? name : sql;
+	if (n == k)
+		n += (name != NULL
+		          ? PQsendQueryPrepared(c, name, nparams, params, NULL,
+		                                NULL, 0)
+		          : PQsendQueryParams(c, sql, nparams, NULL, params,
+		                              NULL, NULL, 0)) == 1;
+	if (n != k + 1 || PQpipelineSync(c) != 1)
+		return pipe_broken(s, what[n <= k ? n : k]);
+	/* Each command's result, then the NULL that ends it; the sync
+	 * result ends the pipeline. */
+	for (int nulls = 0; nulls <= n;) {
+		PGresult *x = PQgetResult(c);
+		if (x == NULL) {
+			if (PQstatus(c) == CONNECTION_BAD)
+				break;
+			nulls++;
+			continue;
+		}
+		if (PQresultStatus(x) == PGRES_PIPELINE_SYNC) {
+			PQclear(x);
+			synced = 1;
+			break;
+		}
+		if (nulls < n && r[nulls] == NULL) {
+			r[nulls] = x;
+			got++;
+		} else
+			PQclear(x);
+	}
+	if (!synced || PQexitPipelineMode(c) != 1) {
+		for (int i = 0; i < n; i++)
+			PQclear(r[i]);
+		return pipe_broken(s, what[got < n ? got : k]);
+	}
+	for (int i = 0; i < k && rv == AX_OK; i++) {
+		ExecStatusType st = PQresultStatus(r[i]);
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+			rv = result_error(s, r[i], what[i], 0);
+	}
+	if (rv == AX_OK && fi >= 0)
+		rv = fence_check(s, r[fi]);
+	for (int i = 0; i < k; i++)
+		PQclear(r[i]);
+	if (rv != AX_OK) {
+		PQclear(r[k]);
+		ax_store_rollback(s);
+		return rv == AX_EFENCED ? fence_lost(s) : rv;
+	}
+	return check_result(s, r[k], what[k], res);
+}
+
+/*
+ * Opens a transaction. Nothing is sent yet: begin_sql (BEGIN with its
+ * isolation level), the relaxed durability and the fence check go with
+ * the transaction's first statement (stmt_first), or on their own before
+ * a COPY or a caller's statements (begin_flush). A transaction with no
+ * statement sends nothing.
+ */
+static ax_err
+begin_with(ax_store *s, const char *begin_sql, int relaxed)
+{
+	ax_err rv;
 
 	if (s->in_tx)
 		return ax_err_set(
@@ -855,20 +1031,12 @@ begin_with(ax_store *s, const char *begin_sql, int relaxed)
 	    (rv = ax_store_prepare_once(s, FENCE_STMT, FENCE_READ, 0)) !=
 	        AX_OK)
 		return rv;
-	snprintf(sql, sizeof(sql), "%s%s%s", begin_sql,
-	         relaxed ? "; SET LOCAL synchronous_commit TO off" : "",
-	         s->fence > 0 ? "; " FENCE_SQL : "");
 	if ((rv = ensure_conn(s)) != AX_OK)
 		return rv;
-	rv       = check_result(s, PQexec(s->conn, sql), sql, &r);
-	s->in_tx = 1; /* BEGIN may have run before a later statement failed */
-	if (rv == AX_OK && s->fence > 0)
-		rv = fence_check(s, r);
-	PQclear(r);
-	if (rv == AX_OK)
-		return AX_OK;
-	ax_store_rollback(s);
-	return rv == AX_EFENCED ? fence_lost(s) : rv;
+	s->in_tx        = 1;
+	s->pend_begin   = begin_sql;
+	s->pend_relaxed = relaxed;
+	return AX_OK;
 }
 
 ax_err
@@ -884,6 +1052,11 @@ ax_store_commit(ax_store *s)
 
 	if (!s->in_tx)
 		return ax_err_set(AX_EINVAL, "store: COMMIT without BEGIN");
+	if (s->pend_begin != NULL) { /* no statement: nothing was sent */
+		s->pend_begin = NULL;
+		s->in_tx      = 0;
+		return AX_OK;
+	}
 	if ((rv = ensure_conn(s)) != AX_OK)
 		return rv;
 	PGresult *r = PQexec(s->conn, "COMMIT");
@@ -909,8 +1082,9 @@ ax_store_commit(ax_store *s)
 ax_err
 ax_store_rollback(ax_store *s)
 {
-	int was  = s->in_tx;
-	s->in_tx = 0;
+	int was       = s->in_tx && s->pend_begin == NULL;
+	s->in_tx      = 0;
+	s->pend_begin = NULL;
 	if (!was || s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK)
 		return AX_OK;
 	PGresult *r = PQexec(s->conn, "ROLLBACK");
@@ -1021,7 +1195,7 @@ copy_in_tx(ax_store *s, void *arg)
 	PGresult *r;
 	ax_err    rv;
 
-	if ((rv = ensure_conn(s)) != AX_OK)
+	if ((rv = ensure_conn(s)) != AX_OK || (rv = begin_flush(s)) != AX_OK)
 		return rv;
 	r = PQexec(s->conn, c->sql);
 	if (PQresultStatus(r) != PGRES_COPY_IN) {

@@ -75,6 +75,9 @@ const char *ax_store_dsn(const ax_store *s);
 /*
  * The underlying connection, for what this API does not cover (COPY,
  * LISTEN). Owned by s; may change after a reconnect, so do not keep it.
+ * Inside a transaction whose BEGIN has not been sent yet (see
+ * ax_store_begin) it sends the BEGIN first, so the caller's statements
+ * run inside the transaction.
  */
 PGconn *ax_store_conn(ax_store *s);
 
@@ -169,6 +172,12 @@ int64_t ax_store_cell_i64(const PGresult *r, int row, int col);
 /*
  * Transactions. begin fails with AX_EINVAL when one is already open;
  * rollback is safe to call when none is open and after a lost connection.
+ * begin sends nothing: the BEGIN (with the relaxed durability and the
+ * fence check) goes with the transaction's first statement, in one libpq
+ * pipeline, so opening a transaction costs no round trip of its own; the
+ * server runs them in the same order as if each had been sent alone. A
+ * COPY or a caller's own statement (ax_store_conn) first sends the BEGIN
+ * on its own; a transaction with no statement sends nothing at all.
  */
 ax_err ax_store_begin(ax_store *s);
 ax_err ax_store_commit(ax_store *s);
@@ -227,12 +236,15 @@ uint64_t ax_store_retries(const ax_store *s);
  * Fencing (DESIGN.md section 6). A store with a fence (the scheduler
  * lease epoch its owner holds) checks, inside every transaction it opens
  * (ax_store_begin, ax_store_tx and its variants), that the lease is still
- * at that epoch, and fails the transaction with AX_EFENCED before any of
- * its statements runs when the epoch moved on: a deposed axd writes
- * nothing. The check travels in the BEGIN round trip (one simple-query
- * message: BEGIN; LOCK TABLE scheduler_lease IN ROW SHARE MODE; EXECUTE
- * of the epoch read, prepared once per connection), so it costs no extra
- * round trip (about 15 us of server time); the ROW SHARE lock (a
+ * at that epoch, and fails the transaction with AX_EFENCED, rolled back
+ * before any of its statements commits, when the epoch moved on: a
+ * deposed axd writes nothing. The check travels with the BEGIN (BEGIN;
+ * LOCK TABLE scheduler_lease IN ROW SHARE MODE; EXECUTE of the epoch
+ * read, prepared once per connection), in the same pipeline as the
+ * transaction's first statement, so it costs no extra round trip (about
+ * 15 us of server time). The server takes the lock and reads the epoch
+ * before it runs that statement; its result is looked at only after the
+ * check passed, and a fenced transaction is rolled back. The ROW SHARE lock (a
  * fast-path lock, no shared state) is held to the end of the transaction
  * and conflicts with the EXCLUSIVE lock ax_store_sched_leader_take (and
  * ax_store_sched_lease_take) holds while it bumps the epoch: a takeover

@@ -1020,6 +1020,9 @@ takeover_in_flight(taker *t, pthread_t *th, int64_t ttl_us, int64_t *e1)
 	*e1 = take("axd A");
 	a   = open_fenced(*e1);
 	cr_assert_eq(ax_store_begin(a), AX_OK, "%s", ax_err_detail());
+	/* BEGIN and the fence check travel with the first statement */
+	cr_assert_eq(ax_store_exec(a, "SELECT 1", 0, NULL), AX_OK, "%s",
+	             ax_err_detail());
 	memset(t, 0, sizeof(*t));
 	t->holder = "axd B";
 	t->ttl_us = ttl_us;
@@ -1122,6 +1125,74 @@ Test(store, fence_the_fence_travels_in_the_dsn_to_the_server)
 	ax_store_close(s);
 	free(dsn);
 	free(dsn2);
+}
+
+/* Transaction body: the dags rows named arg, or -1. */
+static int64_t
+tx_dags_count(ax_store *s, const char *name)
+{
+	const char *p[1] = { name };
+	PGresult   *r    = NULL;
+	int64_t     n    = -1;
+	if (ax_store_query(s, "SELECT count(*) FROM dags WHERE name = $1", 1,
+	                   p, &r) == AX_OK)
+		n = ax_store_cell_i64(r, 0, 0);
+	PQclear(r);
+	return n;
+}
+
+/*
+ * BEGIN (with the relaxed durability and the fence check) travels with a
+ * transaction's first statement, in one pipeline. Whatever that statement
+ * does, the transaction behaves as if BEGIN had gone first on its own.
+ */
+Test(store, first_statement_carries_the_begin)
+{
+	int64_t   e1 = take("axd A");
+	ax_store *a  = open_fenced(e1);
+	PGresult *r  = NULL;
+
+	/* its statements are one transaction: the insert is seen inside,
+	 * not outside, until COMMIT */
+	cr_assert_eq(ax_store_begin(a), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(insert_dag(a, "piped"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(tx_dags_count(a, "piped"), 1);
+	cr_assert_eq(dags_named("piped"), 0);
+	cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(dags_named("piped"), 1);
+	/* a rolled-back first statement leaves nothing */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(insert_dag(a, "undone"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_rollback(a), AX_OK);
+	cr_assert_eq(dags_named("undone"), 0);
+	/* a first statement that fails: its SQLSTATE, the transaction
+	 * aborted, and the connection usable for the next one */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(insert_dag(a, "piped"), AX_EEXIST, "%s", ax_err_detail());
+	cr_assert_str_eq(ax_store_error_sqlstate(a), "23505");
+	cr_assert_neq(insert_dag(a, "after error"), AX_OK);
+	cr_assert_eq(ax_store_rollback(a), AX_OK);
+	cr_assert_eq(ax_store_tx_relaxed(a, insert_dag, "after error"), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(dags_named("after error"), 1);
+	/* a transaction with no statement commits and sends nothing */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert(ax_store_in_tx(a));
+	cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+	cr_assert(!ax_store_in_tx(a));
+	/* a COPY first sends the BEGIN on its own */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(ax_store_copy_in(a, "COPY dags (name) FROM STDIN",
+	                              "copied\n", 7, NULL),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_rollback(a), AX_OK);
+	cr_assert_eq(dags_named("copied"), 0);
+	/* the connection is out of pipeline mode between transactions */
+	cr_assert_eq(ax_store_query(a, "SELECT 41 + 1", 0, NULL, &r), AX_OK);
+	cr_assert_str_eq(PQgetvalue(r, 0, 0), "42");
+	PQclear(r);
+	cr_assert_eq(PQpipelineStatus(ax_store_conn(a)), PQ_PIPELINE_OFF);
+	ax_store_close(a);
 }
 
 /* Events: the stored payload joins the row's context (dag, task, source,
