@@ -33,6 +33,10 @@
 #define REPLAN_FIRST         64 /* see replan_check */
 #define REPLAN_MAX           (1u << 20)
 
+/* Writes sent without waiting (ax_store_write_deferred) before their
+ * answers are read with the next statement. */
+#define DEFER_MAX 16
+
 typedef struct store_stmt {
 	char *name;
 	char *sql;
@@ -46,6 +50,8 @@ struct ax_store {
 	int         in_tx;        /* a transaction opened by ax_store_begin */
 	const char *pend_begin;   /* its BEGIN, not sent yet (begin_with) */
 	int         pend_relaxed; /* and whether it is relaxed */
+	int         ndefer;       /* writes sent without waiting, unread */
+	const char *defer_what[DEFER_MAX]; /* their statement names */
 	int64_t     reconnect_timeout_us;
 	int64_t     stmt_timeout_ms; /* statement_timeout; 0: the server's */
 	uint64_t    reconnects;
@@ -81,6 +87,8 @@ static ax_store_fence_fn fence_hook;
 static void             *fence_hook_arg;
 
 static ax_err begin_flush(ax_store *s);
+static ax_err defer_finish(ax_store *s, int commit);
+static void   defer_discard(ax_store *s);
 static ax_err stmt_first(ax_store *s, const char *name, const char *sql,
                          int nparams, const char *const *params,
                          PGresult **res);
@@ -496,8 +504,11 @@ ax_store_close(ax_store *s)
 PGconn *
 ax_store_conn(ax_store *s)
 {
-	/* a caller's own statements must run inside the transaction */
+	/* a caller's own statements must run inside the transaction, after
+	 * the writes sent before them */
 	(void) begin_flush(s);
+	if (s->ndefer > 0)
+		(void) defer_finish(s, 0);
 	return s->conn;
 }
 
@@ -559,6 +570,7 @@ reconnect(ax_store *s)
 	s->conn       = NULL;
 	s->in_tx      = 0;
 	s->pend_begin = NULL;
+	s->ndefer     = 0;
 	for (;;) {
 		s->conn = connect_once(s->dsn);
 		if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK &&
@@ -604,6 +616,11 @@ reconnect(ax_store *s)
 static ax_err
 ensure_conn(ax_store *s)
 {
+	ax_err rv;
+
+	/* the answers of writes sent without waiting come first */
+	if (s->ndefer > 0 && (rv = defer_finish(s, 0)) != AX_OK)
+		return rv;
 	/* Two reads: a server that went away left its FATAL message and
 	 * then EOF; the first read returns the message, the second sees
 	 * the EOF and marks the connection bad. */
@@ -611,8 +628,8 @@ ensure_conn(ax_store *s)
 	    PQconsumeInput(s->conn) != 0 && PQconsumeInput(s->conn) != 0 &&
 	    PQstatus(s->conn) == CONNECTION_OK)
 		return AX_OK;
-	int    was_tx = s->in_tx;
-	ax_err rv     = reconnect(s);
+	int was_tx = s->in_tx;
+	rv         = reconnect(s);
 	if (rv != AX_OK)
 		return rv;
 	if (was_tx)
@@ -889,6 +906,41 @@ begin_flush(ax_store *s)
 	return begin_send(s, b, s->pend_relaxed);
 }
 
+/*
+ * Reads the results of the n commands sent in pipeline mode before its
+ * sync into r[] (each to PQclear) and leaves pipeline mode. 0 when the
+ * connection failed first; *got counts the results read.
+ */
+static int
+pipe_read(PGconn *c, int n, PGresult **r, int *got)
+{
+	int synced = 0;
+
+	*got = 0;
+	/* Each command's result, then the NULL that ends it; the sync
+	 * result ends the pipeline. */
+	for (int nulls = 0; nulls <= n;) {
+		PGresult *x = PQgetResult(c);
+		if (x == NULL) {
+			if (PQstatus(c) == CONNECTION_BAD)
+				break;
+			nulls++;
+			continue;
+		}
+		if (PQresultStatus(x) == PGRES_PIPELINE_SYNC) {
+			PQclear(x);
+			synced = 1;
+			break;
+		}
+		if (nulls < n && r[nulls] == NULL) {
+			r[nulls] = x;
+			(*got)++;
+		} else
+			PQclear(x);
+	}
+	return synced && PQexitPipelineMode(c) == 1;
+}
+
 /* The transaction is gone with a connection that cannot be used. */
 static ax_err
 pipe_broken(ax_store *s, const char *what)
@@ -901,8 +953,9 @@ pipe_broken(ax_store *s, const char *what)
 	            s->conn != NULL ? PQerrorMessage(s->conn) : "none");
 	if (s->conn != NULL)
 		PQfinish(s->conn);
-	s->conn  = NULL; /* the next statement reconnects */
-	s->in_tx = 0;
+	s->conn   = NULL; /* the next statement reconnects */
+	s->in_tx  = 0;
+	s->ndefer = 0;
 	return ax_err_set(AX_ERETRY,
 	                  "store: connection lost during %s; the transaction "
 	                  "was not committed and can be run again",
@@ -926,7 +979,7 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
 	int         relaxed = s->pend_relaxed, fence = s->fence > 0;
 	const char *what[5];
 	PGresult   *r[5] = { NULL };
-	int         n = 0, k, fi = -1, got = 0, synced = 0;
+	int         n = 0, k, fi = -1, got = 0;
 	ax_err      rv = AX_OK;
 
 	s->pend_begin = NULL;
@@ -965,28 +1018,7 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
 		                              NULL, NULL, 0)) == 1;
 	if (n != k + 1 || PQpipelineSync(c) != 1)
 		return pipe_broken(s, what[n <= k ? n : k]);
-	/* Each command's result, then the NULL that ends it; the sync
-	 * result ends the pipeline. */
-	for (int nulls = 0; nulls <= n;) {
-		PGresult *x = PQgetResult(c);
-		if (x == NULL) {
-			if (PQstatus(c) == CONNECTION_BAD)
-				break;
-			nulls++;
-			continue;
-		}
-		if (PQresultStatus(x) == PGRES_PIPELINE_SYNC) {
-			PQclear(x);
-			synced = 1;
-			break;
-		}
-		if (nulls < n && r[nulls] == NULL) {
-			r[nulls] = x;
-			got++;
-		} else
-			PQclear(x);
-	}
-	if (!synced || PQexitPipelineMode(c) != 1) {
+	if (!pipe_read(c, n, r, &got)) {
 		for (int i = 0; i < n; i++)
 			PQclear(r[i]);
 		return pipe_broken(s, what[got < n ? got : k]);
@@ -1006,6 +1038,127 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
 		return rv == AX_EFENCED ? fence_lost(s) : rv;
 	}
 	return check_result(s, r[k], what[k], res);
+}
+
+/*
+ * Reads the answers of the writes sent without waiting, with the
+ * transaction's COMMIT sent after them when commit is set: one sync,
+ * one round trip for all of them. The first write that failed is the
+ * error (the server skipped everything after it, the COMMIT too, and
+ * the transaction is rolled back here). With commit, the transaction
+ * is over whatever the outcome.
+ */
+static ax_err
+defer_finish(ax_store *s, int commit)
+{
+	PGconn     *c                = s->conn;
+	PGresult   *r[DEFER_MAX + 1] = { NULL };
+	const char *what[DEFER_MAX + 1];
+	int         nw = s->ndefer, n = nw, got = 0;
+	ax_err      rv = AX_OK;
+
+	memcpy(what, s->defer_what, sizeof(what[0]) * (size_t) nw);
+	s->ndefer = 0;
+	if (commit) {
+		what[n] = "COMMIT";
+		if (PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL,
+		                      0) != 1)
+			return pipe_broken(s, what[n]);
+		n++;
+	}
+	if (PQpipelineSync(c) != 1 || !pipe_read(c, n, r, &got)) {
+		for (int i = 0; i < n; i++)
+			PQclear(r[i]);
+		if (!commit)
+			return pipe_broken(s, what[got < n ? got : n - 1]);
+		/* The server may have run the COMMIT before the connection
+		 * failed: its outcome is unknown. */
+		ax_log_warn("store", "connection to %s lost during COMMIT: %s",
+		            s->dsn_safe, PQerrorMessage(c));
+		PQfinish(c);
+		s->conn  = NULL;
+		s->in_tx = 0;
+		return ax_err_set(
+		    AX_EDBCONN,
+		    "store: connection to %s lost during COMMIT; "
+		    "the outcome of the COMMIT is unknown",
+		    s->dsn_safe);
+	}
+	for (int i = 0; i < nw && rv == AX_OK; i++) {
+		ExecStatusType st = PQresultStatus(r[i]);
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+			rv = result_error(s, r[i], what[i], 0);
+	}
+	if (commit && rv == AX_OK) {
+		s->in_tx = 0;
+		if (PQresultStatus(r[nw]) != PGRES_COMMAND_OK)
+			rv = result_error(s, r[nw], "COMMIT", 1);
+		else if (strcmp(PQcmdStatus(r[nw]), "ROLLBACK") == 0)
+			rv =
+			    ax_err_set(AX_EDB,
+			               "store: the transaction was aborted by "
+			               "an earlier error and has been rolled "
+			               "back");
+	}
+	for (int i = 0; i < n; i++)
+		PQclear(r[i]);
+	if (commit && s->in_tx)
+		ax_store_rollback(s); /* a write failed: COMMIT was skipped */
+	return rv;
+}
+
+/* Reads and drops the answers of the writes sent without waiting (a
+ * rollback follows: their errors are not the caller's). */
+static void
+defer_discard(ax_store *s)
+{
+	PGresult *r[DEFER_MAX] = { NULL };
+	int       n = s->ndefer, got = 0;
+
+	s->ndefer = 0;
+	if (PQpipelineSync(s->conn) != 1 || !pipe_read(s->conn, n, r, &got)) {
+		PQfinish(s->conn);
+		s->conn  = NULL;
+		s->in_tx = 0;
+	}
+	for (int i = 0; i < n; i++)
+		PQclear(r[i]);
+}
+
+ax_err
+ax_store_write_deferred(ax_store *s, const char *name, int nparams,
+                        const char *const *params)
+{
+	store_stmt *st = find_stmt(s, name);
+	ax_err      rv;
+
+	if (st == NULL)
+		return ax_err_set(AX_ENOENT,
+		                  "store: no prepared statement named '%s'",
+		                  name);
+	/* Outside a transaction, or as its first statement (the fence is
+	 * judged on its answer): a plain write. */
+	if (!s->in_tx || s->pend_begin != NULL)
+		return ax_store_write(s, name, NULL, nparams, params, NULL);
+	if (s->ndefer == DEFER_MAX ||
+	    (s->ndefer > 0 && s->execs + 1 >= s->replan_at)) {
+		if ((rv = defer_finish(s, 0)) != AX_OK)
+			return rv;
+	}
+	if (s->ndefer == 0) {
+		if ((rv = ensure_conn(s)) != AX_OK)
+			return rv;
+		replan_check(s);
+		if (PQenterPipelineMode(s->conn) != 1)
+			return ax_store_query_prepared(s, name, nparams,
+			                               params, NULL);
+	} else
+		s->execs++;
+	if (PQsendQueryPrepared(s->conn, name, nparams, params, NULL, NULL,
+	                        0) != 1)
+		return pipe_broken(s, name);
+	s->defer_what[s->ndefer++] = st->name;
+	return AX_OK;
 }
 
 /*
@@ -1057,6 +1210,8 @@ ax_store_commit(ax_store *s)
 		s->in_tx      = 0;
 		return AX_OK;
 	}
+	if (s->ndefer > 0) /* the COMMIT goes with the deferred writes */
+		return defer_finish(s, 1);
 	if ((rv = ensure_conn(s)) != AX_OK)
 		return rv;
 	PGresult *r = PQexec(s->conn, "COMMIT");
@@ -1082,7 +1237,9 @@ ax_store_commit(ax_store *s)
 ax_err
 ax_store_rollback(ax_store *s)
 {
-	int was       = s->in_tx && s->pend_begin == NULL;
+	int was = s->in_tx && s->pend_begin == NULL;
+	if (s->ndefer > 0)
+		defer_discard(s);
 	s->in_tx      = 0;
 	s->pend_begin = NULL;
 	if (!was || s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK)

@@ -147,6 +147,23 @@ ax_err ax_store_write(ax_store *s, const char *name, const char *sql,
                       int nparams, const char *const *params, PGresult **res);
 
 /*
+ * A write whose answer the caller does not read (the prepared statement
+ * name, as ax_store_query_prepared), sent inside the open transaction
+ * without waiting: its answer is read with the next statement of the
+ * transaction or its COMMIT, which then travel with it in one libpq
+ * pipeline, so a transaction that ends with such writes pays one round
+ * trip for all of them and the COMMIT. The first deferred write that
+ * failed is the error of that next call (its detail names the write);
+ * the server runs nothing after it, so the transaction commits nothing.
+ * Outside a transaction, or as a transaction's first statement (the
+ * fence is judged on its answer, see "Fencing"), it is ax_store_write.
+ * AX_ENOENT when name was never registered; AX_ERETRY when the
+ * connection failed while it was sent.
+ */
+ax_err ax_store_write_deferred(ax_store *s, const char *name, int nparams,
+                               const char *const *params);
+
+/*
  * Runs sql, a COPY ... FROM STDIN in text format, with data (len bytes:
  * lines of tab-separated fields, \\N for NULL) as its input, in one round
  * trip. *rows (may be NULL) receives the number of rows copied. Writes

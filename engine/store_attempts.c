@@ -420,10 +420,12 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
 		ax_sqlarr_text(&a[8], u[i].log_path);
 	}
 	rv = ax_sqlarr_end_all(a, p, 9);
-	if (rv == AX_OK)
+	if (rv == AX_OK && updated == NULL)
+		rv = ax_store_write_deferred(s, "ax_sa.update_att", 9, p);
+	else if (rv == AX_OK)
 		rv = ax_store_write(s, "ax_sa.update_att", NULL, 9, p, &r);
 	ax_sqlarr_fini_all(a, 9);
-	if (rv != AX_OK)
+	if (rv != AX_OK || updated == NULL)
 		return rv;
 	if (updated != NULL)
 		*updated = (size_t) PQntuples(r);

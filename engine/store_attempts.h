@@ -153,7 +153,9 @@ typedef struct ax_store_attempt_update {
 /*
  * Writes n attempt rows in one statement; *updated (may be NULL) counts
  * the rows found. The caller decides the state (the result handler keeps
- * a terminal state terminal). AX_EINVAL for a bad run_id or state.
+ * a terminal state terminal). With updated NULL inside a transaction the
+ * statement is sent without waiting for its answer
+ * (ax_store_write_deferred). AX_EINVAL for a bad run_id or state.
  */
 ax_err ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
                                 size_t n, size_t *updated);

@@ -494,10 +494,12 @@ events_insert(ax_store *s, const ax_store_event_row *rows, size_t n,
 		return AX_OK;
 	}
 	rv = ax_sqlarr_end_all(a, p, 11);
-	if (rv == AX_OK)
+	if (rv == AX_OK && inserted == NULL)
+		rv = ax_store_write_deferred(s, "ax_sa.insert_ev", 11, p);
+	else if (rv == AX_OK)
 		rv = ax_store_write(s, "ax_sa.insert_ev", NULL, 11, p, &r);
 	ax_sqlarr_fini_all(a, 11);
-	if (rv != AX_OK)
+	if (rv != AX_OK || inserted == NULL)
 		return rv;
 	if (inserted != NULL)
 		*inserted = (size_t) strtoul(PQcmdTuples(r), NULL, 10);

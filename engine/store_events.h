@@ -49,6 +49,10 @@ typedef struct ax_store_event_row {
  * re-sent event is stored once. Usable inside the transaction of a
  * state change. *inserted (may be NULL) counts the new rows; *skipped
  * (may be NULL) the rows refused before SQL (bad event_id or no type).
+ * With inserted NULL inside a transaction a batch under 128 rows is sent
+ * without waiting for its answer (ax_store_write_deferred): it travels
+ * with the transaction's next statement or COMMIT; a larger batch is one
+ * COPY, which waits.
  */
 ax_err ax_store_insert_events(ax_store *s, const ax_store_event_row *rows,
                               size_t n, size_t *inserted, size_t *skipped);

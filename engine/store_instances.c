@@ -331,6 +331,7 @@ typedef struct move_batch {
 	ax_store_ti_move *moves;
 	size_t            n;
 	size_t            applied;
+	int               deferred; /* no answer read: nothing is applied */
 } move_batch;
 
 static ax_err
@@ -350,10 +351,12 @@ move_tx(ax_store *s, void *arg)
 		ax_sqlarr_text(&a[3], b->moves[i].reason);
 		ax_sqlarr_bool(&a[4], b->moves[i].via_running);
 	}
-	if ((rv = ax_sqlarr_end_all(a, p, 5)) == AX_OK)
+	if ((rv = ax_sqlarr_end_all(a, p, 5)) == AX_OK && b->deferred)
+		rv = ax_store_write_deferred(s, "ax_store.move_ti", 5, p);
+	else if (rv == AX_OK)
 		rv = ax_store_query_prepared(s, "ax_store.move_ti", 5, p, &r);
 	ax_sqlarr_fini_all(a, 5);
-	if (rv != AX_OK)
+	if (rv != AX_OK || b->deferred)
 		return rv;
 	b->applied   = (size_t) PQntuples(r);
 	int64_t *ids = malloc(sizeof(int64_t) * (b->applied + 1));
@@ -415,7 +418,11 @@ ax_err
 ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,
                         size_t *applied)
 {
-	move_batch b = { .moves = moves, .n = n };
+	/* Inside a transaction with applied NULL the move is sent without
+	 * waiting (ax_store_write_deferred). */
+	move_batch b = { .moves    = moves,
+		         .n        = n,
+		         .deferred = applied == NULL && ax_store_in_tx(s) };
 	ax_err     rv;
 
 	if (applied != NULL)

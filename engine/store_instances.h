@@ -111,6 +111,9 @@ typedef struct ax_store_ti_move {
  * batch with AX_ESTATE before anything is written. Sets ready_at on READY,
  * started_at on RUNNING, ended_at on a terminal state, clears them on a
  * move back to PENDING. *applied (may be NULL) counts the moved rows.
+ * With applied NULL inside a transaction the move is sent without waiting
+ * for its answer (ax_store_write_deferred): moves[].applied stay 0 and
+ * an error comes from the transaction's next statement or its COMMIT.
  * AX_EINVAL when an id appears twice or n is over AX_STORE_BATCH_MAX.
  */
 ax_err ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,

@@ -1195,6 +1195,93 @@ Test(store, first_statement_carries_the_begin)
 	ax_store_close(a);
 }
 
+/* A deferred insert into dags of the DAG named name. */
+static ax_err
+defer_dag(ax_store *s, const char *name)
+{
+	const char *p[1] = { name };
+	return ax_store_write_deferred(s, "t.ins_dag", 1, p);
+}
+
+/*
+ * Writes sent without waiting answer with the transaction's next
+ * statement or its COMMIT, in one pipeline; the transaction behaves as if
+ * each had waited for its answer: all of it commits, or none of it.
+ */
+Test(store, deferred_writes_answer_with_the_next_statement_or_the_commit)
+{
+	int64_t   e1 = take("axd A");
+	ax_store *a  = open_fenced(e1);
+	char      name[32];
+
+	cr_assert_eq(ax_store_prepare(a, "t.ins_dag",
+	                              "INSERT INTO dags (name) VALUES ($1)",
+	                              1),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_write_deferred(a, "t.nope", 0, NULL), AX_ENOENT);
+	/* outside a transaction: written at once */
+	cr_assert_eq(defer_dag(a, "alone"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(dags_named("alone"), 1);
+	/* the first (written plainly: the fence is judged on it) and 39
+	 * deferred, more than one pipeline holds: all land with the COMMIT,
+	 * none before it */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "d-%d", i);
+		cr_assert_eq(defer_dag(a, name), AX_OK, "%s", ax_err_detail());
+	}
+	cr_assert_eq(dags_named("d-0"), 0);
+	cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(q64("SELECT count(*) FROM dags WHERE name LIKE 'd-%'"),
+	             40);
+	/* a statement after deferred writes sees them */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(insert_dag(a, "r-0"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(defer_dag(a, "r-1"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(tx_dags_count(a, "r-1"), 1);
+	cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(dags_named("r-1"), 1);
+	/* a deferred write that fails is the COMMIT's error, named; nothing
+	 * of the transaction is kept, before or after it */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(insert_dag(a, "x-0"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(defer_dag(a, "x-1"), AX_OK);
+	cr_assert_eq(defer_dag(a, "d-3"), AX_OK); /* taken */
+	cr_assert_eq(defer_dag(a, "x-2"), AX_OK);
+	cr_assert_eq(ax_store_commit(a), AX_EEXIST, "%s", ax_err_detail());
+	cr_assert(strstr(ax_err_detail(), "t.ins_dag") != NULL, "%s",
+	          ax_err_detail());
+	cr_assert_str_eq(ax_store_error_sqlstate(a), "23505");
+	cr_assert(!ax_store_in_tx(a));
+	cr_assert_eq(q64("SELECT count(*) FROM dags WHERE name LIKE 'x-%'"),
+	             0);
+	/* ... or the next statement's, when one follows */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(insert_dag(a, "y-0"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(defer_dag(a, "d-3"), AX_OK);
+	cr_assert_eq(tx_dags_count(a, "y-0"), -1);
+	cr_assert_str_eq(ax_store_error_sqlstate(a), "23505");
+	cr_assert_eq(ax_store_rollback(a), AX_OK);
+	cr_assert_eq(dags_named("y-0"), 0);
+	/* a rollback drops them */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(insert_dag(a, "z-0"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(defer_dag(a, "z-1"), AX_OK);
+	cr_assert_eq(ax_store_rollback(a), AX_OK);
+	cr_assert_eq(dags_named("z-1"), 0);
+	cr_assert_eq(PQpipelineStatus(ax_store_conn(a)), PQ_PIPELINE_OFF);
+	/* the store goes on: a transaction retried as a whole commits */
+	cr_assert_eq(ax_store_tx(a, insert_dag, "z-2"), AX_OK, "%s",
+	             ax_err_detail());
+	/* deposed: a deferred write as the first statement is fenced */
+	take("axd B");
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(defer_dag(a, "w-0"), AX_EFENCED, "%s", ax_err_detail());
+	cr_assert(!ax_store_in_tx(a));
+	cr_assert_eq(dags_named("w-0"), 0);
+	ax_store_close(a);
+}
+
 /* Events: the stored payload joins the row's context (dag, task, source,
  * logical time, shards when sharded) with the event's own payload, which
  * wins on a clash; a non-object payload is kept as {"raw": text}; a
