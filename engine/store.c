@@ -941,6 +941,19 @@ pipe_read(PGconn *c, int n, PGresult **r, int *got)
 	return synced && PQexitPipelineMode(c) == 1;
 }
 
+/* Drops a connection that cannot be used, and the transaction with it:
+ * the next statement reconnects. */
+static void
+conn_drop(ax_store *s)
+{
+	if (s->conn != NULL)
+		PQfinish(s->conn);
+	s->conn       = NULL;
+	s->in_tx      = 0;
+	s->ndefer     = 0;
+	s->pend_begin = NULL;
+}
+
 /* The transaction is gone with a connection that cannot be used. */
 static ax_err
 pipe_broken(ax_store *s, const char *what)
@@ -951,11 +964,7 @@ pipe_broken(ax_store *s, const char *what)
 	ax_log_warn("store", "connection to %s unusable after %s: %s",
 	            s->dsn_safe, label,
 	            s->conn != NULL ? PQerrorMessage(s->conn) : "none");
-	if (s->conn != NULL)
-		PQfinish(s->conn);
-	s->conn   = NULL; /* the next statement reconnects */
-	s->in_tx  = 0;
-	s->ndefer = 0;
+	conn_drop(s);
 	return ax_err_set(AX_ERETRY,
 	                  "store: connection lost during %s; the transaction "
 	                  "was not committed and can be run again",
@@ -1075,9 +1084,7 @@ defer_finish(ax_store *s, int commit)
 		 * failed: its outcome is unknown. */
 		ax_log_warn("store", "connection to %s lost during COMMIT: %s",
 		            s->dsn_safe, PQerrorMessage(c));
-		PQfinish(c);
-		s->conn  = NULL;
-		s->in_tx = 0;
+		conn_drop(s);
 		return ax_err_set(
 		    AX_EDBCONN,
 		    "store: connection to %s lost during COMMIT; "
@@ -1116,11 +1123,8 @@ defer_discard(ax_store *s)
 	int       n = s->ndefer, got = 0;
 
 	s->ndefer = 0;
-	if (PQpipelineSync(s->conn) != 1 || !pipe_read(s->conn, n, r, &got)) {
-		PQfinish(s->conn);
-		s->conn  = NULL;
-		s->in_tx = 0;
-	}
+	if (PQpipelineSync(s->conn) != 1 || !pipe_read(s->conn, n, r, &got))
+		conn_drop(s);
 	for (int i = 0; i < n; i++)
 		PQclear(r[i]);
 }
