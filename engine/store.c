@@ -41,7 +41,13 @@ typedef struct store_stmt {
 	char *name;
 	char *sql;
 	int   nparams;
+	int generic; /* run with its generic plan (ax_store_prepare_generic) */
 } store_stmt;
+
+/* Around each execution of a statement registered with
+ * ax_store_prepare_generic, in the same pipeline (see there). */
+#define GENERIC_ON  "SET plan_cache_mode TO force_generic_plan"
+#define GENERIC_OFF "RESET plan_cache_mode"
 
 struct ax_store {
 	PGconn     *conn;         /* NULL after a failed reconnect */
@@ -92,6 +98,8 @@ static void   defer_discard(ax_store *s);
 static ax_err stmt_first(ax_store *s, const char *name, const char *sql,
                          int nparams, const char *const *params,
                          PGresult **res);
+static ax_err exec_generic(ax_store *s, const char *name, int nparams,
+                           const char *const *params, PGresult **res);
 
 /* ---------------------------------------------------------------------- */
 /* errors */
@@ -682,6 +690,7 @@ ax_store_prepare(ax_store *s, const char *name, const char *sql, int nparams)
 	st->name       = strdup(name);
 	st->sql        = strdup(sql);
 	st->nparams    = nparams;
+	st->generic    = 0;
 	if (st->name == NULL || st->sql == NULL) {
 		free(st->name);
 		free(st->sql);
@@ -698,6 +707,22 @@ ax_store_prepare_once(ax_store *s, const char *name, const char *sql,
 	if (find_stmt(s, name) != NULL)
 		return AX_OK;
 	return ax_store_prepare(s, name, sql, nparams);
+}
+
+ax_err
+ax_store_prepare_generic(ax_store *s, const char *name, const char *sql,
+                         int nparams)
+{
+	store_stmt *st = find_stmt(s, name);
+	ax_err      rv;
+
+	if (st == NULL) {
+		if ((rv = ax_store_prepare(s, name, sql, nparams)) != AX_OK)
+			return rv;
+		st = &s->stmts[s->nstmts - 1];
+	}
+	st->generic = 1;
+	return AX_OK;
 }
 
 static ax_err
@@ -771,11 +796,12 @@ ax_err
 ax_store_query_prepared(ax_store *s, const char *name, int nparams,
                         const char *const *params, PGresult **res)
 {
-	ax_err rv;
+	const store_stmt *st = find_stmt(s, name);
+	ax_err            rv;
 
 	if (res != NULL)
 		*res = NULL;
-	if (find_stmt(s, name) == NULL)
+	if (st == NULL)
 		return ax_err_set(AX_ENOENT,
 		                  "store: no prepared statement named '%s'",
 		                  name);
@@ -784,6 +810,8 @@ ax_store_query_prepared(ax_store *s, const char *name, int nparams,
 	replan_check(s);
 	if (s->pend_begin != NULL)
 		return stmt_first(s, name, NULL, nparams, params, res);
+	if (st->generic)
+		return exec_generic(s, name, nparams, params, res);
 	PGresult *r =
 	    PQexecPrepared(s->conn, name, nparams, params, NULL, NULL, 0);
 	return check_result(s, r, name, res);
@@ -983,13 +1011,15 @@ static ax_err
 stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
            const char *const *params, PGresult **res)
 {
-	PGconn     *c       = s->conn;
-	const char *b       = s->pend_begin;
-	int         relaxed = s->pend_relaxed, fence = s->fence > 0;
-	const char *what[5];
-	PGresult   *r[5] = { NULL };
-	int         n = 0, k, fi = -1, got = 0;
-	ax_err      rv = AX_OK;
+	PGconn           *c       = s->conn;
+	const char       *b       = s->pend_begin;
+	int               relaxed = s->pend_relaxed, fence = s->fence > 0;
+	const store_stmt *st      = name != NULL ? find_stmt(s, name) : NULL;
+	int               generic = st != NULL && st->generic;
+	const char       *what[7];
+	PGresult         *r[7] = { NULL };
+	int               n = 0, k, fi = -1, got = 0, total;
+	ax_err            rv = AX_OK;
 
 	s->pend_begin = NULL;
 	if (PQenterPipelineMode(c) != 1) {
@@ -1017,7 +1047,13 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
 		n += PQsendQueryPrepared(c, FENCE_STMT, 0, NULL, NULL, NULL,
 		                         0) == 1;
 	}
-	k       = 1 + relaxed + 2 * fence; /* the statement's index */
+	if (generic && n == 1 + relaxed + 2 * fence) {
+		what[n] = GENERIC_ON;
+		n += PQsendQueryParams(c, GENERIC_ON, 0, NULL, NULL, NULL,
+		                       NULL, 0) == 1;
+	}
+	k       = 1 + relaxed + 2 * fence + generic; /* the statement's */
+	total   = k + 1 + generic;
 	what[k] = name != NULL ? name : sql;
 	if (n == k)
 		n += (name != NULL
@@ -1025,16 +1061,21 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
 		                                NULL, 0)
 		          : PQsendQueryParams(c, sql, nparams, NULL, params,
 		                              NULL, NULL, 0)) == 1;
-	if (n != k + 1 || PQpipelineSync(c) != 1)
-		return pipe_broken(s, what[n <= k ? n : k]);
+	if (generic && n == k + 1) {
+		what[n] = GENERIC_OFF;
+		n += PQsendQueryParams(c, GENERIC_OFF, 0, NULL, NULL, NULL,
+		                       NULL, 0) == 1;
+	}
+	if (n != total || PQpipelineSync(c) != 1)
+		return pipe_broken(s, what[n < total ? n : k]);
 	if (!pipe_read(c, n, r, &got)) {
 		for (int i = 0; i < n; i++)
 			PQclear(r[i]);
 		return pipe_broken(s, what[got < n ? got : k]);
 	}
 	for (int i = 0; i < k && rv == AX_OK; i++) {
-		ExecStatusType st = PQresultStatus(r[i]);
-		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		ExecStatusType x = PQresultStatus(r[i]);
+		if (x != PGRES_COMMAND_OK && x != PGRES_TUPLES_OK)
 			rv = result_error(s, r[i], what[i], 0);
 	}
 	if (rv == AX_OK && fi >= 0)
@@ -1042,11 +1083,62 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
 	for (int i = 0; i < k; i++)
 		PQclear(r[i]);
 	if (rv != AX_OK) {
-		PQclear(r[k]);
+		for (int i = k; i < n; i++)
+			PQclear(r[i]);
 		ax_store_rollback(s);
 		return rv == AX_EFENCED ? fence_lost(s) : rv;
 	}
+	if (generic)
+		PQclear(r[k + 1]);
 	return check_result(s, r[k], what[k], res);
+}
+
+/*
+ * A statement registered with ax_store_prepare_generic, inside a
+ * transaction that has sent its BEGIN: the statement between the two
+ * settings of its plan in one pipeline, one round trip as for any
+ * statement. Falls back to a plain execution when the connection cannot
+ * enter pipeline mode.
+ */
+static ax_err
+exec_generic(ax_store *s, const char *name, int nparams,
+             const char *const *params, PGresult **res)
+{
+	PGconn     *c       = s->conn;
+	const char *what[3] = { GENERIC_ON, name, GENERIC_OFF };
+	PGresult   *r[3]    = { NULL };
+	int         n = 0, got = 0;
+	ax_err      rv = AX_OK;
+
+	if (PQenterPipelineMode(c) != 1)
+		return check_result(
+		    s, PQexecPrepared(c, name, nparams, params, NULL, NULL, 0),
+		    name, res);
+	n += PQsendQueryParams(c, GENERIC_ON, 0, NULL, NULL, NULL, NULL, 0) ==
+	    1;
+	if (n == 1)
+		n += PQsendQueryPrepared(c, name, nparams, params, NULL, NULL,
+		                         0) == 1;
+	if (n == 2)
+		n += PQsendQueryParams(c, GENERIC_OFF, 0, NULL, NULL, NULL,
+		                       NULL, 0) == 1;
+	if (n != 3 || PQpipelineSync(c) != 1)
+		return pipe_broken(s, what[n < 3 ? n : 1]);
+	if (!pipe_read(c, n, r, &got)) {
+		for (int i = 0; i < n; i++)
+			PQclear(r[i]);
+		return pipe_broken(s, what[got < n ? got : 1]);
+	}
+	ExecStatusType x = PQresultStatus(r[0]);
+	if (x != PGRES_COMMAND_OK)
+		rv = result_error(s, r[0], what[0], 0);
+	PQclear(r[0]);
+	PQclear(r[2]);
+	if (rv != AX_OK) {
+		PQclear(r[1]);
+		return rv;
+	}
+	return check_result(s, r[1], name, res);
 }
 
 /*
@@ -1144,7 +1236,8 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 	 * judged on its answer): a plain write. */
 	if (!s->in_tx || s->pend_begin != NULL)
 		return ax_store_write(s, name, NULL, nparams, params, NULL);
-	if (s->ndefer == DEFER_MAX ||
+	int need = st->generic ? 3 : 1; /* with the plan settings around */
+	if (s->ndefer + need > DEFER_MAX ||
 	    (s->ndefer > 0 && s->execs + 1 >= s->replan_at)) {
 		if ((rv = defer_finish(s, 0)) != AX_OK)
 			return rv;
@@ -1158,10 +1251,22 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 			                               params, NULL);
 	} else
 		s->execs++;
+	if (st->generic) {
+		if (PQsendQueryParams(s->conn, GENERIC_ON, 0, NULL, NULL, NULL,
+		                      NULL, 0) != 1)
+			return pipe_broken(s, GENERIC_ON);
+		s->defer_what[s->ndefer++] = GENERIC_ON;
+	}
 	if (PQsendQueryPrepared(s->conn, name, nparams, params, NULL, NULL,
 	                        0) != 1)
 		return pipe_broken(s, name);
 	s->defer_what[s->ndefer++] = st->name;
+	if (st->generic) {
+		if (PQsendQueryParams(s->conn, GENERIC_OFF, 0, NULL, NULL,
+		                      NULL, NULL, 0) != 1)
+			return pipe_broken(s, GENERIC_OFF);
+		s->defer_what[s->ndefer++] = GENERIC_OFF;
+	}
 	return AX_OK;
 }
 

@@ -198,8 +198,8 @@ ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 		return ax_store_batch_check(n, "admission");
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_once(s, "ax_sa.admit_lock", SQL_ADMIT_LOCK,
-	                                1)) != AX_OK ||
+	if ((rv = ax_store_prepare_generic(s, "ax_sa.admit_lock",
+	                                   SQL_ADMIT_LOCK, 1)) != AX_OK ||
 	    (rv = ax_store_prepare_once(s, "ax_sa.admit_insert",
 	                                SQL_ADMIT_INSERT, 7)) != AX_OK)
 		return rv;
@@ -275,8 +275,8 @@ ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
 	memset(out, 0, sizeof(*out) * n);
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_once(s, "ax_sa.lock_att", SQL_LOCK_ATT,
-	                                1)) != AX_OK)
+	if ((rv = ax_store_prepare_generic(s, "ax_sa.lock_att", SQL_LOCK_ATT,
+	                                   1)) != AX_OK)
 		return rv;
 	memset(a, 0, sizeof(a));
 	/* An invalid uuid would fail the cast of the whole batch: send a

@@ -454,8 +454,8 @@ events_insert(ax_store *s, const ax_store_event_row *rows, size_t n,
 	size_t      bad = 0, good = 0;
 	ax_err      rv;
 
-	if ((rv = ax_store_prepare_once(s, "ax_sa.insert_ev", SQL_INSERT_EV,
-	                                11)) != AX_OK)
+	if ((rv = ax_store_prepare_generic(s, "ax_sa.insert_ev", SQL_INSERT_EV,
+	                                   11)) != AX_OK)
 		return rv;
 	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < n; i++) {

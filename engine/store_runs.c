@@ -291,8 +291,8 @@ ax_store_runs_guard(ax_store *s, const int64_t *run_ids, size_t n,
 	for (size_t i = 0; i < n; i++)
 		ax_sqlarr_int(&a, run_ids[i]);
 	if ((rv = ax_sqlarr_end_all(&a, p, 1)) == AX_OK &&
-	    (rv = ax_store_prepare_once(s, "runs_guard_lock", lock_sql, 1)) ==
-	        AX_OK)
+	    (rv = ax_store_prepare_generic(s, "runs_guard_lock", lock_sql,
+	                                   1)) == AX_OK)
 		rv = ax_store_query_prepared(s, "runs_guard_lock", 1, p, &res);
 	ax_sqlarr_fini_all(&a, 1);
 	if (rv != AX_OK) {

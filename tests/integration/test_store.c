@@ -1282,6 +1282,134 @@ Test(store, deferred_writes_answer_with_the_next_statement_or_the_commit)
 	ax_store_close(a);
 }
 
+/* plan_cache_mode as the store's session sees it now. */
+static void
+assert_plan_mode_auto(ax_store *s)
+{
+	PGresult *r = NULL;
+	cr_assert_eq(ax_store_query(s, "SHOW plan_cache_mode", 0, NULL, &r),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(PQgetvalue(r, 0, 0), "auto");
+	PQclear(r);
+}
+
+/* How often the session planned statement name generic and custom. */
+static void
+plans_of(ax_store *s, const char *name, int64_t *generic, int64_t *custom)
+{
+	const char *p[1] = { name };
+	PGresult   *r    = NULL;
+	cr_assert_eq(ax_store_query(s,
+	                            "SELECT generic_plans, custom_plans FROM "
+	                            "pg_prepared_statements WHERE name = $1",
+	                            1, p, &r),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(PQntuples(r), 1, "%s is not prepared", name);
+	*generic = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	*custom  = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+	PQclear(r);
+}
+
+#define SQL_T_JOIN                                                            \
+	"SELECT d.id FROM dags d JOIN dag_versions v ON v.dag_id = d.id "     \
+	"WHERE d.name = ANY($1::text[])"
+
+/*
+ * A statement registered with ax_store_prepare_generic runs its generic
+ * plan wherever it is sent: as a transaction's first statement (with the
+ * BEGIN and the fence), as a later one, deferred, and on its own; the
+ * setting never outlives the statement, also when the statement fails.
+ * The same SQL registered plainly is planned for its values (custom) by
+ * PostgreSQL, which is what the generic registration avoids.
+ */
+Test(store, generic_statements_run_their_generic_plan_and_leave_the_setting)
+{
+	int64_t     e1   = take("axd A");
+	ax_store   *a    = open_fenced(e1);
+	const char *p[1] = { "{d1}" }, *bad[1] = { "{1}" };
+	PGresult   *r   = NULL;
+	int64_t     gen = 0, cust = 0;
+
+	cr_assert_eq(ax_store_prepare_generic(a, "t.gen", SQL_T_JOIN, 1),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_prepare_generic(a, "t.gen", SQL_T_JOIN, 1),
+	             AX_OK, "registering twice is allowed");
+	cr_assert_eq(ax_store_prepare_once(a, "t.cust", SQL_T_JOIN, 1), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(
+	    ax_store_prepare_generic(
+	        a, "t.bad", "SELECT 1 / (cardinality($1::int[]) - 1)", 1),
+	    AX_OK, "%s", ax_err_detail());
+	for (int i = 0; i < 2; i++) {
+		/* first statement of a transaction, with the fence */
+		cr_assert_eq(ax_store_begin(a), AX_OK);
+		cr_assert_eq(ax_store_query_prepared(a, "t.gen", 1, p, &r),
+		             AX_OK, "%s", ax_err_detail());
+		cr_assert_eq(PQntuples(r), 1);
+		cr_assert_eq(strtoll(PQgetvalue(r, 0, 0), NULL, 10), dag_id);
+		PQclear(r);
+		/* a later statement, then deferred ones */
+		cr_assert_eq(ax_store_query_prepared(a, "t.gen", 1, p, &r),
+		             AX_OK, "%s", ax_err_detail());
+		cr_assert_eq(PQntuples(r), 1);
+		PQclear(r);
+		cr_assert_eq(ax_store_write_deferred(a, "t.gen", 1, p), AX_OK,
+		             "%s", ax_err_detail());
+		cr_assert_eq(ax_store_write_deferred(a, "t.gen", 1, p), AX_OK,
+		             "%s", ax_err_detail());
+		cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+		assert_plan_mode_auto(a);
+		/* the same SQL registered plainly, and on its own */
+		cr_assert_eq(ax_store_query_prepared(a, "t.cust", 1, p, NULL),
+		             AX_OK, "%s", ax_err_detail());
+		cr_assert_eq(ax_store_query_prepared(a, "t.cust", 1, p, NULL),
+		             AX_OK, "%s", ax_err_detail());
+		cr_assert_eq(ax_store_query_prepared(a, "t.cust", 1, p, NULL),
+		             AX_OK, "%s", ax_err_detail());
+	}
+	plans_of(a, "t.gen", &gen, &cust);
+	cr_assert_eq(cust, 0, "t.gen was planned for its values %lld times",
+	             (long long) cust);
+	cr_assert_geq(gen, 8, "t.gen ran %lld times generic", (long long) gen);
+	plans_of(a, "t.cust", &gen, &cust);
+	cr_assert_geq(cust, 5, "t.cust: %lld custom plans", (long long) cust);
+	assert_plan_mode_auto(a);
+	/* a generic statement that fails: as a later statement, as the
+	 * first, deferred (the COMMIT's error) and on its own; the setting
+	 * goes with the aborted transaction */
+	for (int later = 1; later >= 0; later--) {
+		cr_assert_eq(ax_store_begin(a), AX_OK);
+		if (later)
+			cr_assert_eq(
+			    ax_store_query_prepared(a, "t.gen", 1, p, NULL),
+			    AX_OK, "%s", ax_err_detail());
+		cr_assert_neq(
+		    ax_store_query_prepared(a, "t.bad", 1, bad, NULL), AX_OK);
+		cr_assert_str_eq(ax_store_error_sqlstate(a), "22012");
+		cr_assert_eq(ax_store_rollback(a), AX_OK);
+		assert_plan_mode_auto(a);
+	}
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(insert_dag(a, "gen-0"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_write_deferred(a, "t.bad", 1, bad), AX_OK);
+	cr_assert_neq(ax_store_commit(a), AX_OK);
+	cr_assert(strstr(ax_err_detail(), "t.bad") != NULL, "%s",
+	          ax_err_detail());
+	cr_assert(!ax_store_in_tx(a));
+	cr_assert_eq(dags_named("gen-0"), 0);
+	assert_plan_mode_auto(a);
+	cr_assert_eq(
+	    ax_store_prepare_generic(
+	        st, "t.bad", "SELECT 1 / (cardinality($1::int[]) - 1)", 1),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_neq(ax_store_query_prepared(st, "t.bad", 1, bad, NULL),
+	              AX_OK);
+	assert_plan_mode_auto(st);
+	cr_assert_eq(PQpipelineStatus(ax_store_conn(a)), PQ_PIPELINE_OFF);
+	cr_assert_eq(PQpipelineStatus(ax_store_conn(st)), PQ_PIPELINE_OFF);
+	ax_store_close(a);
+}
+
 /* Events: the stored payload joins the row's context (dag, task, source,
  * logical time, shards when sharded) with the event's own payload, which
  * wins on a clash; a non-object payload is kept as {"raw": text}; a
