@@ -32,6 +32,7 @@
 #define TX_BACKOFF_MAX_US    (200 * AX_USEC_PER_MSEC)
 #define REPLAN_FIRST         64 /* see replan_check */
 #define REPLAN_MAX           (1u << 20)
+#define REPLAN_PERIOD_US     (60 * AX_USEC_PER_SEC)
 
 /* Writes sent without waiting (ax_store_write_deferred) before their
  * answers are read with the next statement. */
@@ -64,6 +65,7 @@ struct ax_store {
 	uint64_t    retries;
 	uint64_t    execs;     /* prepared statements executed */
 	uint64_t    replan_at; /* execs at which cached plans are dropped */
+	int64_t     replan_by; /* and the monotonic instant by which */
 	unsigned    seed;      /* jitter of the retry backoff */
 	store_stmt *stmts;     /* registered prepared statements */
 	size_t      nstmts;
@@ -466,6 +468,7 @@ ax_store_open(const char *dsn, ax_store **out)
 	}
 	s->reconnect_timeout_us = RECONNECT_TIMEOUT_US;
 	s->replan_at            = REPLAN_FIRST;
+	s->replan_by            = ax_clock_mono_us() + REPLAN_PERIOD_US;
 	s->seed  = (unsigned) ax_clock_mono_us() ^ (unsigned) (uintptr_t) s;
 	s->fence = dsn_fence(dsn);
 	s->conn  = connect_once(dsn);
@@ -777,15 +780,32 @@ ax_store_exec(ax_store *s, const char *sql, int nparams,
  * Instead the cached plans of the connection are dropped (DISCARD PLANS, one
  * statement) when its executions double, up to every REPLAN_MAX executions: a
  * plan is never made from tables much smaller than they have grown since.
+ * They are also dropped once a minute (REPLAN_PERIOD_US), for tables that
+ * grow without this connection's executions (a restore, a bulk backfill,
+ * a statement run seldom): the statements that always run their generic
+ * plan (ax_store_prepare_generic) keep a plan of the table sizes of at
+ * most a minute ago.
  */
+static int
+replan_due(const ax_store *s)
+{
+	return s->execs + 1 >= s->replan_at ||
+	    ax_clock_mono_us() >= s->replan_by;
+}
+
 static void
 replan_check(ax_store *s)
 {
-	if (++s->execs < s->replan_at)
+	int due = replan_due(s);
+
+	s->execs++;
+	if (!due)
 		return;
-	s->replan_at =
-	    s->execs < REPLAN_MAX ? s->execs * 2 : s->execs + REPLAN_MAX;
-	PGresult *r = PQexec(s->conn, "DISCARD PLANS");
+	if (s->execs >= s->replan_at)
+		s->replan_at = s->execs < REPLAN_MAX ? s->execs * 2
+		                                     : s->execs + REPLAN_MAX;
+	s->replan_by = ax_clock_mono_us() + REPLAN_PERIOD_US;
+	PGresult *r  = PQexec(s->conn, "DISCARD PLANS");
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		ax_log_debug("store", "DISCARD PLANS: %s",
 		             PQresultErrorMessage(r));
@@ -1237,8 +1257,7 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 	if (!s->in_tx || s->pend_begin != NULL)
 		return ax_store_write(s, name, NULL, nparams, params, NULL);
 	int need = st->generic ? 3 : 1; /* with the plan settings around */
-	if (s->ndefer + need > DEFER_MAX ||
-	    (s->ndefer > 0 && s->execs + 1 >= s->replan_at)) {
+	if (s->ndefer + need > DEFER_MAX || (s->ndefer > 0 && replan_due(s))) {
 		if ((rv = defer_finish(s, 0)) != AX_OK)
 			return rv;
 	}
