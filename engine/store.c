@@ -97,10 +97,10 @@ static void             *fence_hook_arg;
 static ax_err begin_flush(ax_store *s);
 static ax_err defer_finish(ax_store *s, int commit);
 static void   defer_discard(ax_store *s);
-static ax_err stmt_first(ax_store *s, const char *name, const char *sql,
+static ax_err stmt_first(ax_store *s, const store_stmt *st, const char *sql,
                          int nparams, const char *const *params,
                          PGresult **res);
-static ax_err exec_generic(ax_store *s, const char *name, int nparams,
+static ax_err exec_generic(ax_store *s, const store_stmt *st, int nparams,
                            const char *const *params, PGresult **res);
 
 /* ---------------------------------------------------------------------- */
@@ -829,9 +829,9 @@ ax_store_query_prepared(ax_store *s, const char *name, int nparams,
 		return rv;
 	replan_check(s);
 	if (s->pend_begin != NULL)
-		return stmt_first(s, name, NULL, nparams, params, res);
+		return stmt_first(s, st, NULL, nparams, params, res);
 	if (st->generic)
-		return exec_generic(s, name, nparams, params, res);
+		return exec_generic(s, st, nparams, params, res);
 	PGresult *r =
 	    PQexecPrepared(s->conn, name, nparams, params, NULL, NULL, 0);
 	return check_result(s, r, name, res);
@@ -1019,6 +1019,54 @@ pipe_broken(ax_store *s, const char *what)
 	                  label);
 }
 
+/* Sends sql, a statement without parameters, into the open pipeline. */
+static int
+send_sql(PGconn *c, const char *sql)
+{
+	return PQsendQueryParams(c, sql, 0, NULL, NULL, NULL, NULL, 0) == 1;
+}
+
+/* The commands send_stmt sends for st: the statement, and the settings
+ * of its plan around it when it runs its generic plan. */
+static int
+stmt_cmds(const store_stmt *st)
+{
+	return st->generic ? 3 : 1;
+}
+
+/*
+ * Sends the prepared statement st into the open pipeline, between
+ * GENERIC_ON and GENERIC_OFF when it runs its generic plan, and names
+ * each command in what[] (stmt_cmds(st) entries). Returns how many were
+ * sent: fewer than stmt_cmds(st) when the connection failed, what[] then
+ * names the one that was not sent.
+ */
+static int
+send_stmt(PGconn *c, const store_stmt *st, int nparams,
+          const char *const *params, const char **what)
+{
+	int n = 0;
+
+	if (st->generic) {
+		what[n] = GENERIC_ON;
+		if (!send_sql(c, GENERIC_ON))
+			return n;
+		n++;
+	}
+	what[n] = st->name;
+	if (PQsendQueryPrepared(c, st->name, nparams, params, NULL, NULL, 0) !=
+	    1)
+		return n;
+	n++;
+	if (st->generic) {
+		what[n] = GENERIC_OFF;
+		if (!send_sql(c, GENERIC_OFF))
+			return n;
+		n++;
+	}
+	return n;
+}
+
 /*
  * The first statement of a transaction (a prepared one when name is set,
  * else sql), sent with the transaction's BEGIN, relaxed durability and
@@ -1028,63 +1076,53 @@ pipe_broken(ax_store *s, const char *what)
  * transaction is rolled back, so a deposed axd still writes nothing.
  */
 static ax_err
-stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
+stmt_first(ax_store *s, const store_stmt *st, const char *sql, int nparams,
            const char *const *params, PGresult **res)
 {
-	PGconn           *c       = s->conn;
-	const char       *b       = s->pend_begin;
-	int               relaxed = s->pend_relaxed, fence = s->fence > 0;
-	const store_stmt *st      = name != NULL ? find_stmt(s, name) : NULL;
-	int               generic = st != NULL && st->generic;
-	const char       *what[7];
-	PGresult         *r[7] = { NULL };
-	int               n = 0, k, fi = -1, got = 0, total;
-	ax_err            rv = AX_OK;
+	PGconn     *c       = s->conn;
+	const char *b       = s->pend_begin;
+	int         relaxed = s->pend_relaxed, fence = s->fence > 0;
+	int         generic = st != NULL && st->generic;
+	const char *what[7];
+	PGresult   *r[7] = { NULL };
+	int         n = 0, k, fi = -1, got = 0, total;
+	ax_err      rv = AX_OK;
 
 	s->pend_begin = NULL;
 	if (PQenterPipelineMode(c) != 1) {
 		if ((rv = begin_send(s, b, relaxed)) != AX_OK)
 			return rv;
-		PGresult *x = name != NULL
-		    ? PQexecPrepared(c, name, nparams, params, NULL, NULL, 0)
+		PGresult *x = st != NULL
+		    ? PQexecPrepared(c, st->name, nparams, params, NULL, NULL,
+		                     0)
 		    : PQexecParams(c, sql, nparams, NULL, params, NULL, NULL,
 		                   0);
-		return check_result(s, x, name != NULL ? name : sql, res);
+		return check_result(s, x, st != NULL ? st->name : sql, res);
 	}
 	what[n] = b;
-	n += PQsendQueryParams(c, b, 0, NULL, NULL, NULL, NULL, 0) == 1;
+	n += send_sql(c, b);
 	if (relaxed && n == 1) {
 		what[n] = RELAXED_SQL;
-		n += PQsendQueryParams(c, RELAXED_SQL, 0, NULL, NULL, NULL,
-		                       NULL, 0) == 1;
+		n += send_sql(c, RELAXED_SQL);
 	}
 	if (fence && n == 1 + relaxed) {
 		what[n] = FENCE_LOCK;
-		n += PQsendQueryParams(c, FENCE_LOCK, 0, NULL, NULL, NULL,
-		                       NULL, 0) == 1;
+		n += send_sql(c, FENCE_LOCK);
 		what[n] = FENCE_STMT;
 		fi      = n;
 		n += PQsendQueryPrepared(c, FENCE_STMT, 0, NULL, NULL, NULL,
 		                         0) == 1;
 	}
-	if (generic && n == 1 + relaxed + 2 * fence) {
-		what[n] = GENERIC_ON;
-		n += PQsendQueryParams(c, GENERIC_ON, 0, NULL, NULL, NULL,
-		                       NULL, 0) == 1;
-	}
-	k       = 1 + relaxed + 2 * fence + generic; /* the statement's */
-	total   = k + 1 + generic;
-	what[k] = name != NULL ? name : sql;
-	if (n == k)
-		n += (name != NULL
-		          ? PQsendQueryPrepared(c, name, nparams, params, NULL,
-		                                NULL, 0)
-		          : PQsendQueryParams(c, sql, nparams, NULL, params,
-		                              NULL, NULL, 0)) == 1;
-	if (generic && n == k + 1) {
-		what[n] = GENERIC_OFF;
-		n += PQsendQueryParams(c, GENERIC_OFF, 0, NULL, NULL, NULL,
-		                       NULL, 0) == 1;
+	k     = 1 + relaxed + 2 * fence + generic; /* the statement's index */
+	total = k + 1 + generic;
+	if (n == k - generic) {
+		if (st != NULL)
+			n += send_stmt(c, st, nparams, params, &what[n]);
+		else {
+			what[n] = sql;
+			n += PQsendQueryParams(c, sql, nparams, NULL, params,
+			                       NULL, NULL, 0) == 1;
+		}
 	}
 	if (n != total || PQpipelineSync(c) != 1)
 		return pipe_broken(s, what[n < total ? n : k]);
@@ -1102,14 +1140,13 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
 		rv = fence_check(s, r[fi]);
 	for (int i = 0; i < k; i++)
 		PQclear(r[i]);
+	for (int i = k + 1; i < n; i++) /* the plan's reset */
+		PQclear(r[i]);
 	if (rv != AX_OK) {
-		for (int i = k; i < n; i++)
-			PQclear(r[i]);
+		PQclear(r[k]);
 		ax_store_rollback(s);
 		return rv == AX_EFENCED ? fence_lost(s) : rv;
 	}
-	if (generic)
-		PQclear(r[k + 1]);
 	return check_result(s, r[k], what[k], res);
 }
 
@@ -1121,27 +1158,21 @@ stmt_first(ax_store *s, const char *name, const char *sql, int nparams,
  * enter pipeline mode.
  */
 static ax_err
-exec_generic(ax_store *s, const char *name, int nparams,
+exec_generic(ax_store *s, const store_stmt *st, int nparams,
              const char *const *params, PGresult **res)
 {
-	PGconn     *c       = s->conn;
-	const char *what[3] = { GENERIC_ON, name, GENERIC_OFF };
-	PGresult   *r[3]    = { NULL };
-	int         n = 0, got = 0;
+	PGconn     *c = s->conn;
+	const char *what[3];
+	PGresult   *r[3] = { NULL };
+	int         n, got = 0;
 	ax_err      rv = AX_OK;
 
 	if (PQenterPipelineMode(c) != 1)
-		return check_result(
-		    s, PQexecPrepared(c, name, nparams, params, NULL, NULL, 0),
-		    name, res);
-	n += PQsendQueryParams(c, GENERIC_ON, 0, NULL, NULL, NULL, NULL, 0) ==
-	    1;
-	if (n == 1)
-		n += PQsendQueryPrepared(c, name, nparams, params, NULL, NULL,
-		                         0) == 1;
-	if (n == 2)
-		n += PQsendQueryParams(c, GENERIC_OFF, 0, NULL, NULL, NULL,
-		                       NULL, 0) == 1;
+		return check_result(s,
+		                    PQexecPrepared(c, st->name, nparams,
+		                                   params, NULL, NULL, 0),
+		                    st->name, res);
+	n = send_stmt(c, st, nparams, params, what);
 	if (n != 3 || PQpipelineSync(c) != 1)
 		return pipe_broken(s, what[n < 3 ? n : 1]);
 	if (!pipe_read(c, n, r, &got)) {
@@ -1149,8 +1180,7 @@ exec_generic(ax_store *s, const char *name, int nparams,
 			PQclear(r[i]);
 		return pipe_broken(s, what[got < n ? got : 1]);
 	}
-	ExecStatusType x = PQresultStatus(r[0]);
-	if (x != PGRES_COMMAND_OK)
+	if (PQresultStatus(r[0]) != PGRES_COMMAND_OK)
 		rv = result_error(s, r[0], what[0], 0);
 	PQclear(r[0]);
 	PQclear(r[2]);
@@ -1158,7 +1188,7 @@ exec_generic(ax_store *s, const char *name, int nparams,
 		PQclear(r[1]);
 		return rv;
 	}
-	return check_result(s, r[1], name, res);
+	return check_result(s, r[1], st->name, res);
 }
 
 /*
@@ -1182,8 +1212,7 @@ defer_finish(ax_store *s, int commit)
 	s->ndefer = 0;
 	if (commit) {
 		what[n] = "COMMIT";
-		if (PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL,
-		                      0) != 1)
+		if (!send_sql(c, "COMMIT"))
 			return pipe_broken(s, what[n]);
 		n++;
 	}
@@ -1256,8 +1285,8 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 	 * judged on its answer): a plain write. */
 	if (!s->in_tx || s->pend_begin != NULL)
 		return ax_store_write(s, name, NULL, nparams, params, NULL);
-	int need = st->generic ? 3 : 1; /* with the plan settings around */
-	if (s->ndefer + need > DEFER_MAX || (s->ndefer > 0 && replan_due(s))) {
+	if (s->ndefer + stmt_cmds(st) > DEFER_MAX ||
+	    (s->ndefer > 0 && replan_due(s))) {
 		if ((rv = defer_finish(s, 0)) != AX_OK)
 			return rv;
 	}
@@ -1270,22 +1299,11 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 			                               params, NULL);
 	} else
 		s->execs++;
-	if (st->generic) {
-		if (PQsendQueryParams(s->conn, GENERIC_ON, 0, NULL, NULL, NULL,
-		                      NULL, 0) != 1)
-			return pipe_broken(s, GENERIC_ON);
-		s->defer_what[s->ndefer++] = GENERIC_ON;
-	}
-	if (PQsendQueryPrepared(s->conn, name, nparams, params, NULL, NULL,
-	                        0) != 1)
-		return pipe_broken(s, name);
-	s->defer_what[s->ndefer++] = st->name;
-	if (st->generic) {
-		if (PQsendQueryParams(s->conn, GENERIC_OFF, 0, NULL, NULL,
-		                      NULL, NULL, 0) != 1)
-			return pipe_broken(s, GENERIC_OFF);
-		s->defer_what[s->ndefer++] = GENERIC_OFF;
-	}
+	int sent =
+	    send_stmt(s->conn, st, nparams, params, &s->defer_what[s->ndefer]);
+	if (sent != stmt_cmds(st))
+		return pipe_broken(s, s->defer_what[s->ndefer + sent]);
+	s->ndefer += sent;
 	return AX_OK;
 }
 
