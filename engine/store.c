@@ -57,8 +57,9 @@ struct ax_store {
 	int         in_tx;        /* a transaction opened by ax_store_begin */
 	const char *pend_begin;   /* its BEGIN, not sent yet (begin_with) */
 	int         pend_relaxed; /* and whether it is relaxed */
-	int         ndefer;       /* writes sent without waiting, unread */
+	int         ndefer;       /* commands sent without waiting, unread */
 	const char *defer_what[DEFER_MAX]; /* their statement names */
+	int         defer_fence; /* which of them is the fence check; -1 */
 	int64_t     reconnect_timeout_us;
 	int64_t     stmt_timeout_ms; /* statement_timeout; 0: the server's */
 	uint64_t    reconnects;
@@ -97,11 +98,10 @@ static void             *fence_hook_arg;
 static ax_err begin_flush(ax_store *s);
 static ax_err defer_finish(ax_store *s, int commit);
 static void   defer_discard(ax_store *s);
-static ax_err stmt_first(ax_store *s, const store_stmt *st, const char *sql,
-                         int nparams, const char *const *params,
-                         PGresult **res);
-static ax_err exec_generic(ax_store *s, const store_stmt *st, int nparams,
-                           const char *const *params, PGresult **res);
+static ax_err pipe_open(ax_store *s, int *piped);
+static ax_err pipe_stmt(ax_store *s, const store_stmt *st, const char *sql,
+                        int nparams, const char *const *params,
+                        PGresult **res);
 
 /* ---------------------------------------------------------------------- */
 /* errors */
@@ -469,6 +469,7 @@ ax_store_open(const char *dsn, ax_store **out)
 	s->reconnect_timeout_us = RECONNECT_TIMEOUT_US;
 	s->replan_at            = REPLAN_FIRST;
 	s->replan_by            = ax_clock_mono_us() + REPLAN_PERIOD_US;
+	s->defer_fence          = -1;
 	s->seed  = (unsigned) ax_clock_mono_us() ^ (unsigned) (uintptr_t) s;
 	s->fence = dsn_fence(dsn);
 	s->conn  = connect_once(dsn);
@@ -579,9 +580,10 @@ reconnect(ax_store *s)
 	if (s->conn != NULL)
 		PQfinish(s->conn);
 	s->conn       = NULL;
-	s->in_tx      = 0;
-	s->pend_begin = NULL;
-	s->ndefer     = 0;
+	s->in_tx       = 0;
+	s->pend_begin  = NULL;
+	s->ndefer      = 0;
+	s->defer_fence = -1;
 	for (;;) {
 		s->conn = connect_once(s->dsn);
 		if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK &&
@@ -752,10 +754,15 @@ ax_store_query(ax_store *s, const char *sql, int nparams,
 
 	if (res != NULL)
 		*res = NULL;
-	if ((rv = ensure_conn(s)) != AX_OK)
+	if (s->ndefer == 0 && (rv = ensure_conn(s)) != AX_OK)
 		return rv;
-	if (s->pend_begin != NULL)
-		return stmt_first(s, NULL, sql, nparams, params, res);
+	if (s->pend_begin != NULL || s->ndefer > 0) {
+		int piped;
+		if ((rv = pipe_open(s, &piped)) != AX_OK)
+			return rv;
+		if (piped)
+			return pipe_stmt(s, NULL, sql, nparams, params, res);
+	}
 	PGresult *r =
 	    PQexecParams(s->conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	return check_result(s, r, sql, res);
@@ -825,13 +832,23 @@ ax_store_query_prepared(ax_store *s, const char *name, int nparams,
 		return ax_err_set(AX_ENOENT,
 		                  "store: no prepared statement named '%s'",
 		                  name);
-	if ((rv = ensure_conn(s)) != AX_OK)
+	/* the cached plans are dropped outside a pipeline */
+	if (s->ndefer > 0 && replan_due(s) &&
+	    (rv = defer_finish(s, 0)) != AX_OK)
 		return rv;
-	replan_check(s);
-	if (s->pend_begin != NULL)
-		return stmt_first(s, st, NULL, nparams, params, res);
-	if (st->generic)
-		return exec_generic(s, st, nparams, params, res);
+	if (s->ndefer == 0) {
+		if ((rv = ensure_conn(s)) != AX_OK)
+			return rv;
+		replan_check(s);
+	} else
+		s->execs++;
+	if (s->pend_begin != NULL || s->ndefer > 0 || st->generic) {
+		int piped;
+		if ((rv = pipe_open(s, &piped)) != AX_OK)
+			return rv;
+		if (piped)
+			return pipe_stmt(s, st, NULL, nparams, params, res);
+	}
 	PGresult *r =
 	    PQexecPrepared(s->conn, name, nparams, params, NULL, NULL, 0);
 	return check_result(s, r, name, res);
@@ -917,7 +934,7 @@ fence_lost(ax_store *s)
  * (BEGIN with its isolation level), the relaxed durability and the fence
  * check. For a transaction whose first statement is a COPY or a caller's
  * own (ax_store_conn); the others send it with their first statement
- * (stmt_first).
+ * (pipe_open).
  */
 static ax_err
 begin_send(ax_store *s, const char *begin_sql, int relaxed)
@@ -996,10 +1013,11 @@ conn_drop(ax_store *s)
 {
 	if (s->conn != NULL)
 		PQfinish(s->conn);
-	s->conn       = NULL;
-	s->in_tx      = 0;
-	s->ndefer     = 0;
-	s->pend_begin = NULL;
+	s->conn        = NULL;
+	s->in_tx       = 0;
+	s->ndefer      = 0;
+	s->defer_fence = -1;
+	s->pend_begin  = NULL;
 }
 
 /* The transaction is gone with a connection that cannot be used. */
@@ -1068,61 +1086,111 @@ send_stmt(PGconn *c, const store_stmt *st, int nparams,
 }
 
 /*
- * The first statement of a transaction (a prepared one when name is set,
- * else sql), sent with the transaction's BEGIN, relaxed durability and
- * fence check in one pipeline: the opening costs no round trip of its
- * own. The server runs them in order, as if sent one by one; the fence
- * is judged before the statement's result is looked at, and a fenced
- * transaction is rolled back, so a deposed axd still writes nothing.
+ * Makes the connection ready to take commands into a pipeline: enters
+ * pipeline mode unless writes sent without waiting hold it already, and
+ * sends the open transaction's pending opening (BEGIN, the relaxed
+ * durability, the fence check) as its first commands, remembered like
+ * deferred writes: their answers are read, and the fence judged, with
+ * the next sync (pipe_stmt, defer_finish). *piped is 0 when the
+ * connection cannot enter pipeline mode: the opening was then sent on
+ * its own and the caller runs its statement the plain way.
  */
 static ax_err
-stmt_first(ax_store *s, const store_stmt *st, const char *sql, int nparams,
-           const char *const *params, PGresult **res)
+pipe_open(ax_store *s, int *piped)
 {
-	PGconn     *c       = s->conn;
-	const char *b       = s->pend_begin;
-	int         relaxed = s->pend_relaxed, fence = s->fence > 0;
-	int         generic = st != NULL && st->generic;
-	const char *what[7];
-	PGresult   *r[7] = { NULL };
-	int         n = 0, k, fi = -1, got = 0, total;
-	ax_err      rv = AX_OK;
+	PGconn     *c = s->conn;
+	const char *b = s->pend_begin;
+	int         n;
 
+	*piped = 1;
+	if (s->ndefer == 0 && PQenterPipelineMode(c) != 1) {
+		*piped = 0;
+		return begin_flush(s);
+	}
+	if (b == NULL)
+		return AX_OK;
 	s->pend_begin = NULL;
-	if (PQenterPipelineMode(c) != 1) {
-		if ((rv = begin_send(s, b, relaxed)) != AX_OK)
-			return rv;
-		PGresult *x = st != NULL
-		    ? PQexecPrepared(c, st->name, nparams, params, NULL, NULL,
-		                     0)
-		    : PQexecParams(c, sql, nparams, NULL, params, NULL, NULL,
-		                   0);
-		return check_result(s, x, st != NULL ? st->name : sql, res);
+	n             = s->ndefer;
+	s->defer_what[n] = b;
+	if (!send_sql(c, b))
+		return pipe_broken(s, b);
+	n++;
+	if (s->pend_relaxed) {
+		s->defer_what[n] = RELAXED_SQL;
+		if (!send_sql(c, RELAXED_SQL))
+			return pipe_broken(s, RELAXED_SQL);
+		n++;
 	}
-	what[n] = b;
-	n += send_sql(c, b);
-	if (relaxed && n == 1) {
-		what[n] = RELAXED_SQL;
-		n += send_sql(c, RELAXED_SQL);
+	if (s->fence > 0) {
+		s->defer_what[n] = FENCE_LOCK;
+		if (!send_sql(c, FENCE_LOCK))
+			return pipe_broken(s, FENCE_LOCK);
+		n++;
+		s->defer_what[n] = FENCE_STMT;
+		if (PQsendQueryPrepared(c, FENCE_STMT, 0, NULL, NULL, NULL, 0) !=
+		    1)
+			return pipe_broken(s, FENCE_STMT);
+		s->defer_fence = n++;
 	}
-	if (fence && n == 1 + relaxed) {
-		what[n] = FENCE_LOCK;
-		n += send_sql(c, FENCE_LOCK);
-		what[n] = FENCE_STMT;
-		fi      = n;
-		n += PQsendQueryPrepared(c, FENCE_STMT, 0, NULL, NULL, NULL,
-		                         0) == 1;
+	s->ndefer = n;
+	return AX_OK;
+}
+
+/*
+ * Checks the answers r[0..n) of commands sent into one pipeline, in
+ * order: the first that failed is the error (the server skipped what
+ * followed it), and the fence check at fi (-1: none) is judged at its
+ * place. A failed fence rolls the transaction back and tells the
+ * process (fence_lost).
+ */
+static ax_err
+pipe_check(ax_store *s, PGresult **r, const char *const *what, int n, int fi)
+{
+	ax_err rv = AX_OK;
+
+	for (int i = 0; i < n && rv == AX_OK; i++) {
+		ExecStatusType x = PQresultStatus(r[i]);
+		if (x != PGRES_COMMAND_OK && x != PGRES_TUPLES_OK)
+			rv = result_error(s, r[i], what[i], 0);
+		else if (i == fi)
+			rv = fence_check(s, r[i]);
 	}
-	k     = 1 + relaxed + 2 * fence + generic; /* the statement's index */
-	total = k + 1 + generic;
-	if (n == k - generic) {
-		if (st != NULL)
-			n += send_stmt(c, st, nparams, params, &what[n]);
-		else {
-			what[n] = sql;
-			n += PQsendQueryParams(c, sql, nparams, NULL, params,
-			                       NULL, NULL, 0) == 1;
-		}
+	if (rv != AX_EFENCED)
+		return rv;
+	ax_store_rollback(s);
+	return fence_lost(s);
+}
+
+/*
+ * A statement (prepared st, else the text sql) sent after the commands
+ * already in the pipeline (the transaction's opening, writes sent without
+ * waiting), between the settings of its plan when it runs its generic
+ * plan; one sync, one round trip for all of them. The earlier commands'
+ * answers are judged first (pipe_check): a fenced transaction writes
+ * nothing, and a deferred write that failed is the error, naming it.
+ */
+static ax_err
+pipe_stmt(ax_store *s, const store_stmt *st, const char *sql, int nparams,
+          const char *const *params, PGresult **res)
+{
+	PGconn     *c = s->conn;
+	const char *what[DEFER_MAX + 3];
+	PGresult   *r[DEFER_MAX + 3] = { NULL };
+	int         nw = s->ndefer, fi = s->defer_fence, n = nw, got = 0;
+	int         generic = st != NULL && st->generic;
+	int         k       = nw + generic; /* the statement's answer */
+	int         total   = k + 1 + generic;
+	ax_err      rv;
+
+	memcpy(what, s->defer_what, sizeof(what[0]) * (size_t) nw);
+	s->ndefer      = 0;
+	s->defer_fence = -1;
+	if (st != NULL)
+		n += send_stmt(c, st, nparams, params, &what[n]);
+	else {
+		what[n] = sql;
+		n += PQsendQueryParams(c, sql, nparams, NULL, params, NULL,
+		                       NULL, 0) == 1;
 	}
 	if (n != total || PQpipelineSync(c) != 1)
 		return pipe_broken(s, what[n < total ? n : k]);
@@ -1131,64 +1199,15 @@ stmt_first(ax_store *s, const store_stmt *st, const char *sql, int nparams,
 			PQclear(r[i]);
 		return pipe_broken(s, what[got < n ? got : k]);
 	}
-	for (int i = 0; i < k && rv == AX_OK; i++) {
-		ExecStatusType x = PQresultStatus(r[i]);
-		if (x != PGRES_COMMAND_OK && x != PGRES_TUPLES_OK)
-			rv = result_error(s, r[i], what[i], 0);
-	}
-	if (rv == AX_OK && fi >= 0)
-		rv = fence_check(s, r[fi]);
-	for (int i = 0; i < k; i++)
-		PQclear(r[i]);
-	for (int i = k + 1; i < n; i++) /* the plan's reset */
-		PQclear(r[i]);
+	rv = pipe_check(s, r, what, k, fi);
+	for (int i = 0; i < n; i++)
+		if (i != k)
+			PQclear(r[i]);
 	if (rv != AX_OK) {
 		PQclear(r[k]);
-		ax_store_rollback(s);
-		return rv == AX_EFENCED ? fence_lost(s) : rv;
-	}
-	return check_result(s, r[k], what[k], res);
-}
-
-/*
- * A statement registered with ax_store_prepare_generic, inside a
- * transaction that has sent its BEGIN: the statement between the two
- * settings of its plan in one pipeline, one round trip as for any
- * statement. Falls back to a plain execution when the connection cannot
- * enter pipeline mode.
- */
-static ax_err
-exec_generic(ax_store *s, const store_stmt *st, int nparams,
-             const char *const *params, PGresult **res)
-{
-	PGconn     *c = s->conn;
-	const char *what[3];
-	PGresult   *r[3] = { NULL };
-	int         n, got = 0;
-	ax_err      rv = AX_OK;
-
-	if (PQenterPipelineMode(c) != 1)
-		return check_result(s,
-		                    PQexecPrepared(c, st->name, nparams,
-		                                   params, NULL, NULL, 0),
-		                    st->name, res);
-	n = send_stmt(c, st, nparams, params, what);
-	if (n != 3 || PQpipelineSync(c) != 1)
-		return pipe_broken(s, what[n < 3 ? n : 1]);
-	if (!pipe_read(c, n, r, &got)) {
-		for (int i = 0; i < n; i++)
-			PQclear(r[i]);
-		return pipe_broken(s, what[got < n ? got : 1]);
-	}
-	if (PQresultStatus(r[0]) != PGRES_COMMAND_OK)
-		rv = result_error(s, r[0], what[0], 0);
-	PQclear(r[0]);
-	PQclear(r[2]);
-	if (rv != AX_OK) {
-		PQclear(r[1]);
 		return rv;
 	}
-	return check_result(s, r[1], st->name, res);
+	return check_result(s, r[k], what[k], res);
 }
 
 /*
@@ -1205,11 +1224,12 @@ defer_finish(ax_store *s, int commit)
 	PGconn     *c                = s->conn;
 	PGresult   *r[DEFER_MAX + 1] = { NULL };
 	const char *what[DEFER_MAX + 1];
-	int         nw = s->ndefer, n = nw, got = 0;
+	int         nw = s->ndefer, fi = s->defer_fence, n = nw, got = 0;
 	ax_err      rv = AX_OK;
 
 	memcpy(what, s->defer_what, sizeof(what[0]) * (size_t) nw);
-	s->ndefer = 0;
+	s->ndefer      = 0;
+	s->defer_fence = -1;
 	if (commit) {
 		what[n] = "COMMIT";
 		if (!send_sql(c, "COMMIT"))
@@ -1232,11 +1252,7 @@ defer_finish(ax_store *s, int commit)
 		    "the outcome of the COMMIT is unknown",
 		    s->dsn_safe);
 	}
-	for (int i = 0; i < nw && rv == AX_OK; i++) {
-		ExecStatusType st = PQresultStatus(r[i]);
-		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-			rv = result_error(s, r[i], what[i], 0);
-	}
+	rv = pipe_check(s, r, what, nw, fi);
 	if (commit && rv == AX_OK) {
 		s->in_tx = 0;
 		if (PQresultStatus(r[nw]) != PGRES_COMMAND_OK)
@@ -1263,7 +1279,8 @@ defer_discard(ax_store *s)
 	PGresult *r[DEFER_MAX] = { NULL };
 	int       n = s->ndefer, got = 0;
 
-	s->ndefer = 0;
+	s->ndefer      = 0;
+	s->defer_fence = -1;
 	if (PQpipelineSync(s->conn) != 1 || !pipe_read(s->conn, n, r, &got))
 		conn_drop(s);
 	for (int i = 0; i < n; i++)
@@ -1281,9 +1298,10 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 		return ax_err_set(AX_ENOENT,
 		                  "store: no prepared statement named '%s'",
 		                  name);
-	/* Outside a transaction, or as its first statement (the fence is
-	 * judged on its answer): a plain write. */
-	if (!s->in_tx || s->pend_begin != NULL)
+	/* Outside a transaction: a plain write. As the transaction's first
+	 * statement it follows the opening (pipe_open), and the fence is
+	 * judged with their answers, before any COMMIT is sent. */
+	if (!s->in_tx)
 		return ax_store_write(s, name, NULL, nparams, params, NULL);
 	if (s->ndefer + stmt_cmds(st) > DEFER_MAX ||
 	    (s->ndefer > 0 && replan_due(s))) {
@@ -1294,11 +1312,13 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 		if ((rv = ensure_conn(s)) != AX_OK)
 			return rv;
 		replan_check(s);
-		if (PQenterPipelineMode(s->conn) != 1)
-			return ax_store_query_prepared(s, name, nparams,
-			                               params, NULL);
 	} else
 		s->execs++;
+	int piped;
+	if ((rv = pipe_open(s, &piped)) != AX_OK)
+		return rv;
+	if (!piped)
+		return ax_store_query_prepared(s, name, nparams, params, NULL);
 	int sent =
 	    send_stmt(s->conn, st, nparams, params, &s->defer_what[s->ndefer]);
 	if (sent != stmt_cmds(st))
@@ -1310,7 +1330,7 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 /*
  * Opens a transaction. Nothing is sent yet: begin_sql (BEGIN with its
  * isolation level), the relaxed durability and the fence check go with
- * the transaction's first statement (stmt_first), or on their own before
+ * the transaction's first statement (pipe_open), or on their own before
  * a COPY or a caller's statements (begin_flush). A transaction with no
  * statement sends nothing.
  */
@@ -1356,8 +1376,17 @@ ax_store_commit(ax_store *s)
 		s->in_tx      = 0;
 		return AX_OK;
 	}
-	if (s->ndefer > 0) /* the COMMIT goes with the deferred writes */
-		return defer_finish(s, 1);
+	if (s->ndefer > 0) {
+		/* the COMMIT goes with the deferred writes, unless the fence
+		 * check is among them: it is judged before the COMMIT is
+		 * sent, so a deposed axd never commits */
+		if (s->defer_fence < 0)
+			return defer_finish(s, 1);
+		if ((rv = defer_finish(s, 0)) != AX_OK) {
+			ax_store_rollback(s);
+			return rv;
+		}
+	}
 	if ((rv = ensure_conn(s)) != AX_OK)
 		return rv;
 	PGresult *r = PQexec(s->conn, "COMMIT");

@@ -1222,9 +1222,9 @@ Test(store, deferred_writes_answer_with_the_next_statement_or_the_commit)
 	/* outside a transaction: written at once */
 	cr_assert_eq(defer_dag(a, "alone"), AX_OK, "%s", ax_err_detail());
 	cr_assert_eq(dags_named("alone"), 1);
-	/* the first (written plainly: the fence is judged on it) and 39
-	 * deferred, more than one pipeline holds: all land with the COMMIT,
-	 * none before it */
+	/* 40 deferred from the first on (the opening and the fence check go
+	 * before the first), more than one pipeline holds: all land with
+	 * the COMMIT, none before it */
 	cr_assert_eq(ax_store_begin(a), AX_OK);
 	for (int i = 0; i < 40; i++) {
 		snprintf(name, sizeof(name), "d-%d", i);
@@ -1273,12 +1273,39 @@ Test(store, deferred_writes_answer_with_the_next_statement_or_the_commit)
 	/* the store goes on: a transaction retried as a whole commits */
 	cr_assert_eq(ax_store_tx(a, insert_dag, "z-2"), AX_OK, "%s",
 	             ax_err_detail());
-	/* deposed: a deferred write as the first statement is fenced */
+	/* a transaction of deferred writes only, and one that reads after
+	 * them, on a store that is still the lease's */
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(defer_dag(a, "v-0"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(dags_named("v-0"), 1);
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(defer_dag(a, "v-1"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(tx_dags_count(a, "v-1"), 1);
+	cr_assert_eq(ax_store_commit(a), AX_OK, "%s", ax_err_detail());
+	/* deposed: a deferred write as the first statement is sent after
+	 * the fence check, which is judged before the COMMIT is sent (the
+	 * COMMIT's error) or with the next statement (its error) */
 	take("axd B");
 	cr_assert_eq(ax_store_begin(a), AX_OK);
-	cr_assert_eq(defer_dag(a, "w-0"), AX_EFENCED, "%s", ax_err_detail());
+	cr_assert_eq(defer_dag(a, "w-0"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_commit(a), AX_EFENCED, "%s", ax_err_detail());
 	cr_assert(!ax_store_in_tx(a));
 	cr_assert_eq(dags_named("w-0"), 0);
+	ax_store_close(a);
+	a = open_fenced(e1);
+	cr_assert_eq(ax_store_prepare(a, "t.ins_dag",
+	                              "INSERT INTO dags (name) VALUES ($1)",
+	                              1),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(defer_dag(a, "w-1"), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(tx_dags_count(a, "w-1"), -1);
+	cr_assert(strstr(ax_err_detail(), "fenced") != NULL, "%s",
+	          ax_err_detail());
+	cr_assert(!ax_store_in_tx(a));
+	cr_assert_eq(ax_store_commit(a), AX_EINVAL);
+	cr_assert_eq(dags_named("w-1"), 0);
 	ax_store_close(a);
 }
 
