@@ -579,7 +579,7 @@ reconnect(ax_store *s)
 	            s->dsn_safe, why);
 	if (s->conn != NULL)
 		PQfinish(s->conn);
-	s->conn       = NULL;
+	s->conn        = NULL;
 	s->in_tx       = 0;
 	s->pend_begin  = NULL;
 	s->ndefer      = 0;
@@ -1109,8 +1109,8 @@ pipe_open(ax_store *s, int *piped)
 	}
 	if (b == NULL)
 		return AX_OK;
-	s->pend_begin = NULL;
-	n             = s->ndefer;
+	s->pend_begin    = NULL;
+	n                = s->ndefer;
 	s->defer_what[n] = b;
 	if (!send_sql(c, b))
 		return pipe_broken(s, b);
@@ -1127,8 +1127,8 @@ pipe_open(ax_store *s, int *piped)
 			return pipe_broken(s, FENCE_LOCK);
 		n++;
 		s->defer_what[n] = FENCE_STMT;
-		if (PQsendQueryPrepared(c, FENCE_STMT, 0, NULL, NULL, NULL, 0) !=
-		    1)
+		if (PQsendQueryPrepared(c, FENCE_STMT, 0, NULL, NULL, NULL,
+		                        0) != 1)
 			return pipe_broken(s, FENCE_STMT);
 		s->defer_fence = n++;
 	}
