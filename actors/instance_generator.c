@@ -52,7 +52,8 @@ typedef struct ig_adm {
 	const char        *trace;
 	ax_dag_entry      *entry; /* ref, released after the batch */
 	const ax_task     *task;
-	int                ok; /* resolved: dag and run known */
+	int                ok;    /* resolved: dag and run known */
+	int64_t            id_in; /* the instance id it came with; 0: none */
 	ax_store_ti_row    ti;
 	ax_store_admit_row ad;
 	ax_flow_event      ev;
@@ -62,13 +63,12 @@ typedef struct ig_adm {
 typedef struct ig_batch {
 	ig_adm             *a;
 	size_t              n;
-	ax_store_ti_row    *ti; /* rows to make sure of */
-	size_t             *ti_of;
-	size_t              nti;
-	size_t             *miss;  /* indexes into ti not found */
-	ax_store_ti_row    *mrows; /* copies of those, for the insert */
-	ax_store_admit_row *ad;
+	ax_store_admit_row *ad;    /* the resolved admissions */
+	size_t             *ad_of; /* ad[k] is the admission a[ad_of[k]] */
 	size_t              nad;
+	size_t             *miss;  /* indexes into ad not found by key */
+	ax_store_ti_row    *mrows; /* their rows, for the insert */
+	ax_store_admit_row *mad;   /* and their admission after it */
 	ax_store_event_row *evrows;
 	int64_t            *runs; /* dag_run_id per admission, for renders */
 } ig_batch;
@@ -146,13 +146,18 @@ resolve(ig_state *st, ig_adm *x)
 		.state  = AX_TI_PENDING,
 		.reason = "WAIT_RESOURCE",
 	};
-	x->ad.instance_id    = ref->instance_id;
-	x->ad.due_at_us      = rd != NULL && rd->due_at_us != 0
-	         ? rd->due_at_us
-	         : x->adm->decided_at_us;
-	x->ad.admitted_at_us = x->adm->decided_at_us != 0
-	    ? x->adm->decided_at_us
-	    : ax_clock_utc_us();
+	x->id_in              = ref->instance_id;
+	x->ad.instance_id     = ref->instance_id;
+	x->ad.dag_id          = x->ti.dag_id;
+	x->ad.task            = x->ti.task;
+	x->ad.logical_time_us = x->ti.logical_time_us;
+	x->ad.shard           = x->ti.shard;
+	x->ad.due_at_us       = rd != NULL && rd->due_at_us != 0
+	          ? rd->due_at_us
+	          : x->adm->decided_at_us;
+	x->ad.admitted_at_us  = x->adm->decided_at_us != 0
+	     ? x->adm->decided_at_us
+	     : ax_clock_utc_us();
 	/* a task of several groups: its row names the one it was admitted
 	 * to (what the queue's rebuild reads after a restart) */
 	x->ad.worker_group = rd != NULL && rd->worker_group[0] &&
@@ -162,6 +167,43 @@ resolve(ig_state *st, ig_adm *x)
 	    : NULL;
 }
 
+/* The admissions that the lock did not find by key, their plan still in
+ * flight or lost: their rows are inserted, guarded like a plan's, and
+ * admitted. */
+static ax_err
+admit_missing(ax_store *s, ig_batch *b)
+{
+	size_t nmiss = 0;
+	ax_err rv;
+
+	for (size_t k = 0; k < b->nad; k++)
+		if (b->ad[k].action == AX_ADMIT_MISSING &&
+		    b->a[b->ad_of[k]].id_in == 0) {
+			b->mrows[nmiss]  = b->a[b->ad_of[k]].ti;
+			b->miss[nmiss++] = k;
+		}
+	if (nmiss == 0)
+		return AX_OK;
+	if ((rv = ax_store_insert_instances(s, b->mrows, nmiss, NULL)) !=
+	        AX_OK ||
+	    (rv = ax_store_runs_guard(s, b->runs, b->n, NULL)) != AX_OK)
+		return rv;
+	for (size_t m = 0; m < nmiss; m++) {
+		b->mad[m]             = b->ad[b->miss[m]];
+		b->mad[m].instance_id = b->mrows[m].instance_id;
+	}
+	if ((rv = ax_store_admit(s, b->mad, nmiss)) != AX_OK)
+		return rv;
+	for (size_t m = 0; m < nmiss; m++)
+		b->ad[b->miss[m]] = b->mad[m];
+	return AX_OK;
+}
+
+/*
+ * The admission's transaction: two round trips when the plan stored the
+ * instances (the guard and the lock with the BEGIN; the attempts, the
+ * moves and the events with the COMMIT).
+ */
 static ax_err
 admit_tx(ax_store *s, void *arg)
 {
@@ -169,40 +211,19 @@ admit_tx(ax_store *s, void *arg)
 	size_t    nev = 0;
 	ax_err    rv;
 
-	if (b->nti > 0) {
-		/* The run's plan stored these rows before they were
-		 * released, so a lookup finds nearly all of them; only the
-		 * rest (a plan still in flight or lost) are inserted. */
-		size_t nmiss = 0;
-		if ((rv = ax_store_find_instances(s, b->ti, b->nti, NULL)) !=
-		    AX_OK)
-			return rv;
-		for (size_t k = 0; k < b->nti; k++) {
-			if (b->ti[k].instance_id != 0)
-				b->a[b->ti_of[k]].ad.instance_id =
-				    b->ti[k].instance_id;
-			else
-				b->miss[nmiss++] = k;
-		}
-		for (size_t m = 0; m < nmiss; m++)
-			b->mrows[m] = b->ti[b->miss[m]];
-		if (nmiss > 0 &&
-		    (rv = ax_store_insert_instances(s, b->mrows, nmiss,
-		                                    NULL)) != AX_OK)
-			return rv;
-		for (size_t m = 0; m < nmiss; m++)
-			b->a[b->ti_of[b->miss[m]]].ad.instance_id =
-			    b->mrows[m].instance_id;
-	}
 	/* a run superseded or canceled since it released these: their
-	 * instances are canceled, and ax_store_admit skips them */
+	 * instances are canceled first, and ax_store_admit skips them */
 	if ((rv = ax_store_runs_guard(s, b->runs, b->n, NULL)) != AX_OK)
 		return rv;
 	b->nad = 0;
 	for (size_t i = 0; i < b->n; i++)
-		if (b->a[i].ok)
-			b->ad[b->nad++] = b->a[i].ad;
-	if ((rv = ax_store_admit(s, b->ad, b->nad)) != AX_OK)
+		if (b->a[i].ok) { /* as it came: this may be a retry */
+			b->ad_of[b->nad]            = i;
+			b->ad[b->nad]               = b->a[i].ad;
+			b->ad[b->nad++].instance_id = b->a[i].id_in;
+		}
+	if ((rv = ax_store_admit(s, b->ad, b->nad)) != AX_OK ||
+	    (rv = admit_missing(s, b)) != AX_OK)
 		return rv;
 	for (size_t i = 0, k = 0; i < b->n; i++) {
 		ig_adm *x = &b->a[i];
@@ -446,15 +467,15 @@ do_admissions(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 
 	memset(&b, 0, sizeof(b));
 	b.a      = calloc(n, sizeof(*b.a));
-	b.ti     = calloc(n, sizeof(*b.ti));
-	b.ti_of  = calloc(n, sizeof(*b.ti_of));
 	b.ad     = calloc(n, sizeof(*b.ad));
-	b.evrows = calloc(n, sizeof(*b.evrows));
+	b.ad_of  = calloc(n, sizeof(*b.ad_of));
 	b.miss   = calloc(n, sizeof(*b.miss));
 	b.mrows  = calloc(n, sizeof(*b.mrows));
+	b.mad    = calloc(n, sizeof(*b.mad));
+	b.evrows = calloc(n, sizeof(*b.evrows));
 	b.runs   = calloc(n, sizeof(*b.runs));
-	if (b.a == NULL || b.ti == NULL || b.ti_of == NULL || b.ad == NULL ||
-	    b.evrows == NULL || b.miss == NULL || b.mrows == NULL ||
+	if (b.a == NULL || b.ad == NULL || b.ad_of == NULL || b.miss == NULL ||
+	    b.mrows == NULL || b.mad == NULL || b.evrows == NULL ||
 	    b.runs == NULL)
 		goto out;
 	b.n = n;
@@ -463,10 +484,6 @@ do_admissions(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 		x->adm    = cmds[i]->admission;
 		x->trace  = cmds[i]->trace_id[0] ? cmds[i]->trace_id : NULL;
 		resolve(st, x);
-		if (x->ok && x->ad.instance_id == 0) {
-			b.ti_of[b.nti] = i;
-			b.ti[b.nti++]  = x->ti;
-		}
 	}
 	/* the renderer's data intervals first: a failure keeps the batch
 	 * before anything is written */
@@ -483,12 +500,12 @@ out:
 		for (size_t i = 0; i < b.n; i++)
 			ax_dag_entry_release(b.a[i].entry);
 	free(b.a);
-	free(b.ti);
-	free(b.ti_of);
 	free(b.ad);
-	free(b.evrows);
+	free(b.ad_of);
 	free(b.miss);
 	free(b.mrows);
+	free(b.mad);
+	free(b.evrows);
 	free(b.runs);
 	if (rv == AX_ENOMEM && ax_err_detail()[0] == '\0')
 		ax_err_set(rv, COMP ": out of memory");

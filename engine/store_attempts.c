@@ -27,44 +27,44 @@ col_str(PGresult *r, int row, int col, char *buf, size_t len)
 /* ---------------------------------------------------------------------- */
 /* admission */
 
-/* Instances with their current (highest) attempt, locked in id order. */
+/* Instances with their current (highest) attempt, locked in id order;
+ * each by its id, or (id 0) by its key. u.ord answers row ord. */
 #define SQL_ADMIT_LOCK                                                        \
-	"SELECT ti.id, ti.state, coalesce(a.number, 0), "                     \
+	"SELECT u.ord, ti.id, ti.state, coalesce(a.number, 0), "              \
 	"coalesce(a.run_id::text, ''), coalesce(a.state, '') "                \
-	"FROM task_instances ti LEFT JOIN LATERAL (SELECT number, run_id, "   \
+	"FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], "  \
+	"$5::int[]) WITH ORDINALITY AS u(iid, d, t, lt, sh, ord) "            \
+	"JOIN task_instances ti ON ti.id = coalesce(nullif(u.iid, 0), "       \
+	"(SELECT k.id FROM task_instances k WHERE k.dag_id = u.d "            \
+	"AND k.task = u.t AND k.logical_time = ax_ts(u.lt) "                  \
+	"AND k.shard = u.sh)) "                                               \
+	"LEFT JOIN LATERAL (SELECT number, run_id, "                          \
 	"state FROM attempts WHERE instance_id = ti.id ORDER BY number DESC " \
-	"LIMIT 1) a ON true WHERE ti.id = ANY($1::bigint[]) "                 \
-	"ORDER BY ti.id FOR UPDATE OF ti"
+	"LIMIT 1) a ON true ORDER BY ti.id FOR UPDATE OF ti"
 
 /* The attempts of the admitted instances, and their move to READY (with
  * the new try number) in the same statement: one write of each row, not
  * a move and then a try_number update. The rows are locked, so `was` is
  * their state; the state guard trigger still checks the move. Moves to
  * READY as SQL_MOVE_TI makes them: reason cleared, ready_at now, ended_at
- * cleared. */
+ * cleared. The rows are locked, so an attempt that exists already (the
+ * unique key of instance and number) is a bug elsewhere: the insert
+ * fails and the transaction with it. */
 #define SQL_ADMIT_INSERT                                                      \
 	"WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], "          \
 	"$3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::text[]) "     \
 	"AS u(iid, rid, num, due, adm, was, wg)), "                           \
 	"ins AS (INSERT INTO attempts (run_id, instance_id, number, due_at, " \
 	"admitted_at) SELECT rid::uuid, iid, num, ax_ts(due), ax_ts(adm) "    \
-	"FROM u ORDER BY iid ON CONFLICT DO NOTHING RETURNING instance_id), " \
-	"upd AS (UPDATE task_instances t SET "                                \
+	"FROM u ORDER BY iid) "                                               \
+	"UPDATE task_instances t SET "                                        \
 	"try_number = greatest(t.try_number, u.num), state = 'READY', "       \
 	"reason = CASE WHEN u.was = 'READY' THEN t.reason END, "              \
 	"ready_at = CASE WHEN u.was = 'READY' THEN t.ready_at ELSE now() "    \
 	"END, ended_at = NULL, worker_group = coalesce(u.wg, "                \
 	"t.worker_group), "                                                   \
 	"updated_at = now() FROM u "                                          \
-	"WHERE t.id = u.iid AND t.state = u.was RETURNING t.id) "             \
-	"SELECT instance_id FROM ins"
-
-typedef struct admit_batch {
-	ax_store_admit_row *rows;
-	size_t              n;
-	size_t             *first;   /* index of the first row with same id */
-	size_t             *new_idx; /* rows getting a new attempt */
-} admit_batch;
+	"WHERE t.id = u.iid AND t.state = u.was"
 
 typedef struct id_pos {
 	int64_t id;
@@ -80,65 +80,117 @@ cmp_id_pos(const void *a, const void *b)
 	return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
-/* Lock and classify. Fills action, state_before, attempt, run_id. */
-static ax_err
-admit_lock(ax_store *s, admit_batch *b)
+/* What the lock found for row i, before rows of one instance are
+ * merged. */
+static void
+admit_classify(ax_store_admit_row *x, ax_ti_state st, int32_t num,
+               const char *rid, const char *astat)
 {
-	ax_sqlarr   a[1];
-	const char *p[1];
+	int queued =
+	    strcmp(astat, "QUEUED") == 0 || strcmp(astat, "DISPATCHED") == 0;
+
+	x->state_before = st;
+	if (st == AX_TI_PENDING || st == AX_TI_UNKNOWN ||
+	    (st == AX_TI_READY && num == 0)) {
+		x->action  = AX_ADMIT_NEW;
+		x->attempt = num + 1;
+		ax_uuid_v7(x->run_id);
+	} else if (st == AX_TI_READY && queued) {
+		x->action  = AX_ADMIT_REPLAY;
+		x->attempt = num;
+		snprintf(x->run_id, sizeof(x->run_id), "%s", rid);
+	} else {
+		x->action  = AX_ADMIT_SKIP;
+		x->attempt = num;
+	}
+}
+
+/* Locks and classifies the rows (action, state_before, attempt, run_id,
+ * and instance_id of the rows given by key). */
+static ax_err
+admit_lock(ax_store *s, ax_store_admit_row *rows, size_t n)
+{
+	ax_sqlarr   a[5];
+	const char *p[5];
 	PGresult   *r = NULL;
 	ax_err      rv;
 
 	memset(a, 0, sizeof(a));
-	for (size_t i = 0; i < b->n; i++)
-		if (b->first[i] == i)
-			ax_sqlarr_int(&a[0], b->rows[i].instance_id);
-	rv = ax_sqlarr_end_all(a, p, 1);
+	for (size_t i = 0; i < n; i++) {
+		const ax_store_admit_row *x = &rows[i];
+		int                       k = x->instance_id == 0;
+		/* the key's columns are read only for a row without id */
+		ax_sqlarr_int(&a[0], x->instance_id);
+		ax_sqlarr_int(&a[1], k ? x->dag_id : 0);
+		ax_sqlarr_text(&a[2], k ? x->task : NULL);
+		ax_sqlarr_int(&a[3], k ? x->logical_time_us : 0);
+		ax_sqlarr_int(&a[4], k ? x->shard : 0);
+	}
+	rv = ax_sqlarr_end_all(a, p, 5);
 	if (rv == AX_OK)
-		rv = ax_store_query_prepared(s, "ax_sa.admit_lock", 1, p, &r);
-	ax_sqlarr_fini_all(a, 1);
+		rv = ax_store_query_prepared(s, "ax_sa.admit_lock", 5, p, &r);
+	ax_sqlarr_fini_all(a, 5);
 	if (rv != AX_OK)
 		return rv;
 	for (int k = 0; k < PQntuples(r); k++) {
-		int64_t     id = ax_store_cell_i64(r, k, 0);
+		int64_t     ord = ax_store_cell_i64(r, k, 0);
 		ax_ti_state st;
-		if (ax_state_parse(PQgetvalue(r, k, 1), &st) != AX_OK)
+		if (ord < 1 || (size_t) ord > n ||
+		    ax_state_parse(PQgetvalue(r, k, 2), &st) != AX_OK)
 			continue;
-		int32_t     num   = (int32_t) ax_store_cell_i64(r, k, 2);
-		const char *rid   = PQgetvalue(r, k, 3);
-		const char *astat = PQgetvalue(r, k, 4);
-		for (size_t i = 0; i < b->n; i++) {
-			ax_store_admit_row *x = &b->rows[i];
-			if (x->instance_id != id || b->first[i] != i)
-				continue;
-			x->state_before = st;
-			int queued      = strcmp(astat, "QUEUED") == 0 ||
-			    strcmp(astat, "DISPATCHED") == 0;
-			if (st == AX_TI_PENDING || st == AX_TI_UNKNOWN ||
-			    (st == AX_TI_READY && num == 0)) {
-				x->action  = AX_ADMIT_NEW;
-				x->attempt = num + 1;
-				ax_uuid_v7(x->run_id);
-			} else if (st == AX_TI_READY && queued) {
-				x->action  = AX_ADMIT_REPLAY;
-				x->attempt = num;
-				snprintf(x->run_id, sizeof(x->run_id), "%s",
-				         rid);
-			} else {
-				x->action  = AX_ADMIT_SKIP;
-				x->attempt = num;
-			}
-		}
+		ax_store_admit_row *x = &rows[ord - 1];
+		x->instance_id        = ax_store_cell_i64(r, k, 1);
+		admit_classify(x, st, (int32_t) ax_store_cell_i64(r, k, 3),
+		               PQgetvalue(r, k, 4), PQgetvalue(r, k, 5));
 	}
 	PQclear(r);
 	return AX_OK;
 }
+
+/* Rows of one instance: the later ones replay the first (*first[i] is
+ * the index of the first row with row i's id; O(n log n)). */
+static ax_err
+admit_merge(ax_store_admit_row *rows, size_t n, size_t *first)
+{
+	id_pos *ip = malloc(sizeof(id_pos) * n);
+
+	if (ip == NULL)
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
+	for (size_t i = 0; i < n; i++)
+		ip[i] = (id_pos) { rows[i].instance_id, i };
+	qsort(ip, n, sizeof(id_pos), cmp_id_pos);
+	for (size_t i = 0; i < n; i++)
+		first[ip[i].pos] =
+		    i > 0 && ip[i].id != 0 && ip[i].id == ip[i - 1].id
+		    ? first[ip[i - 1].pos]
+		    : ip[i].pos;
+	free(ip);
+	for (size_t i = 0; i < n; i++) {
+		if (first[i] == i)
+			continue;
+		const ax_store_admit_row *f = &rows[first[i]];
+		rows[i].state_before        = f->state_before;
+		rows[i].attempt             = f->attempt;
+		memcpy(rows[i].run_id, f->run_id, sizeof(f->run_id));
+		rows[i].action =
+		    f->action == AX_ADMIT_NEW ? AX_ADMIT_REPLAY : f->action;
+	}
+	return AX_OK;
+}
+
+typedef struct admit_batch {
+	ax_store_admit_row *rows;
+	size_t              n;
+	size_t             *first; /* index of the first row with same id */
+} admit_batch;
 
 static ax_err
 admit_tx(ax_store *s, void *arg)
 {
 	admit_batch *b  = arg;
 	size_t       nn = 0;
+	ax_sqlarr    a[7];
+	const char  *p[7];
 	ax_err       rv;
 
 	for (size_t i = 0; i < b->n; i++) {
@@ -147,19 +199,14 @@ admit_tx(ax_store *s, void *arg)
 		b->rows[i].attempt      = 0;
 		b->rows[i].run_id[0]    = '\0';
 	}
-	if ((rv = admit_lock(s, b)) != AX_OK)
+	if ((rv = admit_lock(s, b->rows, b->n)) != AX_OK ||
+	    (rv = admit_merge(b->rows, b->n, b->first)) != AX_OK)
 		return rv;
-	for (size_t i = 0; i < b->n; i++)
-		if (b->first[i] == i && b->rows[i].action == AX_ADMIT_NEW)
-			b->new_idx[nn++] = i;
-	if (nn == 0)
-		return AX_OK;
-	ax_sqlarr   a[7];
-	const char *p[7];
-	PGresult   *r = NULL;
 	memset(a, 0, sizeof(a));
-	for (size_t k = 0; k < nn; k++) {
-		const ax_store_admit_row *x = &b->rows[b->new_idx[k]];
+	for (size_t i = 0; i < b->n; i++) {
+		const ax_store_admit_row *x = &b->rows[i];
+		if (b->first[i] != i || x->action != AX_ADMIT_NEW)
+			continue;
 		ax_sqlarr_int(&a[0], x->instance_id);
 		ax_sqlarr_text(&a[1], x->run_id);
 		ax_sqlarr_int(&a[2], x->attempt);
@@ -167,25 +214,13 @@ admit_tx(ax_store *s, void *arg)
 		ax_sqlarr_int(&a[4], x->admitted_at_us);
 		ax_sqlarr_text(&a[5], ax_state_name(x->state_before));
 		ax_sqlarr_text(&a[6], x->worker_group);
+		nn++;
 	}
 	rv = ax_sqlarr_end_all(a, p, 7);
-	if (rv == AX_OK)
-		rv =
-		    ax_store_query_prepared(s, "ax_sa.admit_insert", 7, p, &r);
+	if (rv == AX_OK && nn > 0)
+		rv = ax_store_write_deferred(s, "ax_sa.admit_insert", 7, p);
 	ax_sqlarr_fini_all(a, 7);
-	if (rv != AX_OK)
-		return rv;
-	/* The rows are locked, so a conflict means an attempt numbered
-	 * past the highest one appeared: a bug elsewhere. Refuse. */
-	if ((size_t) PQntuples(r) != nn) {
-		PQclear(r);
-		return ax_err_set(AX_EINTERNAL,
-		                  "store: admitted %zu instances but created "
-		                  "only %d attempts",
-		                  nn, PQntuples(r));
-	}
-	PQclear(r);
-	return AX_OK;
+	return rv;
 }
 
 ax_err
@@ -199,47 +234,14 @@ ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 	if (n == 0)
 		return AX_OK;
 	if ((rv = ax_store_prepare_generic(s, "ax_sa.admit_lock",
-	                                   SQL_ADMIT_LOCK, 1)) != AX_OK ||
+	                                   SQL_ADMIT_LOCK, 5)) != AX_OK ||
 	    (rv = ax_store_prepare_once(s, "ax_sa.admit_insert",
 	                                SQL_ADMIT_INSERT, 7)) != AX_OK)
 		return rv;
-	b.first   = malloc(sizeof(size_t) * n);
-	b.new_idx = malloc(sizeof(size_t) * n);
-	if (b.first == NULL || b.new_idx == NULL) {
-		rv = ax_err_set(AX_ENOMEM, "store: out of memory");
-		goto out;
-	}
-	/* Rows with the same id point at the first of them (sort by id,
-	 * then position: O(n log n)). */
-	id_pos *ip = malloc(sizeof(id_pos) * n);
-	if (ip == NULL) {
-		rv = ax_err_set(AX_ENOMEM, "store: out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		ip[i] = (id_pos) { rows[i].instance_id, i };
-	qsort(ip, n, sizeof(id_pos), cmp_id_pos);
-	for (size_t i = 0; i < n; i++)
-		b.first[ip[i].pos] = i > 0 && ip[i].id == ip[i - 1].id
-		    ? b.first[ip[i - 1].pos]
-		    : ip[i].pos;
-	free(ip);
+	if ((b.first = malloc(sizeof(size_t) * n)) == NULL)
+		return ax_err_set(AX_ENOMEM, "store: out of memory");
 	rv = ax_store_tx_join(s, admit_tx, &b);
-	if (rv == AX_OK)
-		for (size_t i = 0; i < n; i++) {
-			if (b.first[i] == i)
-				continue;
-			const ax_store_admit_row *f = &rows[b.first[i]];
-			rows[i].state_before        = f->state_before;
-			rows[i].attempt             = f->attempt;
-			memcpy(rows[i].run_id, f->run_id, sizeof(f->run_id));
-			rows[i].action = f->action == AX_ADMIT_NEW
-			    ? AX_ADMIT_REPLAY
-			    : f->action;
-		}
-out:
 	free(b.first);
-	free(b.new_idx);
 	return rv;
 }
 

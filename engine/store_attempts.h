@@ -59,10 +59,15 @@ typedef enum ax_admit_action {
 
 /* One instance to admit. */
 typedef struct ax_store_admit_row {
-	/* in */
-	int64_t instance_id;
-	int64_t due_at_us;      /* theoretical start of the attempt, UTC us */
-	int64_t admitted_at_us; /* decision time, UTC us */
+	/* in: the instance by id, or (instance_id 0) by its key, the unique
+	 * key of task_instances; the id found is written back */
+	int64_t     instance_id;
+	int64_t     dag_id;
+	const char *task;
+	int64_t     logical_time_us;
+	int32_t     shard;
+	int64_t     due_at_us; /* theoretical start of the attempt, UTC us */
+	int64_t     admitted_at_us; /* decision time, UTC us */
 	/* the worker group it was admitted to, written on its row when the
 	 * task may run in several (NULL: the row's stays) */
 	const char *worker_group;
@@ -74,13 +79,19 @@ typedef struct ax_store_admit_row {
 } ax_store_admit_row;
 
 /*
- * Admits n instances: locks them, moves PENDING / UNKNOWN ones to READY
- * (guarded move, reason cleared) and creates their next attempt with a
- * fresh run_id (engine/uuid.h), due_at and admitted_at; READY ones with a
- * QUEUED / DISPATCHED current attempt are replays. Fills the out fields.
- * An id given twice is admitted once (the second row is a REPLAY of the
- * first). Errors: AX_EINVAL (n over AX_STORE_BATCH_MAX), database errors
- * as store.h; retried like ax_store_tx when no transaction is open.
+ * Admits n instances: locks them (by id or by key, one statement), moves
+ * PENDING / UNKNOWN ones to READY (guarded move, reason cleared) and
+ * creates their next attempt with a fresh run_id (engine/uuid.h), due_at
+ * and admitted_at; READY ones with a QUEUED / DISPATCHED current attempt
+ * are replays; an instance that does not exist is AX_ADMIT_MISSING.
+ * Fills the out fields. An instance given twice is admitted once (the
+ * second row is a REPLAY of the first). The writes are sent without
+ * waiting (ax_store_write_deferred): inside the caller's transaction
+ * they travel with its next statement or its COMMIT, one round trip for
+ * the lock and none of their own. Errors: AX_EINVAL (n over
+ * AX_STORE_BATCH_MAX), database errors as store.h (an attempt that
+ * exists already is AX_EEXIST, a bug elsewhere: nothing is written);
+ * retried like ax_store_tx when no transaction is open.
  */
 ax_err ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n);
 

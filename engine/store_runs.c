@@ -268,18 +268,17 @@ ax_store_runs_guard(ax_store *s, const int64_t *run_ids, size_t n,
                     size_t *canceled)
 {
 	static const char lock_sql[] =
-	    "SELECT id, state = 'CANCELED' FROM dag_runs"
-	    " WHERE id = ANY ($1::bigint[]) ORDER BY id FOR SHARE";
+	    "SELECT id FROM dag_runs WHERE id = ANY ($1::bigint[])"
+	    " ORDER BY id FOR SHARE";
 	static const char cancel_sql[] =
 	    "UPDATE task_instances t SET state = 'CANCELED',"
 	    " reason = coalesce(r.reason, 'RUN_CANCELED'), ended_at = now(),"
 	    " updated_at = now() FROM dag_runs r"
-	    " WHERE r.id = ANY ($1::bigint[]) AND t.dag_run_id = r.id"
-	    " AND t.state = 'PENDING'";
-	ax_sqlarr   a = { 0 }, c = { 0 };
-	const char *p[1], *q[1];
-	PGresult   *res = NULL, *upd = NULL;
-	size_t      nc = 0;
+	    " WHERE r.id = ANY ($1::bigint[]) AND r.state = 'CANCELED'"
+	    " AND t.dag_run_id = r.id AND t.state = 'PENDING'";
+	ax_sqlarr   a = { 0 };
+	const char *p[1];
+	PGresult   *upd = NULL;
 	ax_err      rv;
 
 	if (canceled != NULL)
@@ -290,36 +289,28 @@ ax_store_runs_guard(ax_store *s, const int64_t *run_ids, size_t n,
 		return ax_store_batch_check(n, "run guard");
 	for (size_t i = 0; i < n; i++)
 		ax_sqlarr_int(&a, run_ids[i]);
+	/* Two statements, neither answer waited for unless *canceled is
+	 * asked: the lock, then the cancel in a statement of its own, so
+	 * that it sees what a supersede waited for by the lock committed.
+	 * Both travel with the transaction's next statement or its COMMIT
+	 * (ax_store_write_deferred). */
 	if ((rv = ax_sqlarr_end_all(&a, p, 1)) == AX_OK &&
 	    (rv = ax_store_prepare_generic(s, "runs_guard_lock", lock_sql,
-	                                   1)) == AX_OK)
-		rv = ax_store_query_prepared(s, "runs_guard_lock", 1, p, &res);
-	ax_sqlarr_fini_all(&a, 1);
-	if (rv != AX_OK) {
-		PQclear(res);
-		return rv;
+	                                   1)) == AX_OK &&
+	    (rv = ax_store_prepare_generic(s, "runs_guard_cancel", cancel_sql,
+	                                   1)) == AX_OK &&
+	    (rv = ax_store_write_deferred(s, "runs_guard_lock", 1, p)) ==
+	        AX_OK) {
+		if (canceled == NULL)
+			rv = ax_store_write_deferred(s, "runs_guard_cancel", 1,
+			                             p);
+		else if ((rv = ax_store_query_prepared(s, "runs_guard_cancel",
+		                                       1, p, &upd)) == AX_OK)
+			*canceled =
+			    (size_t) strtoull(PQcmdTuples(upd), NULL, 10);
 	}
-	/* every row is locked; only the canceled runs have work */
-	for (int i = 0; i < PQntuples(res); i++) {
-		if (strcmp(PQgetvalue(res, i, 1), "t") != 0)
-			continue;
-		ax_sqlarr_int(&c, ax_store_cell_i64(res, i, 0));
-		nc++;
-	}
-	PQclear(res);
-	if (nc == 0) {
-		ax_sqlarr_fini_all(&c, 1);
-		return AX_OK;
-	}
-	if ((rv = ax_sqlarr_end_all(&c, q, 1)) == AX_OK &&
-	    (rv = ax_store_prepare_once(s, "runs_guard_cancel", cancel_sql,
-	                                1)) == AX_OK)
-		rv = ax_store_query_prepared(s, "runs_guard_cancel", 1, q,
-		                             &upd);
-	ax_sqlarr_fini_all(&c, 1);
-	if (rv == AX_OK && canceled != NULL)
-		*canceled = (size_t) strtoull(PQcmdTuples(upd), NULL, 10);
 	PQclear(upd);
+	ax_sqlarr_fini_all(&a, 1);
 	return rv;
 }
 

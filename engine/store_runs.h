@@ -136,7 +136,9 @@ ax_err ax_store_deps_supersede(ax_store *s, const int64_t *run_ids, size_t n,
  * duplicates and zeros fine): locks those dag_runs rows (FOR SHARE, in
  * id order) and moves the PENDING instances of the runs that are
  * CANCELED to CANCELED, with the run's reason (SUPERSEDED, ...; else
- * RUN_CANCELED). *canceled (may be NULL) counts them.
+ * RUN_CANCELED). *canceled (may be NULL) counts them. With canceled
+ * NULL nothing is waited for: both statements travel with the
+ * transaction's next statement or its COMMIT (ax_store_write_deferred).
  *
  * Why: a run can be superseded or canceled while its plan and its first
  * admissions are still on their way through the pipeline (even in the

@@ -523,6 +523,71 @@ Test(store, find_instances_fills_ids_of_stored_rows_only)
 	             AX_EINVAL);
 }
 
+/* One admission row: by key (task i of the fixture's run) or by id. */
+static ax_store_admit_row
+admit_of(int i, int64_t id)
+{
+	return (ax_store_admit_row) { .instance_id     = id,
+		                      .dag_id          = dag_id,
+		                      .task            = tasks[i],
+		                      .logical_time_us = LOGICAL_US,
+		                      .shard           = 0,
+		                      .due_at_us       = LOGICAL_US,
+		                      .admitted_at_us  = LOGICAL_US };
+}
+
+/* The admission finds its instances by id or by their key in the one
+ * locking statement; an instance named twice is admitted once. */
+Test(store, admit_finds_instances_by_id_or_key_and_admits_each_once)
+{
+	enum { N = 6 };
+	ax_store_ti_row rows[N];
+
+	for (int i = 0; i < N; i++)
+		fill_row(&rows[i], i, NULL);
+	ax_store_ti_row even[N / 2];
+	for (int i = 0; i < N / 2; i++)
+		even[i] = rows[2 * i];
+	cr_assert_eq(ax_store_insert_instances(st, even, N / 2, NULL), AX_OK,
+	             "%s", ax_err_detail());
+	/* t0 by key twice, t2 by id, t1 by key (not stored), t4 by key, an
+	 * id that does not exist */
+	ax_store_admit_row ad[6] = {
+		admit_of(0, 0), admit_of(2, even[1].instance_id),
+		admit_of(1, 0), admit_of(0, 0),
+		admit_of(4, 0), admit_of(5, 987654321)
+	};
+	cr_assert_eq(ax_store_admit(st, ad, 6), AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(ad[0].action, AX_ADMIT_NEW);
+	cr_assert_eq(ad[0].instance_id, even[0].instance_id);
+	cr_assert_eq(ad[0].attempt, 1);
+	cr_assert_eq(ad[3].action, AX_ADMIT_REPLAY, "the repeat replays");
+	cr_assert_eq(ad[3].instance_id, even[0].instance_id);
+	cr_assert_str_eq(ad[3].run_id, ad[0].run_id);
+	cr_assert_eq(ad[1].action, AX_ADMIT_NEW);
+	cr_assert_eq(ad[2].action, AX_ADMIT_MISSING);
+	cr_assert_eq(ad[2].instance_id, 0);
+	cr_assert_eq(ad[4].action, AX_ADMIT_NEW);
+	cr_assert_eq(ad[4].instance_id, even[2].instance_id);
+	cr_assert_eq(ad[5].action, AX_ADMIT_MISSING);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts"), 3);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE state = "
+	                 "'READY' AND try_number = 1"),
+	             3);
+	/* again: the stored attempts are replayed, nothing is written */
+	char rid0[37];
+	memcpy(rid0, ad[0].run_id, sizeof(rid0));
+	ax_store_admit_row again[2] = { admit_of(0, 0), admit_of(4, 0) };
+	cr_assert_eq(ax_store_admit(st, again, 2), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(again[0].action, AX_ADMIT_REPLAY);
+	cr_assert_str_eq(again[0].run_id, rid0);
+	cr_assert_eq(again[1].action, AX_ADMIT_REPLAY);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts"), 3);
+	cr_assert_eq(ax_store_admit(st, ad, 0), AX_OK);
+	cr_assert_eq(ax_store_admit(st, ad, 10001), AX_EINVAL);
+}
+
 Test(store, batched_insert_rejects_bad_rows)
 {
 	ax_store_ti_row r[2];
