@@ -3,8 +3,11 @@
  *
  * The table is a constant bitmask per source state: lookups are one load
  * and one AND, cheap enough for the result handler's hot path. The same
- * moves are written in SQL (ax_ti_move_legal in 0001_init.sql); change
- * both together, the integration test compares them.
+ * moves are written in SQL (ax_ti_move_legal, last in
+ * 0017_preempted_requeue.sql); change both together, then call
+ * ax_ti_guard_install() in the same migration so the trigger's WHEN
+ * clause is written out again (0021). The integration test compares
+ * them.
  */
 #include "state.h"
 

@@ -3,8 +3,9 @@
  *
  * Role: every component that moves a task instance asks this module first;
  * the database enforces the same table of moves in a BEFORE UPDATE trigger
- * on task_instances (engine/migrations/0001_init.sql, function
- * ax_ti_move_legal), so a writer that bypasses the C layer is refused too.
+ * on task_instances (function ax_ti_move_legal; the trigger's WHEN clause
+ * is written from it by ax_ti_guard_install, engine/migrations/0021), so a
+ * writer that bypasses the C layer is refused too.
  * Invariant: the two tables are identical; an integration test compares
  * them pair by pair. The state names are the strings stored in the
  * task_instances.state column.

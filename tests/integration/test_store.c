@@ -293,6 +293,23 @@ Test(store, sql_guard_matches_c_and_runs_only_to_refuse)
 	    "the guard function ran for a legal move: %s",
 	    PQgetvalue(r, 0, 0));
 	PQclear(r);
+	/* nor is a function of the database in the WHEN clause: the
+	 * executor prepares that clause for each statement, and inlining a
+	 * SQL function there parses its body anew each time (ax_ti_move_ok
+	 * and ax_ti_move_legal did so before migration 0021) */
+	cr_assert_eq(ax_store_query(st,
+	                            "SELECT coalesce(string_agg(m[1]::oid::"
+	                            "regproc::text, ', '), '') FROM "
+	                            "pg_trigger, regexp_matches(tgqual::text, "
+	                            "':funcid (\\d+)', 'g') m WHERE tgname = "
+	                            "'task_instances_state_guard' AND "
+	                            "m[1]::oid >= 16384",
+	                            0, NULL, &r),
+	             AX_OK, "%s", ax_err_detail());
+	cr_expect_str_empty(PQgetvalue(r, 0, 0),
+	                    "the guard's WHEN clause calls %s",
+	                    PQgetvalue(r, 0, 0));
+	PQclear(r);
 	cr_assert_eq(q64("SELECT count(*) FROM task_instances WHERE state = "
 	                 "'READY'"),
 	             q64("SELECT count(*) FROM task_instances"));
