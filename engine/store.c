@@ -819,6 +819,30 @@ replan_check(ax_store *s)
 	PQclear(r);
 }
 
+/*
+ * Before a prepared statement is sent or queued: the unread commands are
+ * read first when full (no room for the statement) or when the cached
+ * plans are due to be dropped (that is done outside a pipeline); then a
+ * statement that starts a pipeline gets a live connection and the replan
+ * check, and one that joins a pipeline counts as an execution.
+ */
+static ax_err
+stmt_ready(ax_store *s, int full)
+{
+	ax_err rv;
+
+	if ((full || (s->ndefer > 0 && replan_due(s))) &&
+	    (rv = defer_finish(s, 0)) != AX_OK)
+		return rv;
+	if (s->ndefer == 0) {
+		if ((rv = ensure_conn(s)) != AX_OK)
+			return rv;
+		replan_check(s);
+	} else
+		s->execs++;
+	return AX_OK;
+}
+
 ax_err
 ax_store_query_prepared(ax_store *s, const char *name, int nparams,
                         const char *const *params, PGresult **res)
@@ -832,16 +856,8 @@ ax_store_query_prepared(ax_store *s, const char *name, int nparams,
 		return ax_err_set(AX_ENOENT,
 		                  "store: no prepared statement named '%s'",
 		                  name);
-	/* the cached plans are dropped outside a pipeline */
-	if (s->ndefer > 0 && replan_due(s) &&
-	    (rv = defer_finish(s, 0)) != AX_OK)
+	if ((rv = stmt_ready(s, 0)) != AX_OK)
 		return rv;
-	if (s->ndefer == 0) {
-		if ((rv = ensure_conn(s)) != AX_OK)
-			return rv;
-		replan_check(s);
-	} else
-		s->execs++;
 	if (s->pend_begin != NULL || s->ndefer > 0 || st->generic) {
 		int piped;
 		if ((rv = pipe_open(s, &piped)) != AX_OK)
@@ -1303,17 +1319,9 @@ ax_store_write_deferred(ax_store *s, const char *name, int nparams,
 	 * judged with their answers, before any COMMIT is sent. */
 	if (!s->in_tx)
 		return ax_store_write(s, name, NULL, nparams, params, NULL);
-	if (s->ndefer + stmt_cmds(st) > DEFER_MAX ||
-	    (s->ndefer > 0 && replan_due(s))) {
-		if ((rv = defer_finish(s, 0)) != AX_OK)
-			return rv;
-	}
-	if (s->ndefer == 0) {
-		if ((rv = ensure_conn(s)) != AX_OK)
-			return rv;
-		replan_check(s);
-	} else
-		s->execs++;
+	if ((rv = stmt_ready(s, s->ndefer + stmt_cmds(st) > DEFER_MAX)) !=
+	    AX_OK)
+		return rv;
 	int piped;
 	if ((rv = pipe_open(s, &piped)) != AX_OK)
 		return rv;

@@ -505,20 +505,27 @@ Test(store, batched_insert_is_idempotent)
 	             N);
 }
 
+/* Fills rows[0..n) with tasks 0..n-1 and stores the even ones only,
+ * copied into even[0..n/2) with their ids. */
+static void
+store_even(ax_store_ti_row *rows, int n, ax_store_ti_row *even)
+{
+	for (int i = 0; i < n; i++)
+		fill_row(&rows[i], i, NULL);
+	for (int i = 0; i < n / 2; i++)
+		even[i] = rows[2 * i];
+	cr_assert_eq(ax_store_insert_instances(st, even, (size_t) n / 2, NULL),
+	             AX_OK, "%s", ax_err_detail());
+}
+
 Test(store, find_instances_fills_ids_of_stored_rows_only)
 {
 	enum { N = 6 };
 	ax_store_ti_row rows[N], look[N];
 	size_t          found = 99;
 
-	for (int i = 0; i < N; i++)
-		fill_row(&rows[i], i, NULL);
-	/* store the even rows only */
 	ax_store_ti_row even[N / 2];
-	for (int i = 0; i < N / 2; i++)
-		even[i] = rows[2 * i];
-	cr_assert_eq(ax_store_insert_instances(st, even, N / 2, NULL), AX_OK,
-	             "%s", ax_err_detail());
+	store_even(rows, N, even);
 	for (int i = 0; i < N; i++) {
 		look[i]             = rows[i];
 		look[i].instance_id = 12345; /* overwritten, found or not */
@@ -560,13 +567,8 @@ Test(store, admit_finds_instances_by_id_or_key_and_admits_each_once)
 	enum { N = 6 };
 	ax_store_ti_row rows[N];
 
-	for (int i = 0; i < N; i++)
-		fill_row(&rows[i], i, NULL);
 	ax_store_ti_row even[N / 2];
-	for (int i = 0; i < N / 2; i++)
-		even[i] = rows[2 * i];
-	cr_assert_eq(ax_store_insert_instances(st, even, N / 2, NULL), AX_OK,
-	             "%s", ax_err_detail());
+	store_even(rows, N, even);
 	/* t0 by key twice, t2 by id, t1 by key (not stored), t4 by key, an
 	 * id that does not exist */
 	ax_store_admit_row ad[6] = {
