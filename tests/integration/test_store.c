@@ -315,6 +315,29 @@ Test(store, sql_guard_matches_c_and_runs_only_to_refuse)
 	             q64("SELECT count(*) FROM task_instances"));
 }
 
+/* A later migration that changes ax_ti_move_legal calls
+ * ax_ti_guard_install() again: it replaces the trigger, never adds one. */
+Test(store, guard_install_again_replaces_the_same_trigger)
+{
+	const char *def = "SELECT string_agg(pg_get_triggerdef(oid), ' | ') "
+	                  "FROM pg_trigger WHERE tgrelid = "
+	                  "'task_instances'::regclass AND tgname = "
+	                  "'task_instances_state_guard'";
+	PGresult   *a = NULL, *b = NULL;
+
+	cr_assert_eq(ax_store_query(st, def, 0, NULL, &a), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(
+	    ax_store_exec(st, "SELECT ax_ti_guard_install()", 0, NULL), AX_OK,
+	    "%s", ax_err_detail());
+	cr_assert_eq(ax_store_query(st, def, 0, NULL, &b), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_str_not_empty(PQgetvalue(a, 0, 0));
+	cr_expect_str_eq(PQgetvalue(b, 0, 0), PQgetvalue(a, 0, 0));
+	PQclear(a);
+	PQclear(b);
+}
+
 /* A start and its end in one write: READY -> SUCCESS through RUNNING,
  * only with started_at recorded; never as a plain move. */
 Test(store, move_through_running_records_the_start)
