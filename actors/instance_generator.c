@@ -801,6 +801,7 @@ ig_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	st->pending.max = IG_PENDING_MAX;
 	if ((rv = ax_renderer_new(ctx, &st->rn)) != AX_OK)
 		return rv;
+	ax_flow_store_warm(&st->store, ctx->dsn, AX_A_INSTANCE_GENERATOR);
 	return ax_hooks_new(ctx, &st->hk);
 }
 

@@ -1243,6 +1243,7 @@ rh_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	ax_preempt_throttle_init(
 	    &st->throttle,
 	    (int) ax_config_int(ctx->cfg, "preemption.recovery_rate"));
+	ax_flow_store_warm(&st->store, ctx->dsn, COMP);
 	return ax_strmap_new(&st->victims);
 }
 

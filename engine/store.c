@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "log.h"
 #include "store_internal.h"
@@ -728,6 +729,58 @@ ax_store_prepare_generic(ax_store *s, const char *name, const char *sql,
 	}
 	st->generic = 1;
 	return AX_OK;
+}
+
+ax_err
+ax_store_prepare_all(ax_store *s, const ax_store_stmt_def *defs, size_t n)
+{
+	ax_err rv = AX_OK;
+
+	for (size_t i = 0; rv == AX_OK && i < n; i++)
+		rv = defs[i].generic
+		    ? ax_store_prepare_generic(s, defs[i].name, defs[i].sql,
+		                               defs[i].nparams)
+		    : ax_store_prepare_once(s, defs[i].name, defs[i].sql,
+		                            defs[i].nparams);
+	return rv;
+}
+
+ax_err
+ax_store_warm(ax_store *s)
+{
+	ax_buf b;
+	ax_err rv, first = AX_OK;
+
+	if (s->in_tx || s->pend_begin != NULL)
+		return ax_err_set(AX_EINVAL,
+		                  "store: warm-up inside a transaction");
+	if ((rv = ensure_conn(s)) != AX_OK)
+		return rv;
+	ax_buf_init(&b, 0);
+	for (size_t i = 0; i < s->nstmts; i++) {
+		const store_stmt *st = &s->stmts[i];
+		ax_buf_reset(&b);
+		ax_buf_printf(&b, "%sEXPLAIN (COSTS OFF) EXECUTE \"%s\"",
+		              st->generic ? GENERIC_ON "; " : "", st->name);
+		for (int k = 0; k < st->nparams; k++)
+			ax_buf_puts(&b, k == 0 ? "(NULL" : ", NULL");
+		ax_buf_puts(&b, st->nparams > 0 ? ")" : "");
+		if (st->generic)
+			ax_buf_puts(&b, "; " GENERIC_OFF);
+		if (ax_buf_err(&b) != AX_OK) {
+			char *text = NULL; /* freed by the failed take */
+			return ax_buf_take(&b, &text, NULL);
+		}
+		/* PQexec runs the three as one implicit transaction: a
+		 * failed plan also leaves plan_cache_mode as it was */
+		PGresult *r = PQexec(s->conn, ax_buf_str(&b));
+		if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+		    PQresultStatus(r) != PGRES_TUPLES_OK && first == AX_OK)
+			first = result_error(s, r, st->name, 0);
+		PQclear(r);
+	}
+	ax_buf_fini(&b);
+	return first;
 }
 
 static ax_err

@@ -136,6 +136,34 @@ ax_err ax_store_prepare_once(ax_store *s, const char *name, const char *sql,
 ax_err ax_store_prepare_generic(ax_store *s, const char *name, const char *sql,
                                 int nparams);
 
+/* One statement of a module, for ax_store_prepare_all. */
+typedef struct ax_store_stmt_def {
+	const char *name;
+	const char *sql;
+	int         nparams;
+	int         generic; /* 1: ax_store_prepare_generic; 0: _once */
+} ax_store_stmt_def;
+
+/* Registers defs[0..n) on s, each with ax_store_prepare_generic or
+ * ax_store_prepare_once; the first error stops it. */
+ax_err ax_store_prepare_all(ax_store *s, const ax_store_stmt_def *defs,
+                            size_t n);
+
+/*
+ * Plans every statement prepared on s so far and runs none: EXPLAIN
+ * EXECUTE of each with NULL parameters, outside any transaction (it
+ * fails with AX_EINVAL inside one). A statement registered with
+ * ax_store_prepare_generic keeps the generic plan this builds, so its
+ * first execution plans nothing; every statement's tables, indexes,
+ * foreign keys and statistics are read into the backend's caches. Both
+ * otherwise fall on the first transaction of a new connection: for the
+ * actors of axd, the first instance after a start or a takeover. An
+ * actor prepares its statements (the modules' ax_store_*_prepare) and
+ * calls this when its store opens. A statement that cannot be planned
+ * is an error (its name in the detail); the others are planned first.
+ */
+ax_err ax_store_warm(ax_store *s);
+
 /*
  * Runs sql with nparams text parameters (params[i] NULL is SQL NULL; may
  * be NULL when nparams is 0). On success *res (when res is not NULL)

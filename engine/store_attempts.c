@@ -223,6 +223,18 @@ admit_tx(ax_store *s, void *arg)
 	return rv;
 }
 
+/* The statements of this file that ax_store_attempts_prepare registers
+ * (each also on its first use, from this one table). */
+enum {
+	ST_ADMIT_LOCK,
+	ST_ADMIT_INSERT,
+	ST_LOCK_ATT,
+	ST_UPDATE_ATT,
+	ST_RECORD_DISPATCH,
+	ST_NSTMTS
+};
+static const ax_store_stmt_def att_stmts[ST_NSTMTS];
+
 ax_err
 ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 {
@@ -233,10 +245,8 @@ ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 		return ax_store_batch_check(n, "admission");
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_generic(s, "ax_sa.admit_lock",
-	                                   SQL_ADMIT_LOCK, 5)) != AX_OK ||
-	    (rv = ax_store_prepare_once(s, "ax_sa.admit_insert",
-	                                SQL_ADMIT_INSERT, 7)) != AX_OK)
+	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_ADMIT_LOCK], 2)) !=
+	    AX_OK)
 		return rv;
 	if ((b.first = malloc(sizeof(size_t) * n)) == NULL)
 		return ax_err_set(AX_ENOMEM, "store: out of memory");
@@ -277,8 +287,8 @@ ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
 	memset(out, 0, sizeof(*out) * n);
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_generic(s, "ax_sa.lock_att", SQL_LOCK_ATT,
-	                                   1)) != AX_OK)
+	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_LOCK_ATT], 1)) !=
+	    AX_OK)
 		return rv;
 	memset(a, 0, sizeof(a));
 	/* An invalid uuid would fail the cast of the whole batch: send a
@@ -403,8 +413,8 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
 	}
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_once(s, "ax_sa.update_att", SQL_UPDATE_ATT,
-	                                9)) != AX_OK)
+	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_UPDATE_ATT], 1)) !=
+	    AX_OK)
 		return rv;
 	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < n; i++) {
@@ -518,8 +528,8 @@ ax_store_record_dispatches(ax_store *s, ax_store_dispatch_row *rows, size_t n)
 	}
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_once(s, "ax_sa.record_dispatch",
-	                                SQL_RECORD_DISPATCH, 4)) != AX_OK)
+	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_RECORD_DISPATCH],
+	                               1)) != AX_OK)
 		return rv;
 	return ax_store_tx_join(s, dispatch_tx, &d);
 }
@@ -564,4 +574,19 @@ ax_store_load_in_doubt(ax_store *s, ax_store_in_doubt **out, size_t *n)
 	*out = v;
 	*n   = (size_t) k;
 	return AX_OK;
+}
+
+static const ax_store_stmt_def att_stmts[ST_NSTMTS] = {
+	[ST_ADMIT_LOCK]   = { "ax_sa.admit_lock", SQL_ADMIT_LOCK, 5, 1 },
+	[ST_ADMIT_INSERT] = { "ax_sa.admit_insert", SQL_ADMIT_INSERT, 7, 0 },
+	[ST_LOCK_ATT]     = { "ax_sa.lock_att", SQL_LOCK_ATT, 1, 1 },
+	[ST_UPDATE_ATT]   = { "ax_sa.update_att", SQL_UPDATE_ATT, 9, 0 },
+	[ST_RECORD_DISPATCH] = { "ax_sa.record_dispatch", SQL_RECORD_DISPATCH,
+	                         4, 0 },
+};
+
+ax_err
+ax_store_attempts_prepare(ax_store *s)
+{
+	return ax_store_prepare_all(s, att_stmts, ST_NSTMTS);
 }

@@ -216,4 +216,9 @@ typedef struct ax_store_in_doubt {
  */
 ax_err ax_store_load_in_doubt(ax_store *s, ax_store_in_doubt **out, size_t *n);
 
+/* Prepares the statements of the admission, the result's look-up and
+ * update and the dispatch record on s without running them (for
+ * ax_store_warm, engine/store.h). */
+ax_err ax_store_attempts_prepare(ax_store *s);
+
 #endif /* AX_STORE_ATTEMPTS_H */

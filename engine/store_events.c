@@ -444,6 +444,13 @@ out:
 	return rv;
 }
 
+ax_err
+ax_store_events_prepare(ax_store *s)
+{
+	return ax_store_prepare_generic(s, "ax_sa.insert_ev", SQL_INSERT_EV,
+	                                11);
+}
+
 static ax_err
 events_insert(ax_store *s, const ax_store_event_row *rows, size_t n,
               size_t *inserted, size_t *skipped)
@@ -454,8 +461,7 @@ events_insert(ax_store *s, const ax_store_event_row *rows, size_t n,
 	size_t      bad = 0, good = 0;
 	ax_err      rv;
 
-	if ((rv = ax_store_prepare_generic(s, "ax_sa.insert_ev", SQL_INSERT_EV,
-	                                   11)) != AX_OK)
+	if ((rv = ax_store_events_prepare(s)) != AX_OK)
 		return rv;
 	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < n; i++) {

@@ -73,4 +73,8 @@ typedef struct ax_store_dead_letter {
  */
 ax_err ax_store_dead_letter_event(ax_store *s, const ax_store_dead_letter *d);
 
+/* Prepares the statement of ax_store_insert_events' smaller batches on s
+ * without running it (for ax_store_warm, engine/store.h). */
+ax_err ax_store_events_prepare(ax_store *s);
+
 #endif /* AX_STORE_EVENTS_H */

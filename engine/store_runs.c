@@ -263,19 +263,31 @@ ax_store_deps_supersede(ax_store *s, const int64_t *run_ids, size_t n,
 	return rv;
 }
 
+#define SQL_GUARD_LOCK                                                        \
+	"SELECT id FROM dag_runs WHERE id = ANY ($1::bigint[])"               \
+	" ORDER BY id FOR SHARE"
+#define SQL_GUARD_CANCEL                                                      \
+	"UPDATE task_instances t SET state = 'CANCELED',"                     \
+	" reason = coalesce(r.reason, 'RUN_CANCELED'), ended_at = now(),"     \
+	" updated_at = now() FROM dag_runs r"                                 \
+	" WHERE r.id = ANY ($1::bigint[]) AND r.state = 'CANCELED'"           \
+	" AND t.dag_run_id = r.id AND t.state = 'PENDING'"
+
+static const ax_store_stmt_def guard_stmts[] = {
+	{ "runs_guard_lock", SQL_GUARD_LOCK, 1, 1 },
+	{ "runs_guard_cancel", SQL_GUARD_CANCEL, 1, 1 },
+};
+
+ax_err
+ax_store_runs_guard_prepare(ax_store *s)
+{
+	return ax_store_prepare_all(s, guard_stmts, 2);
+}
+
 ax_err
 ax_store_runs_guard(ax_store *s, const int64_t *run_ids, size_t n,
                     size_t *canceled)
 {
-	static const char lock_sql[] =
-	    "SELECT id FROM dag_runs WHERE id = ANY ($1::bigint[])"
-	    " ORDER BY id FOR SHARE";
-	static const char cancel_sql[] =
-	    "UPDATE task_instances t SET state = 'CANCELED',"
-	    " reason = coalesce(r.reason, 'RUN_CANCELED'), ended_at = now(),"
-	    " updated_at = now() FROM dag_runs r"
-	    " WHERE r.id = ANY ($1::bigint[]) AND r.state = 'CANCELED'"
-	    " AND t.dag_run_id = r.id AND t.state = 'PENDING'";
 	ax_sqlarr   a = { 0 };
 	const char *p[1];
 	PGresult   *upd = NULL;
@@ -295,10 +307,7 @@ ax_store_runs_guard(ax_store *s, const int64_t *run_ids, size_t n,
 	 * Both travel with the transaction's next statement or its COMMIT
 	 * (ax_store_write_deferred). */
 	if ((rv = ax_sqlarr_end_all(&a, p, 1)) == AX_OK &&
-	    (rv = ax_store_prepare_generic(s, "runs_guard_lock", lock_sql,
-	                                   1)) == AX_OK &&
-	    (rv = ax_store_prepare_generic(s, "runs_guard_cancel", cancel_sql,
-	                                   1)) == AX_OK &&
+	    (rv = ax_store_runs_guard_prepare(s)) == AX_OK &&
 	    (rv = ax_store_write_deferred(s, "runs_guard_lock", 1, p)) ==
 	        AX_OK) {
 		if (canceled == NULL)

@@ -151,6 +151,10 @@ ax_err ax_store_deps_supersede(ax_store *s, const int64_t *run_ids, size_t n,
 ax_err ax_store_runs_guard(ax_store *s, const int64_t *run_ids, size_t n,
                            size_t *canceled);
 
+/* Prepares ax_store_runs_guard's statements on s without running them
+ * (for ax_store_warm, engine/store.h). */
+ax_err ax_store_runs_guard_prepare(ax_store *s);
+
 /* One cross-DAG dependency to check at plan time. */
 typedef struct ax_store_dagdep_check {
 	const char *upstream;    /* upstream DAG name */

@@ -72,6 +72,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "flow_util.h"
 #include "hash.h"
 #include "routing.h"
 #include "store.h"
@@ -545,6 +546,7 @@ queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 		if ((rv = ax_store_set_statement_timeout(q->store, ms)) !=
 		    AX_OK)
 			return rv;
+		ax_flow_store_warm(&q->store, ctx->dsn, AX_A_QUEUE);
 	}
 	axq_calendar_init(q);
 	return AX_OK;

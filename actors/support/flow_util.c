@@ -11,6 +11,10 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "log.h"
+#include "store_events.h"
+#include "store_instances.h"
+#include "store_runs.h"
 
 /* ---------------------------------------------------------------------- */
 /* keys and events */
@@ -196,4 +200,38 @@ ax_flow_db_transient(ax_err rv)
 {
 	return rv == AX_EDBCONN || rv == AX_ERETRY || rv == AX_EDB ||
 	    rv == AX_ETIMEDOUT;
+}
+
+/* ---------------------------------------------------------------------- */
+/* warm-up */
+
+void
+ax_flow_store_warm(ax_store **store, const char *dsn, const char *comp)
+{
+	int64_t t0 = ax_clock_mono_us();
+	ax_err  rv = AX_OK;
+
+	if (dsn == NULL || *dsn == '\0')
+		return;
+	if (*store == NULL)
+		rv = ax_store_open(dsn, store);
+	if (rv == AX_OK)
+		rv = ax_store_instances_prepare(*store);
+	if (rv == AX_OK)
+		rv = ax_store_attempts_prepare(*store);
+	if (rv == AX_OK)
+		rv = ax_store_events_prepare(*store);
+	if (rv == AX_OK)
+		rv = ax_store_runs_guard_prepare(*store);
+	if (rv == AX_OK)
+		rv = ax_store_warm(*store);
+	if (rv != AX_OK)
+		ax_logf(AX_LOG_DEBUG, comp, NULL, NULL,
+		        "statements not planned ahead (at first use "
+		        "instead): %s",
+		        ax_err_detail());
+	else
+		ax_logf(AX_LOG_DEBUG, comp, NULL, NULL,
+		        "statements planned ahead in %lld us",
+		        (long long) (ax_clock_mono_us() - t0));
 }

@@ -112,4 +112,17 @@ ax_err ax_flow_pending_retry(ax_actor *self, void *st, ax_flow_pending *p,
  * (connection lost, serialization, timeout, generic database error). */
 int ax_flow_db_transient(ax_err rv);
 
+/*
+ * Opens *store on dsn when it is not open yet and prepares and plans the
+ * pipeline's statements on it (instances, attempts, events, the run
+ * guard: ax_store_warm), so that the first instance after a start or a
+ * takeover does not open the connection, plan them or fill the backend's
+ * caches on its way. For the actors on an instance's path (instance
+ * generator, queue, result handler), from their init. Nothing without a
+ * DSN. A failure (PostgreSQL down) is logged at debug under comp and
+ * leaves *store as it was or NULL: the actor opens it and prepares each
+ * statement at its first use, as it would without this.
+ */
+void ax_flow_store_warm(ax_store **store, const char *dsn, const char *comp);
+
 #endif /* AX_FLOW_UTIL_H */

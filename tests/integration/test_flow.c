@@ -12,7 +12,8 @@
  * one batch, retries with exponential backoff timings, FAILED after the
  * last try, TIMEOUT, UNKNOWN then a late SUCCESS reconciled once,
  * duplicate results; the emitter's writes and its behaviour during a
- * database outage; pre, exec and post hooks.
+ * database outage; pre, exec and post hooks; the statements of the
+ * instance's path planned when an actor opens its store.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -30,6 +31,7 @@
 #include "dag_validate.h"
 #include "dag_yaml.h"
 #include "event_emitter.h"
+#include "flow_util.h"
 #include "hooks.h"
 #include "instance_generator.h"
 #include "log.h"
@@ -79,6 +81,58 @@ send_admit(const char *task, int shard)
 
 /* The instance generator renders each attempt and runs the pre hooks on
  * it in its own batch: what leaves for the queue is an AttemptRendered. */
+/* Generic plans and custom plans the session of s has made for name. */
+static int64_t
+plans_made(ax_store *s, const char *name)
+{
+	const char *p[1] = { name };
+	int64_t     n    = -1;
+	cr_assert_eq(
+	    ax_store_query_int64(s,
+	                         "SELECT generic_plans + custom_plans "
+	                         "FROM pg_prepared_statements WHERE "
+	                         "name = $1",
+	                         1, p, &n),
+	    AX_OK, "%s: %s", name, ax_err_detail());
+	return n;
+}
+
+/*
+ * ax_flow_store_warm, from the init of the instance generator, the queue
+ * and the result handler: their store is open and the statements of an
+ * instance's path are prepared and planned before any instance arrives
+ * (generic ones keep the plan); nothing without a DSN; a server that
+ * cannot be reached leaves the store closed (opened at first use).
+ */
+Test(flow, warm_plans_the_statements_of_the_path_before_any_instance)
+{
+	static const char *const names[] = {
+		"ax_sa.admit_lock",      "ax_sa.admit_insert",
+		"ax_sa.lock_att",        "ax_sa.update_att",
+		"ax_sa.record_dispatch", "ax_sa.insert_ev",
+		"ax_store.insert_ti",    "ax_store.move_ti",
+		"runs_guard_lock",       "runs_guard_cancel",
+	};
+	ax_store *s = NULL;
+	ax_flow_store_warm(&s, ax_test_pg_dsn(pg), "test");
+	cr_assert_not_null(s, "the store was not opened");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		cr_expect_eq(plans_made(s, names[i]), 1,
+		             "%s: not planned once", names[i]);
+	int64_t rows = -1;
+	cr_assert_eq(ax_store_query_int64(s, "SELECT count(*) FROM attempts",
+	                                  0, NULL, &rows),
+	             AX_OK);
+	cr_assert_eq(rows, 0, "the warm-up wrote attempts");
+	ax_store_close(s);
+	s = NULL;
+	ax_flow_store_warm(&s, "", "test");
+	cr_assert_null(s);
+	ax_flow_store_warm(&s, "host=/nonexistent-dir-for-ax-test dbname=x",
+	                   "test");
+	cr_assert_null(s, "a store was left for a server that is not there");
+}
+
 Test(flow, generator_plan_and_replayed_admission)
 {
 	const Ax__Command__BodyCase AC = AX__COMMAND__BODY_ATTEMPT_RENDERED;

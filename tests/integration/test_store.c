@@ -1544,6 +1544,76 @@ Test(store, generic_statements_run_their_generic_plan_and_leave_the_setting)
 	ax_store_close(a);
 }
 
+/*
+ * ax_store_warm plans every statement prepared on the store and runs
+ * none: a generic statement has its generic plan before its first
+ * execution, a statement that would delete every row with NULL
+ * parameters deletes nothing, one that cannot be planned any more is
+ * named in the error and does not keep the others from being planned;
+ * the setting of plan_cache_mode is left as it was (also after that
+ * failure, of a generic one), and a warm-up inside a transaction is
+ * refused.
+ */
+Test(store, warm_plans_every_statement_and_runs_none)
+{
+	ax_store *a   = NULL;
+	int64_t   gen = 0, cust = 0;
+	PGresult *r = NULL;
+
+	static const char *const ddl[] = {
+		"CREATE TABLE warm_t (id int PRIMARY KEY, v text NOT NULL)",
+		"CREATE TABLE warm_gone (id int)",
+		"INSERT INTO warm_t VALUES (1, 'kept')",
+	};
+	/* the third would delete every row if it ran with NULL */
+	static const ax_store_stmt_def defs[] = {
+		{ "w.gone", "SELECT id FROM warm_gone WHERE id = $1", 1, 1 },
+		{ "w.join", SQL_T_JOIN, 1, 1 },
+		{ "w.ins",
+		  "INSERT INTO warm_t (id, v) SELECT * FROM "
+		  "unnest($1::int[], $2::text[])",
+		  2, 1 },
+		{ "w.del", "DELETE FROM warm_t WHERE id = $1 OR $1 IS NULL", 1,
+		  0 },
+	};
+
+	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &a), AX_OK, "%s",
+	             ax_err_detail());
+	for (size_t i = 0; i < sizeof(ddl) / sizeof(ddl[0]); i++)
+		cr_assert_eq(ax_store_exec(a, ddl[i], 0, NULL), AX_OK, "%s",
+		             ax_err_detail());
+	cr_assert_eq(ax_store_prepare_all(a, defs, 4), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(ax_store_warm(a), AX_OK, "%s", ax_err_detail());
+	plans_of(a, "w.join", &gen, &cust);
+	cr_assert_eq(gen, 1, "w.join: %lld generic plans", (long long) gen);
+	cr_assert_eq(cust, 0);
+	plans_of(a, "w.ins", &gen, &cust);
+	cr_assert_eq(gen, 1, "w.ins: %lld generic plans", (long long) gen);
+	plans_of(a, "w.del", &gen, &cust);
+	cr_assert_eq(gen + cust, 1, "w.del planned %lld times",
+	             (long long) (gen + cust));
+	cr_assert_eq(ax_store_query(a, "SELECT string_agg(v, ',') FROM warm_t",
+	                            0, NULL, &r),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(PQgetvalue(r, 0, 0), "kept", "a statement ran");
+	PQclear(r);
+	assert_plan_mode_auto(a);
+	/* a statement whose table went away: named, the others planned */
+	cr_assert_eq(ax_store_exec(a, "DROP TABLE warm_gone", 0, NULL), AX_OK);
+	cr_assert_neq(ax_store_warm(a), AX_OK);
+	cr_assert(strstr(ax_err_detail(), "w.gone") != NULL, "%s",
+	          ax_err_detail());
+	plans_of(a, "w.ins", &gen, &cust);
+	cr_assert_eq(gen, 2, "w.ins not planned after the failed one");
+	assert_plan_mode_auto(a);
+	cr_assert_eq(ax_store_begin(a), AX_OK);
+	cr_assert_eq(ax_store_warm(a), AX_EINVAL);
+	cr_assert_eq(ax_store_rollback(a), AX_OK);
+	cr_assert_eq(PQpipelineStatus(ax_store_conn(a)), PQ_PIPELINE_OFF);
+	ax_store_close(a);
+}
+
 /* Events: the stored payload joins the row's context (dag, task, source,
  * logical time, shards when sharded) with the event's own payload, which
  * wins on a clash; a non-object payload is kept as {"raw": text}; a
