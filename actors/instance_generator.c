@@ -30,6 +30,8 @@
 #include "renderer.h"
 #include "store.h"
 #include "store_attempts.h"
+#include "store_events.h"
+#include "store_instances.h"
 #include "store_runs.h"
 
 #define COMP           AX_A_INSTANCE_GENERATOR
@@ -790,6 +792,14 @@ ig_fini(void *state)
 	ax_store_close(st->store);
 }
 
+/* What a batch of admissions and plans runs (ax_flow_store_warm). */
+static const ax_flow_prepare_fn ig_prepare[] = {
+	ax_store_runs_guard_prepare,
+	ax_store_admit_prepare,
+	ax_store_insert_instances_prepare,
+	ax_store_events_prepare,
+};
+
 static ax_err
 ig_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
@@ -801,7 +811,9 @@ ig_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	st->pending.max = IG_PENDING_MAX;
 	if ((rv = ax_renderer_new(ctx, &st->rn)) != AX_OK)
 		return rv;
-	ax_flow_store_warm(&st->store, ctx->dsn, AX_A_INSTANCE_GENERATOR);
+	ax_flow_store_warm(&st->store, ctx->dsn, AX_A_INSTANCE_GENERATOR,
+	                   ig_prepare,
+	                   sizeof(ig_prepare) / sizeof(ig_prepare[0]));
 	return ax_hooks_new(ctx, &st->hk);
 }
 

@@ -47,6 +47,8 @@
 #include "preempt.h"
 #include "store.h"
 #include "store_attempts.h"
+#include "store_events.h"
+#include "store_instances.h"
 #include "store_stats.h"
 
 #define COMP         AX_A_RESULT_HANDLER
@@ -1230,6 +1232,13 @@ rh_fini(void *state)
 	ax_store_close(st->store);
 }
 
+/* What a batch of results runs (ax_flow_store_warm). */
+static const ax_flow_prepare_fn rh_prepare[] = {
+	ax_store_results_prepare,
+	ax_store_move_instances_prepare,
+	ax_store_events_prepare,
+};
+
 static ax_err
 rh_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
@@ -1243,7 +1252,8 @@ rh_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	ax_preempt_throttle_init(
 	    &st->throttle,
 	    (int) ax_config_int(ctx->cfg, "preemption.recovery_rate"));
-	ax_flow_store_warm(&st->store, ctx->dsn, COMP);
+	ax_flow_store_warm(&st->store, ctx->dsn, COMP, rh_prepare,
+	                   sizeof(rh_prepare) / sizeof(rh_prepare[0]));
 	return ax_strmap_new(&st->victims);
 }
 

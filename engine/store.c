@@ -759,9 +759,13 @@ ax_store_warm(ax_store *s)
 	ax_buf_init(&b, 0);
 	for (size_t i = 0; i < s->nstmts; i++) {
 		const store_stmt *st = &s->stmts[i];
+		char             *id =
+		    PQescapeIdentifier(s->conn, st->name, strlen(st->name));
 		ax_buf_reset(&b);
-		ax_buf_printf(&b, "%sEXPLAIN (COSTS OFF) EXECUTE \"%s\"",
-		              st->generic ? GENERIC_ON "; " : "", st->name);
+		ax_buf_printf(&b, "%sEXPLAIN (COSTS OFF) EXECUTE %s",
+		              st->generic ? GENERIC_ON "; " : "",
+		              id != NULL ? id : "");
+		PQfreemem(id);
 		for (int k = 0; k < st->nparams; k++)
 			ax_buf_puts(&b, k == 0 ? "(NULL" : ", NULL");
 		ax_buf_puts(&b, st->nparams > 0 ? ")" : "");

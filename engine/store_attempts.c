@@ -223,15 +223,16 @@ admit_tx(ax_store *s, void *arg)
 	return rv;
 }
 
-/* The statements of this file that ax_store_attempts_prepare registers
- * (each also on its first use, from this one table). */
-enum {
-	ST_ADMIT_LOCK,
-	ST_ADMIT_INSERT,
-	ST_LOCK_ATT,
-	ST_UPDATE_ATT,
-	ST_RECORD_DISPATCH,
-	ST_NSTMTS
+/* The statements of the admission, the result's look-up and update and
+ * the dispatch record: registered from this one table at their first use
+ * and by the ax_store_*_prepare functions below. */
+enum { /* each function's statements are adjacent */
+       ST_ADMIT_LOCK,
+       ST_ADMIT_INSERT,
+       ST_LOCK_ATT,
+       ST_UPDATE_ATT,
+       ST_RECORD_DISPATCH,
+       ST_NSTMTS
 };
 static const ax_store_stmt_def att_stmts[ST_NSTMTS];
 
@@ -245,8 +246,7 @@ ax_store_admit(ax_store *s, ax_store_admit_row *rows, size_t n)
 		return ax_store_batch_check(n, "admission");
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_ADMIT_LOCK], 2)) !=
-	    AX_OK)
+	if ((rv = ax_store_admit_prepare(s)) != AX_OK)
 		return rv;
 	if ((b.first = malloc(sizeof(size_t) * n)) == NULL)
 		return ax_err_set(AX_ENOMEM, "store: out of memory");
@@ -287,8 +287,7 @@ ax_store_lock_attempts(ax_store *s, const char *const *run_ids, size_t n,
 	memset(out, 0, sizeof(*out) * n);
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_LOCK_ATT], 1)) !=
-	    AX_OK)
+	if ((rv = ax_store_results_prepare(s)) != AX_OK)
 		return rv;
 	memset(a, 0, sizeof(a));
 	/* An invalid uuid would fail the cast of the whole batch: send a
@@ -413,8 +412,7 @@ ax_store_update_attempts(ax_store *s, const ax_store_attempt_update *u,
 	}
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_UPDATE_ATT], 1)) !=
-	    AX_OK)
+	if ((rv = ax_store_results_prepare(s)) != AX_OK)
 		return rv;
 	memset(a, 0, sizeof(a));
 	for (size_t i = 0; i < n; i++) {
@@ -528,8 +526,7 @@ ax_store_record_dispatches(ax_store *s, ax_store_dispatch_row *rows, size_t n)
 	}
 	if (n == 0)
 		return AX_OK;
-	if ((rv = ax_store_prepare_all(s, &att_stmts[ST_RECORD_DISPATCH],
-	                               1)) != AX_OK)
+	if ((rv = ax_store_dispatches_prepare(s)) != AX_OK)
 		return rv;
 	return ax_store_tx_join(s, dispatch_tx, &d);
 }
@@ -586,7 +583,19 @@ static const ax_store_stmt_def att_stmts[ST_NSTMTS] = {
 };
 
 ax_err
-ax_store_attempts_prepare(ax_store *s)
+ax_store_admit_prepare(ax_store *s)
 {
-	return ax_store_prepare_all(s, att_stmts, ST_NSTMTS);
+	return ax_store_prepare_all(s, &att_stmts[ST_ADMIT_LOCK], 2);
+}
+
+ax_err
+ax_store_results_prepare(ax_store *s)
+{
+	return ax_store_prepare_all(s, &att_stmts[ST_LOCK_ATT], 2);
+}
+
+ax_err
+ax_store_dispatches_prepare(ax_store *s)
+{
+	return ax_store_prepare_all(s, &att_stmts[ST_RECORD_DISPATCH], 1);
 }

@@ -216,9 +216,11 @@ typedef struct ax_store_in_doubt {
  */
 ax_err ax_store_load_in_doubt(ax_store *s, ax_store_in_doubt **out, size_t *n);
 
-/* Prepares the statements of the admission, the result's look-up and
- * update and the dispatch record on s without running them (for
- * ax_store_warm, engine/store.h). */
-ax_err ax_store_attempts_prepare(ax_store *s);
+/* Register on s, without running them (for ax_store_warm, store.h), the
+ * statements of ax_store_admit; of ax_store_lock_attempts and
+ * ax_store_update_attempts (a result); of ax_store_record_dispatches. */
+ax_err ax_store_admit_prepare(ax_store *s);
+ax_err ax_store_results_prepare(ax_store *s);
+ax_err ax_store_dispatches_prepare(ax_store *s);
 
 #endif /* AX_STORE_ATTEMPTS_H */

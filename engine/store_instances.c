@@ -244,8 +244,8 @@ static const ax_store_stmt_def insert_stmts[] = {
 	{ "ax_store.att_run_id", SQL_ATT_RUN_ID, 2, 0 },
 };
 
-static ax_err
-prep_insert(ax_store *s)
+ax_err
+ax_store_insert_instances_prepare(ax_store *s)
 {
 	return ax_store_prepare_all(s, insert_stmts, 3);
 }
@@ -261,7 +261,7 @@ ax_store_insert_instances(ax_store *s, ax_store_ti_row *rows, size_t n,
 		*inserted = 0;
 	if ((rv = ti_validate(rows, n)) != AX_OK || n == 0)
 		return rv;
-	if ((rv = prep_insert(s)) != AX_OK)
+	if ((rv = ax_store_insert_instances_prepare(s)) != AX_OK)
 		return rv;
 	rv = ax_store_tx_join(s, ti_batch_tx, &b);
 	if (rv == AX_OK && inserted != NULL)
@@ -421,8 +421,8 @@ moves_validate(const ax_store_ti_move *moves, size_t n)
 	return rv;
 }
 
-static ax_err
-prep_move(ax_store *s)
+ax_err
+ax_store_move_instances_prepare(ax_store *s)
 {
 	return ax_store_prepare_once(s, "ax_store.move_ti", SQL_MOVE_TI, 5);
 }
@@ -442,7 +442,7 @@ ax_store_move_instances(ax_store *s, ax_store_ti_move *moves, size_t n,
 		*applied = 0;
 	if ((rv = moves_validate(moves, n)) != AX_OK || n == 0)
 		return rv;
-	if ((rv = prep_move(s)) != AX_OK)
+	if ((rv = ax_store_move_instances_prepare(s)) != AX_OK)
 		return rv;
 	rv = ax_store_tx_join(s, move_tx, &b);
 	if (rv == AX_OK && applied != NULL)
@@ -604,11 +604,4 @@ ax_store_stuck_instances(ax_store *s, int64_t older_than_us,
 	}
 	PQclear(r);
 	return AX_OK;
-}
-
-ax_err
-ax_store_instances_prepare(ax_store *s)
-{
-	ax_err rv = prep_insert(s);
-	return rv == AX_OK ? prep_move(s) : rv;
 }

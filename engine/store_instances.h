@@ -178,9 +178,9 @@ typedef struct ax_store_stuck {
 ax_err ax_store_stuck_instances(ax_store *s, int64_t older_than_us,
                                 ax_store_stuck *out, size_t max, size_t *n);
 
-/* Prepares the statements of ax_store_insert_instances and
- * ax_store_move_instances on s without running them (for ax_store_warm,
- * engine/store.h). */
-ax_err ax_store_instances_prepare(ax_store *s);
+/* Register on s, without running them (for ax_store_warm, store.h), the
+ * statements of ax_store_insert_instances; of ax_store_move_instances. */
+ax_err ax_store_insert_instances_prepare(ax_store *s);
+ax_err ax_store_move_instances_prepare(ax_store *s);
 
 #endif /* AX_STORE_INSTANCES_H */

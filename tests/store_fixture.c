@@ -93,6 +93,26 @@ ax_test_q_intv(ax_store *st, const char *fmt, va_list ap)
 	return v;
 }
 
+int
+ax_test_plans(ax_store *st, const char *name, int64_t *generic,
+              int64_t *custom)
+{
+	const char *p[1] = { name };
+	PGresult   *r    = NULL;
+	int         has;
+
+	cr_assert_eq(ax_store_query(st,
+	                            "SELECT generic_plans, custom_plans FROM "
+	                            "pg_prepared_statements WHERE name = $1",
+	                            1, p, &r),
+	             AX_OK, "%s", ax_err_detail());
+	has      = PQntuples(r) == 1;
+	*generic = has ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+	*custom  = has ? strtoll(PQgetvalue(r, 0, 1), NULL, 10) : 0;
+	PQclear(r);
+	return has;
+}
+
 int64_t
 ax_test_q_int(ax_store *st, const char *fmt, ...)
 {

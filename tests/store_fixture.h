@@ -56,6 +56,12 @@ void ax_test_send(ax_actor_system *sys, const char *dest, Ax__Command *cmd);
 /* Validates and stores the one DAG of yaml; returns ids of the result. */
 ax_dag_store_result ax_test_store_dag(ax_store *st, const char *yaml);
 
+/* How often the session of st planned its prepared statement name with
+ * a generic and a custom plan (pg_prepared_statements); 0 when st has no
+ * statement of that name, 1 when it has. */
+int ax_test_plans(ax_store *st, const char *name, int64_t *generic,
+                  int64_t *custom);
+
 /* The integer in the first column of the first row of the query. */
 int64_t ax_test_q_int(ax_store *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -76,6 +76,7 @@
 #include "hash.h"
 #include "routing.h"
 #include "store.h"
+#include "store_attempts.h"
 
 #define DB_RECONNECT_US (200 * AX_USEC_PER_MSEC) /* keeps the actor live */
 #define DB_STMT_MAX_MS  3000 /* statement_timeout: see ax_queue_add */
@@ -483,6 +484,11 @@ queue_fini(void *state)
 
 /* Reads the configuration, opens the aio of the wake-ups, the client
  * they are sent with and the store (with its timeouts). */
+/* The dispatch record (ax_flow_store_warm). */
+static const ax_flow_prepare_fn queue_prepare[] = {
+	ax_store_dispatches_prepare,
+};
+
 static ax_err
 queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 {
@@ -546,7 +552,8 @@ queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 		if ((rv = ax_store_set_statement_timeout(q->store, ms)) !=
 		    AX_OK)
 			return rv;
-		ax_flow_store_warm(&q->store, ctx->dsn, AX_A_QUEUE);
+		ax_flow_store_warm(&q->store, ctx->dsn, AX_A_QUEUE,
+		                   queue_prepare, 1);
 	}
 	axq_calendar_init(q);
 	return AX_OK;

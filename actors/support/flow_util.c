@@ -12,9 +12,6 @@
 #include "buf.h"
 #include "clock.h"
 #include "log.h"
-#include "store_events.h"
-#include "store_instances.h"
-#include "store_runs.h"
 
 /* ---------------------------------------------------------------------- */
 /* keys and events */
@@ -206,7 +203,8 @@ ax_flow_db_transient(ax_err rv)
 /* warm-up */
 
 void
-ax_flow_store_warm(ax_store **store, const char *dsn, const char *comp)
+ax_flow_store_warm(ax_store **store, const char *dsn, const char *comp,
+                   const ax_flow_prepare_fn *prep, size_t n)
 {
 	int64_t t0 = ax_clock_mono_us();
 	ax_err  rv = AX_OK;
@@ -215,14 +213,8 @@ ax_flow_store_warm(ax_store **store, const char *dsn, const char *comp)
 		return;
 	if (*store == NULL)
 		rv = ax_store_open(dsn, store);
-	if (rv == AX_OK)
-		rv = ax_store_instances_prepare(*store);
-	if (rv == AX_OK)
-		rv = ax_store_attempts_prepare(*store);
-	if (rv == AX_OK)
-		rv = ax_store_events_prepare(*store);
-	if (rv == AX_OK)
-		rv = ax_store_runs_guard_prepare(*store);
+	for (size_t i = 0; rv == AX_OK && i < n; i++)
+		rv = prep[i](*store);
 	if (rv == AX_OK)
 		rv = ax_store_warm(*store);
 	if (rv != AX_OK)

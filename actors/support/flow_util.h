@@ -112,17 +112,21 @@ ax_err ax_flow_pending_retry(ax_actor *self, void *st, ax_flow_pending *p,
  * (connection lost, serialization, timeout, generic database error). */
 int ax_flow_db_transient(ax_err rv);
 
+/* Registers the statements of one store operation (ax_store_*_prepare). */
+typedef ax_err (*ax_flow_prepare_fn)(ax_store *s);
+
 /*
- * Opens *store on dsn when it is not open yet and prepares and plans the
- * pipeline's statements on it (instances, attempts, events, the run
- * guard: ax_store_warm), so that the first instance after a start or a
- * takeover does not open the connection, plan them or fill the backend's
- * caches on its way. For the actors on an instance's path (instance
- * generator, queue, result handler), from their init. Nothing without a
- * DSN. A failure (PostgreSQL down) is logged at debug under comp and
- * leaves *store as it was or NULL: the actor opens it and prepares each
- * statement at its first use, as it would without this.
+ * Opens *store on dsn when it is not open yet, registers the statements
+ * of the actor's operations (prep[0..n)) and plans them (ax_store_warm),
+ * so that the first instance after a start or a takeover does not open
+ * the connection, plan them or fill the backend's caches on its way. For
+ * the actors on an instance's path (instance generator, queue, result
+ * handler), from their init, each with the operations it runs. Nothing
+ * without a DSN. A failure (PostgreSQL down) is logged at debug under
+ * comp and leaves *store as it was or NULL: the actor opens it and
+ * prepares each statement at its first use, as it would without this.
  */
-void ax_flow_store_warm(ax_store **store, const char *dsn, const char *comp);
+void ax_flow_store_warm(ax_store **store, const char *dsn, const char *comp,
+                        const ax_flow_prepare_fn *prep, size_t n);
 
 #endif /* AX_FLOW_UTIL_H */

@@ -46,6 +46,9 @@
 #include "tz.h"
 #include "uuid.h"
 #include "flow_harness.h"
+#include "store_events.h"
+#include "store_fixture.h"
+#include "store_instances.h"
 
 TestSuite(flow, .init = flow_setup, .fini = flow_teardown, .timeout = 120);
 
@@ -81,55 +84,57 @@ send_admit(const char *task, int shard)
 
 /* The instance generator renders each attempt and runs the pre hooks on
  * it in its own batch: what leaves for the queue is an AttemptRendered. */
-/* Generic plans and custom plans the session of s has made for name. */
-static int64_t
-plans_made(ax_store *s, const char *name)
-{
-	const char *p[1] = { name };
-	int64_t     n    = -1;
-	cr_assert_eq(
-	    ax_store_query_int64(s,
-	                         "SELECT generic_plans + custom_plans "
-	                         "FROM pg_prepared_statements WHERE "
-	                         "name = $1",
-	                         1, p, &n),
-	    AX_OK, "%s: %s", name, ax_err_detail());
-	return n;
-}
-
 /*
- * ax_flow_store_warm, from the init of the instance generator, the queue
- * and the result handler: their store is open and the statements of an
- * instance's path are prepared and planned before any instance arrives
- * (generic ones keep the plan); nothing without a DSN; a server that
- * cannot be reached leaves the store closed (opened at first use).
+ * ax_flow_store_warm, as the result handler calls it from its init: its
+ * store is open and the statements of the operations it runs (a result's
+ * look-up and update, the instance moves, the events) are each prepared
+ * and planned once before any result arrives, generic ones with their
+ * generic plan; nothing is written, and no statement of another actor's
+ * operations is prepared. Nothing without a DSN; a server that cannot be
+ * reached leaves the store closed (opened at first use).
  */
 Test(flow, warm_plans_the_statements_of_the_path_before_any_instance)
 {
-	static const char *const names[] = {
-		"ax_sa.admit_lock",      "ax_sa.admit_insert",
-		"ax_sa.lock_att",        "ax_sa.update_att",
-		"ax_sa.record_dispatch", "ax_sa.insert_ev",
-		"ax_store.insert_ti",    "ax_store.move_ti",
-		"runs_guard_lock",       "runs_guard_cancel",
+	static const ax_flow_prepare_fn ops[] = {
+		ax_store_results_prepare,
+		ax_store_move_instances_prepare,
+		ax_store_events_prepare,
 	};
-	ax_store *s = NULL;
-	ax_flow_store_warm(&s, ax_test_pg_dsn(pg), "test");
+	static const char *const planned[] = { "ax_sa.lock_att",
+		                               "ax_sa.update_att",
+		                               "ax_store.move_ti",
+		                               "ax_sa.insert_ev" };
+	static const char *const generic[] = { "ax_sa.lock_att",
+		                               "ax_sa.insert_ev" };
+	static const char *const others[]  = { "ax_sa.admit_lock",
+		                               "ax_sa.record_dispatch",
+		                               "runs_guard_lock",
+		                               "ax_store.insert_ti" };
+	ax_store                *s         = NULL;
+	int64_t                  g = 0, c = 0;
+
+	ax_flow_store_warm(&s, ax_test_pg_dsn(pg), "test", ops, 3);
 	cr_assert_not_null(s, "the store was not opened");
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		cr_expect_eq(plans_made(s, names[i]), 1,
-		             "%s: not planned once", names[i]);
-	int64_t rows = -1;
-	cr_assert_eq(ax_store_query_int64(s, "SELECT count(*) FROM attempts",
-	                                  0, NULL, &rows),
-	             AX_OK);
-	cr_assert_eq(rows, 0, "the warm-up wrote attempts");
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert(ax_test_plans(s, planned[i], &g, &c), "%s: missing",
+		          planned[i]);
+		cr_expect_eq(g + c, 1, "%s: planned %lld times", planned[i],
+		             (long long) (g + c));
+		cr_expect(!ax_test_plans(s, others[i], &g, &c),
+		          "%s prepared for the result handler", others[i]);
+	}
+	for (size_t i = 0; i < 2; i++) {
+		(void) ax_test_plans(s, generic[i], &g, &c);
+		cr_expect_eq(g, 1, "%s: no generic plan", generic[i]);
+	}
+	cr_assert_eq(ax_test_q_int(s, "SELECT count(*) FROM attempts"), 0,
+	             "the warm-up wrote attempts");
 	ax_store_close(s);
 	s = NULL;
-	ax_flow_store_warm(&s, "", "test");
+	ax_flow_store_warm(&s, "", "test", ops, 3);
 	cr_assert_null(s);
 	ax_flow_store_warm(&s, "host=/nonexistent-dir-for-ax-test dbname=x",
-	                   "test");
+	                   "test", ops, 3);
 	cr_assert_null(s, "a store was left for a server that is not there");
 }
 

@@ -24,6 +24,7 @@
 #include "migrate.h"
 #include "pg_harness.h"
 #include "state.h"
+#include "store_fixture.h"
 #include "store.h"
 #include "store_attempts.h"
 #include "store_sched.h"
@@ -1431,17 +1432,8 @@ assert_plan_mode_auto(ax_store *s)
 static void
 plans_of(ax_store *s, const char *name, int64_t *generic, int64_t *custom)
 {
-	const char *p[1] = { name };
-	PGresult   *r    = NULL;
-	cr_assert_eq(ax_store_query(s,
-	                            "SELECT generic_plans, custom_plans FROM "
-	                            "pg_prepared_statements WHERE name = $1",
-	                            1, p, &r),
-	             AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(PQntuples(r), 1, "%s is not prepared", name);
-	*generic = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-	*custom  = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
-	PQclear(r);
+	cr_assert(ax_test_plans(s, name, generic, custom),
+	          "%s is not prepared", name);
 }
 
 #define SQL_T_JOIN                                                            \
