@@ -15,7 +15,9 @@
  *
  * Figures: chain_edge_p50_ms, chain_edge_p99_ms, chain_edge_max_ms,
  * chain_edge_dispatch_p99_ms, chain_edges, chain_makespan_ms,
- * chain_makespan_max_ms.
+ * chain_makespan_max_ms; and the first instance after axd's start:
+ * chain_first_start_ms (the first run's t1, its admission decision to its
+ * start) and chain_first_edge_ms (that run's edge t1 -> t2).
  *
  * The edge split into its steps, each a P50 and a P99
  * (chain_split_<step>_p50_ms / _p99_ms), from the rows the steps wrote:
@@ -63,6 +65,17 @@ write_chain(FILE *f, void *arg)
 	"JOIN dags g ON g.id = r.dag_id JOIN task_instances i ON "            \
 	"i.dag_run_id = r.id WHERE g.name = '" DAG "' GROUP BY r.id, "        \
 	"r.created_at"
+
+/* The first run's t1 (admission decision to start) and its first edge. */
+#define SQL_FIRST                                                             \
+	"SELECT ax_us(a1.started_at) - ax_us(a1.admitted_at), "               \
+	"ax_us(a2.started_at) - ax_us(t1.ended_at) FROM dag_runs r "          \
+	"JOIN dags g ON g.id = r.dag_id "                                     \
+	"JOIN task_instances t1 ON t1.dag_run_id = r.id AND t1.task = 't1' "  \
+	"JOIN attempts a1 ON a1.instance_id = t1.id AND a1.number = 1 "       \
+	"JOIN task_instances t2 ON t2.dag_run_id = r.id AND t2.task = 't2' "  \
+	"JOIN attempts a2 ON a2.instance_id = t2.id AND a2.number = 1 "       \
+	"WHERE g.name = '" DAG "' ORDER BY r.id LIMIT 1"
 
 /* The steps of an edge, in the order of SQL_SPLIT's columns. */
 static const char *const split_steps[] = { "report", "release", "admit",
@@ -144,6 +157,15 @@ measure_chain(ax_bench *b)
 			             v[n - 1] / 1000.0);
 		}
 		free(v);
+	}
+	PQclear(r);
+	r = PQexec(b->db, SQL_FIRST);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+	    !PQgetisnull(r, 0, 0) && !PQgetisnull(r, 0, 1)) {
+		ax_bench_put(&b->r, "chain_first_start_ms",
+		             strtod(PQgetvalue(r, 0, 0), NULL) / 1000.0);
+		ax_bench_put(&b->r, "chain_first_edge_ms",
+		             strtod(PQgetvalue(r, 0, 1), NULL) / 1000.0);
 	}
 	PQclear(r);
 	measure_split(b);
