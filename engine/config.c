@@ -118,6 +118,10 @@ static const cfg_key cfg_keys[] = {
 	  "dispatch record and the reply leave the start's path; the slot "
 	  "is taken that much sooner); at most half of queue.ack_timeout; "
 	  "0: sent at the instant" },
+	{ "queue.prefetch_wait", CFG_DURATION, "1s",
+	  "a dispatch sent beyond a worker's free slots (worker.prefetch) "
+	  "that has not started this long after its instant is taken back "
+	  "at the worker's next heartbeat and queued again for any worker" },
 	{ "queue.ack_timeout", CFG_DURATION, "2s",
 	  "re-send an unacknowledged message after this long" },
 	{ "queue.drain_hand_back", CFG_BOOL, "false",
@@ -164,6 +168,13 @@ static const cfg_key cfg_keys[] = {
 	  "stops sleeping and waits on the clock, so that a late wake-up "
 	  "(a busy or virtual CPU) does not delay the start; at most 100ms; "
 	  "0s: sleep to the instant" },
+	{ "worker.prefetch", CFG_INT, "-1",
+	  "how many dispatches held for a later instant the worker takes "
+	  "beyond its free slots when every worker of its group is full for "
+	  "that instant: each starts as a slot frees after its instant, "
+	  "without a round trip to the queue, and the queue takes back "
+	  "those not started queue.prefetch_wait after it (0: none; -1: as "
+	  "many as worker.slots)" },
 	{ "worker.cgroups", CFG_BOOL, "true",
 	  "each task in a cgroup v2 of its own where the worker can make "
 	  "one (killed whole with cgroup.kill)" },
@@ -367,6 +378,10 @@ check_value(const cfg_key *k, const char *v)
 	case CFG_INT:
 		errno = 0;
 		d     = strtoll(v, &end, 10);
+		/* -1 stands for worker.slots in worker.prefetch */
+		if (d == -1 && strcmp(k->key, "worker.prefetch") == 0 &&
+		    errno == 0 && end != v && *end == '\0')
+			return AX_OK;
 		if (errno != 0 || end == v || *end != '\0' || d < 0)
 			return ax_err_set(
 			    AX_ECONFIG,

@@ -133,6 +133,7 @@ check_register(const Ax__Register *r)
 	RANGE("Register", "memory_bytes", r->memory_bytes, 0,
 	      AX_WPROTO_MEMORY_MAX);
 	RANGE("Register", "pid", r->pid, 0, INT32_MAX);
+	RANGE("Register", "prefetch", r->prefetch, 0, AX_WPROTO_SLOTS_MAX);
 	RANGE("Register", "labels", r->n_labels, 0, AX_WPROTO_LABELS_MAX);
 	for (size_t i = 0; i < r->n_labels; i++) {
 		TEXT("Register", "labels key", r->labels[i]->key,
@@ -244,6 +245,10 @@ check_worker_body(const Ax__WorkerMessage *m)
 			rv = check_started(r->started[i]);
 		for (size_t i = 0; rv == AX_OK && i < r->n_results; i++)
 			rv = check_result(r->results[i]);
+		if (rv == AX_OK)
+			rv = run_ids("Report", "withdrawn_run_ids",
+			             r->withdrawn_run_ids,
+			             r->n_withdrawn_run_ids);
 		return rv;
 	}
 	case AX__WORKER_MESSAGE__BODY_DEREGISTER:
@@ -326,6 +331,10 @@ check_queue_body(const Ax__QueueMessage *m)
 		for (size_t i = 0; i < h->n_cancel_grace_ms; i++)
 			RANGE("HeartbeatReply", "cancel_grace_ms",
 			      h->cancel_grace_ms[i], 0, 24 * 3600 * 1000LL);
+		if ((rv = run_ids("HeartbeatReply", "withdraw_run_ids",
+		                  h->withdraw_run_ids,
+		                  h->n_withdraw_run_ids)) != AX_OK)
+			return rv;
 		return run_ids("HeartbeatReply", "unknown_run_ids",
 		               h->unknown_run_ids, h->n_unknown_run_ids);
 	}

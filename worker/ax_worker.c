@@ -183,6 +183,12 @@ main(int argc, char **argv)
 	else
 		snprintf(state, sizeof(state), "%s/state/worker",
 		         ax_config_str(cfg, "home"));
+	/* worker.prefetch -1 (the default): as many as worker.slots */
+	int64_t pf       = ax_config_int(cfg, "worker.prefetch");
+	int32_t prefetch = pf == -1
+	    ? (int32_t) ax_config_int(cfg, "worker.slots")
+	    : pf > 100001 ? 100001
+	                  : (int32_t) pf;
 
 	ax_worker_opts o = {
 		.server  = ax_config_str(cfg, "worker.server"),
@@ -202,6 +208,7 @@ main(int argc, char **argv)
 		    ax_config_duration_us(cfg, "worker.kill_grace"),
 		.start_spin_us =
 		    ax_config_duration_us(cfg, "worker.start_spin"),
+		.prefetch       = prefetch,
 		.state_dir      = state,
 		.cgroups        = ax_config_bool(cfg, "worker.cgroups"),
 		.run_as         = ax_config_str(cfg, "worker.run_as"),

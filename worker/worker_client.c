@@ -146,6 +146,17 @@ slots_used(const ax_worker *w)
 	return n;
 }
 
+/* The slots of the attempts started (not those held for an instant). */
+static int
+slots_running(const ax_worker *w)
+{
+	int n = 0;
+	for (size_t i = 0; i < w->nrun; i++)
+		if (w->run[i].pend == NULL)
+			n += w->run[i].slots;
+	return n;
+}
+
 /*
  * The task's user into s->cred and its environment into *envp
  * (NULL-terminated "KEY=VALUE", each string malloc'd: wipe them with
@@ -323,9 +334,11 @@ bad_dispatch(ax_worker *w, const Ax__Dispatch *d)
 
 /*
  * Keeps d (a copy) to start at start_mono: the queue sent it ahead of its
- * due instant (Dispatch.start_after_us). Returns 0 when it could not be
- * kept (no memory): the caller starts it at once, a little early, rather
- * than lose it.
+ * due instant (Dispatch.start_after_us), maybe beyond the free slots
+ * (Register.prefetch: it then starts when a slot frees after its
+ * instant, see pend_start_due). Returns 0 when it could not be kept (no
+ * memory): the caller starts it at once, a little early, rather than
+ * lose it.
  */
 static int
 pend_one(ax_worker *w, const Ax__Dispatch *d, int64_t start_mono)
@@ -347,6 +360,7 @@ pend_one(ax_worker *w, const Ax__Dispatch *d, int64_t start_mono)
 	v->pend       = buf;
 	v->pend_len   = len;
 	v->start_mono = start_mono;
+	v->pend_seq   = ++w->pend_seq;
 	return 1;
 }
 
@@ -359,22 +373,43 @@ pend_drop(ax_worker *w, wrun *x)
 	*x = w->run[--w->nrun];
 }
 
-/* Starts the held dispatches whose instant has come (now, mono us);
- * returns the earliest instant of those still held (INT64_MAX: none). */
+/* The held dispatch due first (earliest instant, then the first
+ * received), or NULL when none is held. */
+static wrun *
+pend_first(ax_worker *w)
+{
+	wrun *best = NULL;
+
+	for (size_t i = 0; i < w->nrun; i++) {
+		wrun *x = &w->run[i];
+		if (x->pend != NULL &&
+		    (best == NULL || x->start_mono < best->start_mono ||
+		     (x->start_mono == best->start_mono &&
+		      x->pend_seq < best->pend_seq)))
+			best = x;
+	}
+	return best;
+}
+
+/*
+ * Starts the held dispatches whose instant has come (now, mono us), the
+ * earliest first, as long as their slots are free: the queue may send
+ * more than the free slots (Register.prefetch), and those wait here for
+ * a slot, in order. Returns the earliest instant still ahead
+ * (INT64_MAX: none; a due dispatch waiting for a slot is started when
+ * an attempt ends, not on the clock).
+ */
 static int64_t
 pend_start_due(ax_worker *w, int64_t now)
 {
-	int64_t next = INT64_MAX;
+	wrun         *x;
+	Ax__Dispatch *d;
+	int64_t       next = INT64_MAX;
 
-	for (size_t i = 0; i < w->nrun;) {
-		wrun         *x = &w->run[i];
-		Ax__Dispatch *d;
-		if (x->pend == NULL || x->start_mono > now) {
-			if (x->pend != NULL && x->start_mono < next)
-				next = x->start_mono;
-			i++;
-			continue;
-		}
+	while ((x = pend_first(w)) != NULL && x->start_mono <= now) {
+		if (slots_running(w) + x->slots > w->o.slots &&
+		    slots_running(w) > 0)
+			break; /* it starts when a slot frees */
 		d = ax__dispatch__unpack(NULL, x->pend_len, x->pend);
 		if (d == NULL) { /* our own bytes: only memory can fail */
 			out_result(w, x->run_id, 2, -1, 0, 0,
@@ -382,13 +417,42 @@ pend_start_due(ax_worker *w, int64_t now)
 			           "out of memory at the start", "", NULL);
 			done_add(w, x->run_id);
 		}
-		pend_drop(w, x); /* entry i is now another one: look again */
+		pend_drop(w, x);
 		if (d != NULL) {
 			start_one(w, d); /* appends its running entry */
 			ax__dispatch__free_unpacked(d, NULL);
 		}
 	}
+	for (size_t i = 0; i < w->nrun; i++)
+		if (w->run[i].pend != NULL && w->run[i].start_mono > now &&
+		    w->run[i].start_mono < next)
+			next = w->run[i].start_mono;
 	return next;
+}
+
+/* The queue takes back a dispatch sent beyond the free slots that has
+ * not started (HeartbeatReply.withdraw_run_ids): dropped here, reported
+ * in the next Report. One that started already runs on. */
+static void
+pend_withdraw(ax_worker *w, const char *run_id)
+{
+	wrun *x = run_find(w, run_id);
+	char *id;
+
+	if (x == NULL || x->pend == NULL || x->killed)
+		return;
+	if ((id = strdup(run_id)) == NULL ||
+	    AX_GROW(w->withdrawn, w->cwithdrawn, w->nwithdrawn + 1) != AX_OK) {
+		free(id); /* kept: it starts when a slot frees */
+		return;
+	}
+	w->withdrawn[w->nwithdrawn++] = id;
+	w->report_at                  = 0;
+	ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+	        "%s: given back to the queue before its start (no slot "
+	        "free)",
+	        run_id);
+	pend_drop(w, x);
 }
 
 static void
@@ -522,6 +586,7 @@ send_register(ax_worker *w)
 	reg.n_running_run_ids = nrunning;
 	reg.running_run_ids   = running;
 	reg.start_after       = 1; /* see pend_one */
+	reg.prefetch          = w->o.prefetch;
 	w->session            = 0;
 	axw_rq_send(w, RQ_CTL, K_REGISTER, &m, w->retry_us);
 	free(running);
@@ -656,9 +721,10 @@ send_report(ax_worker *w)
 	size_t            ns  = w->nost < REPORT_MAX ? w->nost : REPORT_MAX;
 	size_t            nr  = w->nores < REPORT_MAX ? w->nores : REPORT_MAX;
 	size_t            na  = w->nacks < REPORT_MAX ? w->nacks : REPORT_MAX;
-	Ax__Started      *st  = calloc(ns + 1, sizeof(*st));
-	Ax__Started     **sp  = calloc(ns + 1, sizeof(*sp));
-	Ax__Result      **rp  = calloc(nr + 1, sizeof(*rp));
+	size_t nw = w->nwithdrawn < REPORT_MAX ? w->nwithdrawn : REPORT_MAX;
+	Ax__Started  *st = calloc(ns + 1, sizeof(*st));
+	Ax__Started **sp = calloc(ns + 1, sizeof(*sp));
+	Ax__Result  **rp = calloc(nr + 1, sizeof(*rp));
 
 	if (st == NULL || sp == NULL || rp == NULL)
 		goto out;
@@ -670,18 +736,21 @@ send_report(ax_worker *w)
 	}
 	for (size_t i = 0; i < nr; i++)
 		rp[i] = &w->ores[i];
-	m.body_case               = AX__WORKER_MESSAGE__BODY_REPORT;
-	m.report                  = &rep;
-	m.ack                     = &ack;
-	ack.n_acked_run_ids       = na;
-	ack.acked_run_ids         = w->acks;
-	rep.n_started             = ns;
-	rep.started               = sp;
-	rep.n_results             = nr;
-	rep.results               = rp;
-	w->rq[RQ_REPORT].nstarted = ns;
-	w->rq[RQ_REPORT].nresults = nr;
-	w->rq[RQ_REPORT].nacks    = na;
+	m.body_case                 = AX__WORKER_MESSAGE__BODY_REPORT;
+	m.report                    = &rep;
+	m.ack                       = &ack;
+	ack.n_acked_run_ids         = na;
+	ack.acked_run_ids           = w->acks;
+	rep.n_started               = ns;
+	rep.started                 = sp;
+	rep.n_results               = nr;
+	rep.results                 = rp;
+	rep.n_withdrawn_run_ids     = nw;
+	rep.withdrawn_run_ids       = w->withdrawn;
+	w->rq[RQ_REPORT].nstarted   = ns;
+	w->rq[RQ_REPORT].nresults   = nr;
+	w->rq[RQ_REPORT].nacks      = na;
+	w->rq[RQ_REPORT].nwithdrawn = nw;
 	axw_rq_send(w, RQ_REPORT, K_REPORT, &m, w->retry_us);
 out:
 	free(st);
@@ -819,6 +888,8 @@ done_ctl(ax_worker *w)
 			                 r->cancel_grace_ms[i] > 0
 			             ? r->cancel_grace_ms[i] * AX_USEC_PER_MSEC
 			             : 0);
+		for (size_t i = 0; i < r->n_withdraw_run_ids; i++)
+			pend_withdraw(w, r->withdraw_run_ids[i]);
 		if (w->draining && r->hand_back && !w->hand_back) {
 			w->hand_back = 1;
 			ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
@@ -857,6 +928,7 @@ done_report(ax_worker *w)
 	OUT_SHIFT(w->ost, w->nost, r->nstarted, free_started);
 	OUT_SHIFT(w->ores, w->nores, r->nresults, free_result);
 	OUT_SHIFT(w->acks, w->nacks, r->nacks, free_ack);
+	OUT_SHIFT(w->withdrawn, w->nwithdrawn, r->nwithdrawn, free_ack);
 	ax__queue_message__free_unpacked(m, NULL);
 }
 
@@ -959,7 +1031,7 @@ step(ax_worker *w, int64_t now)
 	if (w->next_hb > now && w->next_hb < next)
 		next = w->next_hb;
 	if (w->registered && axw_rq_idle(w, RQ_REPORT) &&
-	    (w->nost || w->nores || w->nacks)) {
+	    (w->nost || w->nores || w->nacks || w->nwithdrawn)) {
 		if (now >= w->report_at)
 			send_report(w);
 		else if (w->report_at < next)
@@ -1150,6 +1222,12 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 		                  (int) o->reserve_p0, (int) o->slots);
 	if (o->group == NULL || *o->group == '\0')
 		return ax_err_set(AX_EINVAL, "worker: empty group");
+	if (o->prefetch < 0 || o->prefetch > 100000)
+		return ax_err_set(
+		    AX_EINVAL,
+		    "worker: worker.prefetch is %d; use 0..100000 "
+		    "(-1: as many as worker.slots)",
+		    (int) o->prefetch);
 	if (o->start_spin_us < 0 || o->start_spin_us > AX_WORKER_SPIN_MAX_US)
 		return ax_err_set(AX_EINVAL,
 		                  "worker: worker.start_spin is %lld us; use "
@@ -1283,6 +1361,8 @@ ax_worker_free(ax_worker *w)
 	OUT_SHIFT(w->ost, w->nost, w->nost, free_started);
 	OUT_SHIFT(w->ores, w->nores, w->nores, free_result);
 	OUT_SHIFT(w->acks, w->nacks, w->nacks, free_ack);
+	OUT_SHIFT(w->withdrawn, w->nwithdrawn, w->nwithdrawn, free_ack);
+	free(w->withdrawn);
 	free(w->ost);
 	free(w->ores);
 	free(w->acks);

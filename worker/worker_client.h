@@ -34,6 +34,14 @@
  * it does anything else; the shims (executor.h) enforce the same
  * deadline while the worker cannot. A task never outlives its worker.
  *
+ * Held dispatches: one sent ahead of its instant (start_after_us) waits
+ * here and counts in the slots; at most opts->prefetch of them beyond the
+ * slots (the queue sends those only when its group is full for that
+ * instant). Never more than opts->slots attempts run: at its instant a
+ * held one starts if a slot is free, else as soon as one frees, earliest
+ * instant first. One the queue asks back (HeartbeatReply.withdraw) that
+ * has not started is dropped and reported (Report.withdrawn_run_ids).
+ *
  * With opts->cgroups, each bash task gets a cgroup v2 of its own where
  * the worker can make one (else process groups only; logged at start).
  *
@@ -92,6 +100,9 @@ typedef struct ax_worker_opts {
 	                             this long before a held start; 0:
 	                             sleep to the instant; at most
 	                             AX_WORKER_SPIN_MAX_US */
+	int32_t prefetch;         /* worker.prefetch: dispatches held for a
+	                             later instant taken beyond the free
+	                             slots (0..100000) */
 	int         cgroups;      /* try a cgroup per bash task */
 	const char *state_dir;    /* records of running tasks (per worker id
 	                           * under it); NULL or "": none */

@@ -53,6 +53,7 @@ typedef struct wreq {
 	size_t                      nstarted; /* Report: entries carried */
 	size_t                      nresults;
 	size_t                      nacks;
+	size_t                      nwithdrawn;
 } wreq;
 
 /*
@@ -88,6 +89,7 @@ typedef struct wrun {
 	uint8_t *pend;     /* its Dispatch, packed (owned), until it starts */
 	size_t   pend_len; /* bytes in pend */
 	int64_t  start_mono; /* pend: mono us at which it starts */
+	uint64_t pend_seq;   /* pend: order of receipt (ties) */
 	int64_t  cpu_us;     /* its CPU time at the last heartbeat */
 	int64_t  cpu_at;     /* mono us of that reading (0: none yet) */
 } wrun;
@@ -119,6 +121,7 @@ struct ax_worker {
 	int64_t  retry_us, next_register, next_hb, report_at;
 	int64_t  pend_next; /* earliest instant of a held dispatch (mono us);
 	                       INT64_MAX: none */
+	uint64_t pend_seq;  /* dispatches held so far (wrun.pend_seq) */
 	/* Lease: the queue renews it on Register and Heartbeat and lets it
 	 * lapse lease_ttl after the last one it received; measuring from
 	 * the send time of the last one it answered keeps us ahead. */
@@ -137,8 +140,11 @@ struct ax_worker {
 	size_t      nores, cores;
 	char      **acks;
 	size_t      nacks, cacks;
-	char      **handed; /* run_ids killed to be handed back */
-	size_t      nhanded, chanded;
+	char      **withdrawn; /* dispatches dropped on the queue's
+	                          withdraw, to report (Report) */
+	size_t nwithdrawn, cwithdrawn;
+	char **handed; /* run_ids killed to be handed back */
+	size_t nhanded, chanded;
 
 	int     stops, draining, hand_back, deregistered;
 	int64_t drain_since; /* mono us of the first stop request */

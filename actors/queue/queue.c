@@ -516,6 +516,8 @@ queue_init(void *state, const ax_pipeline_ctx *ctx, void *arg)
 	axq_preempt_init(q);
 	q->dispatch_ahead_us =
 	    ax_config_duration_us(ctx->cfg, "queue.dispatch_ahead");
+	q->prefetch_wait_us =
+	    ax_config_duration_us(ctx->cfg, "queue.prefetch_wait");
 	if (q->ack_timeout_us <= 0)
 		q->ack_timeout_us = 2 * AX_USEC_PER_SEC;
 	/* held on a worker longer than half the ack timeout, a dispatch

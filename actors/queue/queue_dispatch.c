@@ -50,7 +50,11 @@
  * the start waits only for the worker's own timer; the attempt's slot is
  * taken that much sooner, and its dispatched_at is the instant it may
  * start. A worker that cannot hold one is sent it only once it is due.
- * A held attempt can be canceled like a queued one.
+ * A held attempt can be canceled like a queued one. When an instant has
+ * more attempts due than the group has free slots, a worker that says so
+ * (Register.prefetch) takes the rest beyond its slots and starts them as
+ * its slots free (fill_prefetch); those not started queue.prefetch_wait
+ * after their instant are asked back (queue_workers.c, withdraw_due).
  */
 #include "queue_internal.h"
 
@@ -286,6 +290,22 @@ axq_dispatch_open(const ax_queue *q)
 	    (q->reconciled && ax_clock_mono_us() >= q->db_down_until);
 }
 
+/* Takes a (the best work for w, in its heap) into w's fill f. */
+static void
+fill_take(ax_queue *q, qworker *w, qfill *f, qatt *a, int64_t now)
+{
+	f->from[f->n] = a->heap;
+	axq_heap_remove(a);
+	STAT(q, st_depth[a->ch], -1);
+	axq_att_link_worker(q, a, w);
+	if (a->start_mono > now) { /* the instant it may start */
+		a->dispatched_at_us += a->start_mono - now;
+		if (a->ar != NULL && a->dispatched_at_us < a->ar->due_at_us)
+			a->dispatched_at_us = a->ar->due_at_us;
+	}
+	f->batch[f->n++] = a;
+}
+
 /*
  * Picks for w's parked Pull up to its free slots of the best work for it
  * (personal heap and its group's channel heaps) into f, taken out of
@@ -341,19 +361,55 @@ fill_pick(ax_queue *q, qworker *w, qfill *f)
 		if (s > free_)
 			break;
 		free_ -= s;
-		f->from[f->n] = a->heap;
-		axq_heap_remove(a);
-		STAT(q, st_depth[a->ch], -1);
-		axq_att_link_worker(q, a, w);
-		if (a->start_mono > now) { /* the instant it may start */
-			a->dispatched_at_us += a->start_mono - now;
-			if (a->ar != NULL &&
-			    a->dispatched_at_us < a->ar->due_at_us)
-				a->dispatched_at_us = a->ar->due_at_us;
-		}
-		f->batch[f->n++] = a;
+		fill_take(q, w, f, a, now);
 	}
 	return 1;
+}
+
+/*
+ * Prefetch: attempts due at an instant ahead that no worker has a free
+ * slot for. Without it they wait in the queue until a worker's task
+ * ends, its Pull arrives and their dispatch is recorded: at an instant
+ * with more work due than slots (a whole fleet of crons on the same
+ * second), the rest started 4-9 ms after it. A worker that takes them
+ * beyond its free slots (Register.prefetch) starts each one the moment
+ * a slot frees after its instant. What a wrong bet costs: an attempt
+ * waits behind a long task while another worker frees first; so only
+ * attempts held for a later instant go (work due now waits for a free
+ * slot as before), only once every fill of this batch has its free
+ * slots' share, round the workers one attempt at a time, and the queue
+ * takes back those not started queue.prefetch_wait after their instant
+ * (axq_on_heartbeat). Adds to the fills f[0..k), at most budget
+ * attempts (the batch's room in one transaction).
+ */
+static void
+fill_prefetch(ax_queue *q, qfill *f, size_t k, size_t budget)
+{
+	int64_t now  = ax_clock_mono_us();
+	int     more = 1;
+
+	if (!axq_dispatch_open(q))
+		return;
+	while (more && budget > 0) {
+		more = 0;
+		for (size_t i = 0; i < k && budget > 0; i++) {
+			qworker *w = f[i].w;
+			qatt    *a;
+			int32_t  s;
+			if (w->prefetch <= 0 || f[i].n >= DISPATCH_MAX ||
+			    w->parked == NULL || !w->alive || w->draining ||
+			    (a = best_for(w)) == NULL || a->start_mono <= now)
+				continue;
+			s = a->slots > w->slots ? w->slots : a->slots;
+			if (w->used + s > w->slots + w->prefetch ||
+			    axq_calendar_room(w->group, s) < s)
+				continue;
+			fill_take(q, w, &f[i], a, now);
+			a->prefetched = 1;
+			budget--;
+			more = 1;
+		}
+	}
 }
 
 /*
@@ -455,6 +511,7 @@ axq_try_fill(ax_queue *q, qworker *w)
 
 	if (!fill_pick(q, w, &f))
 		return 0;
+	fill_prefetch(q, &f, 1, AX_STORE_BATCH_MAX - f.n);
 	if (f.n > 0)
 		(void) axq_record_dispatches(q, &f, 1); /* 0: f.n is 0 */
 	return fill_send(q, &f);
@@ -479,12 +536,14 @@ want_fill(ax_queue *q, qworker *w, int32_t slots)
 	w->quota += slots;
 }
 
-/* Records the fills f[0..k) in one transaction, then sends each. */
+/* Adds the prefetch to the fills f[0..k) of rows attempts, records them
+ * in one transaction, then sends each. */
 static void
-fill_commit(ax_queue *q, qfill *f, size_t k)
+fill_commit(ax_queue *q, qfill *f, size_t k, size_t rows)
 {
 	if (k == 0)
 		return;
+	fill_prefetch(q, f, k, AX_STORE_BATCH_MAX - rows);
 	(void) axq_record_dispatches(q, f, k); /* 0: every n is 0 */
 	for (size_t i = 0; i < k; i++)
 		fill_send(q, &f[i]);
@@ -520,14 +579,14 @@ axq_fill_flush(ax_queue *q)
 		if (w->quota <= 0 || !fill_pick(q, w, &f[k]))
 			continue;
 		if (rows + f[k].n > AX_STORE_BATCH_MAX) {
-			fill_commit(q, f, k);
+			fill_commit(q, f, k, rows);
 			f[0] = f[k];
 			k    = 0;
 			rows = 0;
 		}
 		rows += f[k++].n;
 	}
-	fill_commit(q, f, k);
+	fill_commit(q, f, k, rows);
 	free(f);
 }
 
@@ -561,6 +620,8 @@ axq_att_unlink_worker(ax_queue *q, qatt *a)
 		w->nresend--;
 	}
 	ax_list_remove(&w->att, &a->wn);
+	a->prefetched  = 0;
+	a->withdrawing = 0;
 	w->used -= a->slots > w->slots ? w->slots : a->slots;
 	if (w->used < 0)
 		w->used = 0;

@@ -283,6 +283,9 @@ on_request(ax_queue *q, qctx *c)
 		for (size_t i = 0; i < m->report->n_results; i++)
 			axq_on_result(q, valid ? w : NULL, m->worker_id,
 			              m->report->results[i]);
+		for (size_t i = 0; i < m->report->n_withdrawn_run_ids; i++)
+			axq_on_withdrawn(q, valid ? w : NULL,
+			                 m->report->withdrawn_run_ids[i]);
 		if (m->report->n_started + m->report->n_results > 0)
 			reply_ack_deferred(q, c, m->seq, valid ? w : NULL);
 		else

@@ -110,6 +110,9 @@ struct qatt {
 	                    to its worker in that worker's next Pull reply */
 	int tier;        /* 0 = P0 .. 3 = P3 (AttemptRendered.impact) */
 	int preemptible; /* the task's flag (queue_preempt.c) */
+	int prefetched;  /* sent beyond its worker's free slots, not started
+	                    (fill_prefetch); cleared by a start or unlink */
+	int withdrawing; /* prefetched, asked back (axq_on_heartbeat) */
 };
 
 /* One worker id: a live session, or a placeholder pinned attempts wait
@@ -160,8 +163,11 @@ struct qworker {
 	int64_t      held_until; /* mono us: its report channel was blocked */
 	int32_t      nresend;    /* its attempts with resend set */
 	int          start_after; /* holds a dispatch for its instant */
-	int64_t      pre_at[AXQ_PRE_RING]; /* its last preemptions, mono us */
-	int          pre_i;                /* next slot of pre_at */
+	int32_t      prefetch;    /* held dispatches it takes beyond its free
+	                             slots (Register.prefetch; 0 without
+	                             start_after) */
+	int64_t pre_at[AXQ_PRE_RING]; /* its last preemptions, mono us */
+	int     pre_i;                /* next slot of pre_at */
 };
 
 struct qgroup {
@@ -222,6 +228,7 @@ struct ax_queue {
 	int64_t aging_us, ack_timeout_us, lease_us, hb_us, retain_us;
 	int64_t lease_grace_us;
 	int64_t dispatch_ahead_us; /* queue.dispatch_ahead */
+	int64_t prefetch_wait_us;  /* queue.prefetch_wait */
 	int     hand_back;
 	char    addr[256];
 
@@ -456,6 +463,9 @@ void axq_on_started(ax_queue *q, qworker *w, const char *wid,
                     const Ax__Started *s);
 void axq_on_result(ax_queue *q, qworker *w, const char *wid,
                    const Ax__Result *r);
+/* w (NULL: not a valid session) dropped run_id, not started, as the
+ * queue asked (HeartbeatReply.withdraw_run_ids): queued again. */
+void axq_on_withdrawn(ax_queue *q, qworker *w, const char *run_id);
 
 /* -------------------------------------------------------- queue_preempt.c */
 

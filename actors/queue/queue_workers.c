@@ -590,6 +590,10 @@ axq_on_register(ax_queue *q, qctx *c, const Ax__WorkerMessage *m)
 	w->slots        = r->slots;
 	w->reserve_p0   = r->reserve_p0;
 	w->start_after  = r->start_after;
+	w->prefetch     = !r->start_after ? 0
+	        : r->prefetch < 0         ? 0
+	        : r->prefetch > 100000    ? 100000
+	                                  : r->prefetch;
 	w->cpu_milli    = r->cpu_milli;
 	w->memory_bytes = r->memory_bytes;
 	memset(&w->res, 0, sizeof(w->res));
@@ -673,14 +677,58 @@ usage_take(ax_queue *q, qworker *w, const Ax__Heartbeat *hb)
 	w->tasks_rss_kb    = rss;
 }
 
+/*
+ * The attempts w took beyond its free slots (fill_prefetch) that have
+ * not started queue.prefetch_wait after their instant, and that w has
+ * acknowledged (so no copy of their dispatch is still on its way to w):
+ * asked back in this heartbeat's reply, into out (room for w->prefetch).
+ * Until w answers (Report.withdrawn_run_ids) or starts one, each stays
+ * w's; a start wins over the withdraw.
+ */
+static size_t
+withdraw_due(ax_queue *q, qworker *w, char **out)
+{
+	int64_t now = ax_clock_mono_us();
+	size_t  n   = 0;
+
+	for (ax_list_node *x = w->prefetch > 0 ? w->att.head : NULL;
+	     x != NULL && n < (size_t) w->prefetch; x = x->next) {
+		qatt *a = QATT(x, wn);
+		if (a->prefetched && a->state == ST_RUNNING &&
+		    a->started_at_us == 0 && a->start_mono > 0 &&
+		    now >= a->start_mono + q->prefetch_wait_us) {
+			a->withdrawing = 1;
+			out[n++]       = a->run_id;
+		}
+	}
+	return n;
+}
+
+/* w dropped run_id without starting it, as asked (withdraw_due): queued
+ * again for any worker, under the same run_id (it never ran). */
+void
+axq_on_withdrawn(ax_queue *q, qworker *w, const char *run_id)
+{
+	qatt *a = w != NULL ? ax_hmap_get(&q->runs, run_id) : NULL;
+
+	if (a == NULL || a->worker != w || !a->withdrawing ||
+	    a->started_at_us != 0 || a->state != ST_RUNNING)
+		return;
+	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
+	        "%s: taken back from %s (not started %lld ms after its "
+	        "instant: no slot free there)",
+	        a->run_id, w->id, (long long) (q->prefetch_wait_us / 1000));
+	axq_att_requeue(q, a);
+}
+
 void
 axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 {
 	const Ax__Heartbeat *hb  = m->heartbeat;
 	Ax__QueueMessage     out = AX__QUEUE_MESSAGE__INIT;
 	Ax__HeartbeatReply   hr  = AX__HEARTBEAT_REPLY__INIT;
-	size_t               nk = 0, nu = 0;
-	char               **kill, **unknown;
+	size_t               nk = 0, nu = 0, nw = 0;
+	char               **kill, **unknown, **withdraw;
 	int64_t             *grace;
 
 	lease_renew(q, w);
@@ -694,13 +742,16 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 		if (w->parked)
 			axq_park_answer_empty(q, w, 0);
 	}
-	kill    = calloc(w->slots + 1, sizeof(*kill));
-	grace   = calloc(w->slots + 1, sizeof(*grace));
-	unknown = calloc(hb->n_running_run_ids + 1, sizeof(*unknown));
-	if (kill == NULL || grace == NULL || unknown == NULL) {
+	kill     = calloc(w->slots + 1, sizeof(*kill));
+	grace    = calloc(w->slots + 1, sizeof(*grace));
+	unknown  = calloc(hb->n_running_run_ids + 1, sizeof(*unknown));
+	withdraw = calloc(w->prefetch + 1, sizeof(*withdraw));
+	if (kill == NULL || grace == NULL || unknown == NULL ||
+	    withdraw == NULL) {
 		free(kill);
 		free(grace);
 		free(unknown);
+		free(withdraw);
 		axq_reply_error(q, c, m->seq, "INTERNAL", "out of memory");
 		return;
 	}
@@ -727,6 +778,7 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 		if (a->verify != 0 && a->verify <= ax_clock_mono_us())
 			axq_att_lost(q, a, w->id, "WORKER_RESTARTED");
 	}
+	nw                     = withdraw_due(q, w, withdraw);
 	out.reply_to_seq       = m->seq;
 	out.body_case          = AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
 	out.heartbeat_reply    = &hr;
@@ -739,10 +791,13 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 	hr.n_unknown_run_ids   = nu;
 	hr.unknown_run_ids     = unknown;
 	hr.hand_back           = w->draining && q->hand_back;
+	hr.n_withdraw_run_ids  = nw;
+	hr.withdraw_run_ids    = withdraw;
 	axq_reply_now(q, c, &out);
 	free(kill);
 	free(grace);
 	free(unknown);
+	free(withdraw);
 }
 
 void
@@ -755,6 +810,8 @@ axq_on_started(ax_queue *q, qworker *w, const char *wid, const Ax__Started *s)
 	if (a != NULL && w != NULL)
 		axq_ack_dispatch(q, w, a->run_id);
 	if (a != NULL && a->state != ST_DONE) {
+		a->prefetched  = 0; /* started: no longer to withdraw */
+		a->withdrawing = 0;
 		if (a->started_at_us == 0) /* its first start, not a re-send */
 			axq_lat_observe(q, a, s->started_at_us);
 		a->started_at_us = s->started_at_us;

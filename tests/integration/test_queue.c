@@ -76,8 +76,8 @@ static _Atomic int confirm_on = 1;
  * worker's heartbeat out of the way raise both). */
 static const char *q_lease = "1s", *w_heartbeat = "200ms",
                   *q_ack_timeout = "500ms", *q_dsn = "";
-/* queue.dispatch_ahead (NULL: the default) */
-static const char *q_dispatch_ahead;
+/* queue.dispatch_ahead and queue.prefetch_wait (NULL: the defaults) */
+static const char *q_dispatch_ahead, *q_prefetch_wait;
 /* worker.reserve_p0 of the workers started next */
 static const char *w_reserve_p0 = "0";
 /* worker.cpu_milli of the workers started next ("0": the machine's) */
@@ -168,6 +168,10 @@ start_queue(const char *aging, const char *hand_back)
 		cr_assert_eq(ax_config_set(cfg, "queue.dispatch_ahead",
 		                           q_dispatch_ahead),
 		             AX_OK);
+	if (q_prefetch_wait != NULL)
+		cr_assert_eq(
+		    ax_config_set(cfg, "queue.prefetch_wait", q_prefetch_wait),
+		    AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "scheduler.aging_interval", aging),
 	             AX_OK);
 	cr_assert_eq(ax_config_set(cfg, "queue.drain_hand_back", hand_back),
@@ -1125,6 +1129,8 @@ typedef struct peer {
 	size_t      ngot;
 	int         no_ack;      /* receives dispatches, never acknowledges */
 	int         start_after; /* Register.start_after */
+	int32_t     slots;    /* Register.slots and Pull.free_slots (0: 8) */
+	int32_t     prefetch; /* Register.prefetch */
 } peer;
 
 static void
@@ -1173,7 +1179,8 @@ peer_register(peer *p, char **running, size_t n)
 	reg.worker_group      = "g";
 	reg.hostname          = (char *) p->host;
 	reg.pid               = p->pid;
-	reg.slots             = 8;
+	reg.slots             = p->slots > 0 ? p->slots : 8;
+	reg.prefetch          = p->prefetch;
 	reg.n_running_run_ids = n;
 	reg.running_run_ids   = running;
 	reg.start_after       = p->start_after;
@@ -1184,21 +1191,21 @@ peer_register(peer *p, char **running, size_t n)
 	ax__queue_message__free_unpacked(r, NULL);
 }
 
-/* Pulls for about ms milliseconds, acknowledging what comes (unless
- * no_ack). */
-static void
-peer_pull(peer *p, int ms)
+/* One Pull of free slots (the queue holds it up to 100 ms), acknowledging
+ * what comes (unless no_ack); returns the number of dispatches. */
+static size_t
+peer_pull1(peer *p, int32_t free_slots)
 {
-	int64_t end = ax_clock_mono_us() + ms * 1000;
-	while (ax_clock_mono_us() < end) {
-		Ax__WorkerMessage m  = AX__WORKER_MESSAGE__INIT;
-		Ax__Pull          pl = AX__PULL__INIT;
-		Ax__QueueMessage *r;
-		m.body_case   = AX__WORKER_MESSAGE__BODY_PULL;
-		m.pull        = &pl;
-		pl.free_slots = 8;
-		pl.wait_ms    = 100;
-		r             = peer_call(p, &m);
+	Ax__WorkerMessage m  = AX__WORKER_MESSAGE__INIT;
+	Ax__Pull          pl = AX__PULL__INIT;
+	Ax__QueueMessage *r;
+	size_t            n = 0;
+	m.body_case         = AX__WORKER_MESSAGE__BODY_PULL;
+	m.pull              = &pl;
+	pl.free_slots       = free_slots;
+	pl.wait_ms          = 100;
+	r                   = peer_call(p, &m);
+	{
 		if (r->body_case == AX__QUEUE_MESSAGE__BODY_DISPATCH) {
 			Ax__DispatchBatch *b = r->dispatch;
 			char              *acks[64];
@@ -1223,9 +1230,21 @@ peer_pull(peer *p, int ms)
 				ax__queue_message__free_unpacked(
 				    peer_call(p, &a), NULL);
 			}
+			n = b->n_dispatches;
 		}
 		ax__queue_message__free_unpacked(r, NULL);
 	}
+	return n;
+}
+
+/* Pulls for about ms milliseconds, acknowledging what comes (unless
+ * no_ack). */
+static void
+peer_pull(peer *p, int ms)
+{
+	int64_t end = ax_clock_mono_us() + ms * 1000;
+	while (ax_clock_mono_us() < end)
+		(void) peer_pull1(p, p->slots > 0 ? p->slots : 8);
 }
 
 static void
@@ -1546,6 +1565,140 @@ Test(queue, prepared_attempt_goes_ahead_only_to_a_worker_that_waits)
 	q_lease          = "1s";
 	q_ack_timeout    = "500ms";
 	q_dispatch_ahead = NULL;
+}
+
+#define RP1 "01890000-0000-7000-8000-0000000000f1"
+#define RP2 "01890000-0000-7000-8000-0000000000f2"
+#define RP3 "01890000-0000-7000-8000-0000000000f3"
+#define RP4 "01890000-0000-7000-8000-0000000000f4"
+#define RP5 "01890000-0000-7000-8000-0000000000f5"
+
+/* A heartbeat of p listing running; returns the run_ids the queue asks
+ * back (HeartbeatReply.withdraw_run_ids), joined by spaces, in w. */
+static void
+peer_heartbeat_withdraw(peer *p, char **running, size_t n, char *w, size_t len)
+{
+	Ax__WorkerMessage m  = AX__WORKER_MESSAGE__INIT;
+	Ax__Heartbeat     hb = AX__HEARTBEAT__INIT;
+	Ax__QueueMessage *r;
+	m.body_case          = AX__WORKER_MESSAGE__BODY_HEARTBEAT;
+	m.heartbeat          = &hb;
+	hb.n_running_run_ids = n;
+	hb.running_run_ids   = running;
+	hb.slots_total       = p->slots;
+	r                    = peer_call(p, &m);
+	cr_assert_eq(r->body_case, AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY);
+	w[0] = '\0';
+	for (size_t i = 0; i < r->heartbeat_reply->n_withdraw_run_ids; i++)
+		snprintf(w + strlen(w), len - strlen(w), "%s%s", i ? " " : "",
+		         r->heartbeat_reply->withdraw_run_ids[i]);
+	ax__queue_message__free_unpacked(r, NULL);
+}
+
+/* p reports started (their Started) and withdrawn (given back unstarted)
+ * in one Report. */
+static void
+peer_report(peer *p, char *started, char *withdrawn)
+{
+	Ax__WorkerMessage m     = AX__WORKER_MESSAGE__INIT;
+	Ax__Report        rep   = AX__REPORT__INIT;
+	Ax__Started       st    = AX__STARTED__INIT;
+	Ax__Started      *sp    = &st;
+	m.body_case             = AX__WORKER_MESSAGE__BODY_REPORT;
+	m.report                = &rep;
+	st.run_id               = started;
+	st.started_at_us        = ax_clock_utc_us();
+	rep.n_started           = started != NULL;
+	rep.started             = &sp;
+	rep.n_withdrawn_run_ids = withdrawn != NULL;
+	rep.withdrawn_run_ids   = &withdrawn;
+	ax__queue_message__free_unpacked(peer_call(p, &m), NULL);
+}
+
+/*
+ * Five attempts due at one instant, a worker of 2 slots that takes 2
+ * more held for their instant (Register.prefetch): its Pull of 2 free
+ * slots is answered with 4, each to start at the instant (the worker
+ * starts the 2 beyond its slots as slots free); the fifth waits in the
+ * queue. Nothing is asked back before queue.prefetch_wait after the
+ * instant; then the 2 beyond its slots that have not started are asked
+ * back. The worker gives one back and has started the other meanwhile:
+ * the one given back, and the fifth, go to another worker; the started
+ * one goes nowhere else.
+ */
+Test(
+    queue,
+    prefetch_sends_held_attempts_beyond_free_slots_and_takes_back_the_unstarted)
+{
+	const char *ids[] = { RP1, RP2, RP3, RP4, RP5 };
+	peer        a, b;
+	char        w[256], *held[4];
+	int64_t     t0, due_mono;
+	size_t      n = 0;
+
+	q_lease          = "10s";
+	q_ack_timeout    = "2s";
+	q_dispatch_ahead = "1s";
+	q_prefetch_wait  = "300ms";
+	start_queue("30s", "false");
+	peer_open(&a, "wa", "ha", 101);
+	a.start_after = 1;
+	a.slots       = 2;
+	a.prefetch    = 2;
+	peer_register(&a, NULL, 0);
+	t0       = ax_clock_mono_us();
+	due_mono = t0 + 1500 * AX_USEC_PER_MSEC;
+	for (int i = 0; i < 5; i++)
+		send_attempt(&(att) { .run_id      = ids[i],
+		                      .instance_id = 90 + i,
+		                      .due_in_us = 1500 * AX_USEC_PER_MSEC });
+	while (n == 0 && ax_clock_mono_us() < due_mono)
+		n = peer_pull1(&a, 2);
+	cr_assert_eq(n, 4, "a Pull of 2 free slots got %zu dispatches", n);
+	for (size_t i = 0; i < 4; i++) {
+		cr_expect_gt(a.got_after[i], 0, "%s not held for its instant",
+		             a.got[i]);
+		held[i] = a.got[i];
+	}
+	/* before the instant + prefetch_wait: nothing asked back */
+	peer_heartbeat_withdraw(&a, held, 4, w, sizeof(w));
+	cr_expect_str_eq(w, "", "asked back before the instant");
+	ax_clock_sleep_us(due_mono - ax_clock_mono_us() > 0
+	                      ? due_mono - ax_clock_mono_us()
+	                      : 0);
+	peer_report(&a, held[0], NULL);
+	peer_report(&a, held[1], NULL);
+	peer_heartbeat_withdraw(&a, held, 4, w, sizeof(w));
+	cr_expect_str_eq(w, "", "asked back within queue.prefetch_wait");
+	ax_clock_sleep_us(400 * AX_USEC_PER_MSEC);
+	peer_heartbeat_withdraw(&a, held, 4, w, sizeof(w));
+	cr_expect(strstr(w, held[2]) != NULL && strstr(w, held[3]) != NULL &&
+	              strstr(w, held[0]) == NULL && strstr(w, held[1]) == NULL,
+	          "asked back: '%s', want the two beyond the slots", w);
+	/* held[3] started meanwhile; held[2] is given back, twice (a
+	 * re-sent Report) */
+	peer_report(&a, held[3], held[2]);
+	peer_report(&a, NULL, held[2]);
+	peer_open(&b, "wb", "hb", 102);
+	b.slots = 8;
+	peer_register(&b, NULL, 0);
+	peer_pull(&b, 600);
+	cr_expect_eq(b.ngot, 2, "wb got %zu dispatches", b.ngot);
+	cr_expect_eq(peer_got(&b, held[2]), 1, "the one given back");
+	cr_expect_eq(peer_got(&b, held[3]), 0, "a started one sent again");
+	int fifth = 0;
+	for (int i = 0; i < 5; i++)
+		fifth +=
+		    peer_got(&a, ids[i]) == 0 && peer_got(&b, ids[i]) == 1;
+	cr_expect_eq(fifth, 1, "the fifth did not go to wb");
+	cr_expect_eq(a.ngot, 4, "wa got %zu dispatches", a.ngot);
+	nng_close(a.s);
+	nng_close(b.s);
+	stop_all();
+	q_lease          = "1s";
+	q_ack_timeout    = "500ms";
+	q_dispatch_ahead = NULL;
+	q_prefetch_wait  = NULL;
 }
 
 /*

@@ -417,6 +417,228 @@ Test(worker_peer, dispatch_sent_ahead_starts_at_its_instant_and_dies_unstarted)
 	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
 }
 
+/* A batch of n bash dispatches "sleep secs" named ids[i], each held
+ * start_after_ms before its start. */
+static void
+held_batch(Ax__DispatchBatch *b, Ax__Dispatch *d, Ax__Dispatch **dp,
+           char **ids, size_t n, const char *cmd, int64_t start_after_ms)
+{
+	for (size_t i = 0; i < n; i++) {
+		d[i]                = dispatch(ids[i]);
+		d[i].task_type      = "bash";
+		d[i].command        = (char *) cmd;
+		d[i].start_after_us = start_after_ms * AX_USEC_PER_MSEC;
+		dp[i]               = &d[i];
+	}
+	b->n_dispatches = n;
+	b->dispatches   = dp;
+}
+
+static char *prefetch_ids[6] = {
+	"01890000-0000-7000-8000-0000000000d1",
+	"01890000-0000-7000-8000-0000000000d2",
+	"01890000-0000-7000-8000-0000000000d3",
+	"01890000-0000-7000-8000-0000000000d4",
+	"01890000-0000-7000-8000-0000000000d5",
+	"01890000-0000-7000-8000-0000000000d6",
+};
+
+static int
+prefetch_index(const char *run_id)
+{
+	for (int i = 0; i < 6; i++)
+		if (strcmp(run_id, prefetch_ids[i]) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * The worker takes up to worker.prefetch (by default as many as its
+ * slots: 4) dispatches held for an instant beyond its free slots. Sent 6
+ * for the same instant, it starts 4 at the instant and the other 2 only
+ * as those end: never more than its 4 slots at once, and each of the 6
+ * once.
+ */
+Test(worker_peer, held_dispatches_beyond_the_slots_start_as_slots_free)
+{
+	Ax__WorkerMessage *m;
+	Ax__DispatchBatch  b = AX__DISPATCH_BATCH__INIT;
+	Ax__Dispatch       d[6], *dp[6];
+	int64_t            started[6] = { 0 }, ended[6] = { 0 }, end;
+	int                sent = 0, nstart = 0, nend = 0, reg_prefetch = 0;
+	int                before_first_end = 0;
+
+	m = next_request();
+	while (m->body_case != AX__WORKER_MESSAGE__BODY_REGISTER) {
+		answer_ack(m->seq);
+		ax__worker_message__free_unpacked(m, NULL);
+		m = next_request();
+	}
+	reg_prefetch = m->register_->prefetch;
+	{
+		Ax__QueueMessage  q  = AX__QUEUE_MESSAGE__INIT;
+		Ax__RegisterReply rr = AX__REGISTER_REPLY__INIT;
+		q.reply_to_seq       = m->seq;
+		q.body_case          = AX__QUEUE_MESSAGE__BODY_REGISTER_REPLY;
+		q.register_reply     = &rr;
+		rr.session           = 7;
+		rr.heartbeat_interval_ms = 1000;
+		rr.lease_ttl_ms          = 10000;
+		answer(&q);
+	}
+	ax__worker_message__free_unpacked(m, NULL);
+	cr_expect_eq(reg_prefetch, 4, "Register.prefetch %d, want the slots",
+	             reg_prefetch);
+	held_batch(&b, d, dp, prefetch_ids, 6, "sleep 0.6", 200);
+	end = ax_clock_mono_us() + 20 * AX_USEC_PER_SEC;
+	while (nend < 6 && ax_clock_mono_us() < end) {
+		m = next_request();
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
+			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
+			dq.reply_to_seq     = m->seq;
+			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+			dq.dispatch =
+			    &(Ax__DispatchBatch) AX__DISPATCH_BATCH__INIT;
+			if (!sent) {
+				cr_expect_eq(m->pull->free_slots, 4);
+				dq.dispatch = &b;
+				sent        = 1;
+			}
+			answer(&dq);
+		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_REPORT) {
+			Ax__Report *rp = m->report;
+			for (size_t i = 0; i < rp->n_started; i++) {
+				int k = prefetch_index(rp->started[i]->run_id);
+				cr_assert_geq(k, 0);
+				cr_expect_eq(started[k], 0, "%s started twice",
+				             prefetch_ids[k]);
+				started[k] = rp->started[i]->started_at_us;
+				nstart++;
+			}
+			for (size_t i = 0; i < rp->n_results; i++) {
+				int k = prefetch_index(rp->results[i]->run_id);
+				cr_assert_geq(k, 0);
+				cr_expect_eq(rp->results[i]->status, 1,
+				             "%s: %s", prefetch_ids[k],
+				             rp->results[i]->error);
+				if (ended[k] == 0)
+					nend++;
+				ended[k] = rp->results[i]->ended_at_us;
+			}
+			answer_ack(m->seq);
+		} else {
+			answer_other(m, NULL);
+		}
+		ax__worker_message__free_unpacked(m, NULL);
+	}
+	cr_assert_eq(nend, 6, "%d of 6 ended", nend);
+	cr_expect_eq(nstart, 6);
+	int64_t first_end = INT64_MAX;
+	for (int i = 0; i < 6; i++)
+		if (ended[i] < first_end)
+			first_end = ended[i];
+	for (int i = 0; i < 6; i++)
+		before_first_end += started[i] < first_end;
+	cr_expect_eq(before_first_end, 4,
+	             "%d started before the first one ended, want the 4 "
+	             "slots",
+	             before_first_end);
+	/* at no instant more than 4 running: each start finds at most 3
+	 * others started and not yet ended */
+	for (int i = 0; i < 6; i++) {
+		int busy = 0;
+		for (int j = 0; j < 6; j++)
+			busy += j != i && started[j] <= started[i] &&
+			    ended[j] > started[i];
+		cr_expect_leq(busy, 3, "%s started beside %d running",
+		              prefetch_ids[i], busy);
+	}
+	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
+}
+
+/*
+ * The queue asks back (HeartbeatReply.withdraw_run_ids) a dispatch held
+ * beyond the slots that has not started, and one that runs: the first is
+ * dropped and reported in Report.withdrawn_run_ids, never started; the
+ * running one is not touched and ends as it would.
+ */
+Test(worker_peer, a_held_dispatch_asked_back_is_dropped_unstarted)
+{
+	Ax__WorkerMessage *m;
+	Ax__DispatchBatch  b = AX__DISPATCH_BATCH__INIT;
+	Ax__Dispatch       d[5], *dp[5];
+	int64_t            end, sent_mono = 0;
+	int                sent = 0, asked = 0, back = 0, nend = 0;
+	int                started[5] = { 0 };
+
+	cr_assert(answer_register(10000, 10));
+	/* long enough for a heartbeat (worker.heartbeat: 2 s) */
+	held_batch(&b, d, dp, prefetch_ids, 5, "sleep 3", 100);
+	end = ax_clock_mono_us() + 20 * AX_USEC_PER_SEC;
+	while (nend < 4 && ax_clock_mono_us() < end) {
+		m = next_request();
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
+			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
+			dq.reply_to_seq     = m->seq;
+			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+			dq.dispatch =
+			    &(Ax__DispatchBatch) AX__DISPATCH_BATCH__INIT;
+			if (!sent) {
+				dq.dispatch = &b;
+				sent        = 1;
+				sent_mono   = ax_clock_mono_us();
+			}
+			answer(&dq);
+		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_REPORT) {
+			Ax__Report *rp = m->report;
+			for (size_t i = 0; i < rp->n_started; i++)
+				started[prefetch_index(
+				    rp->started[i]->run_id)]++;
+			for (size_t i = 0; i < rp->n_results; i++) {
+				cr_expect_str_neq(rp->results[i]->run_id,
+				                  prefetch_ids[4],
+				                  "a dispatch given back ran");
+				cr_expect_eq(rp->results[i]->status, 1);
+				nend++;
+			}
+			for (size_t i = 0; i < rp->n_withdrawn_run_ids; i++) {
+				cr_expect_str_eq(rp->withdrawn_run_ids[i],
+				                 prefetch_ids[4]);
+				back++;
+			}
+			answer_ack(m->seq);
+		} else if (m->body_case ==
+		               AX__WORKER_MESSAGE__BODY_HEARTBEAT &&
+		           sent && !asked &&
+		           ax_clock_mono_us() - sent_mono >
+		               300 * AX_USEC_PER_MSEC) {
+			/* the fifth waits for a slot; the first runs */
+			Ax__QueueMessage   hq = AX__QUEUE_MESSAGE__INIT;
+			Ax__HeartbeatReply hr = AX__HEARTBEAT_REPLY__INIT;
+			char *ask[2]    = { prefetch_ids[4], prefetch_ids[0] };
+			hq.reply_to_seq = m->seq;
+			hq.body_case = AX__QUEUE_MESSAGE__BODY_HEARTBEAT_REPLY;
+			hq.heartbeat_reply    = &hr;
+			hr.acked_seq          = m->seq;
+			hr.n_withdraw_run_ids = 2;
+			hr.withdraw_run_ids   = ask;
+			answer(&hq);
+			asked = 1;
+		} else {
+			answer_other(m, NULL);
+		}
+		ax__worker_message__free_unpacked(m, NULL);
+	}
+	cr_assert(asked, "no heartbeat came to ask back on");
+	cr_expect_eq(back, 1, "given back %d times", back);
+	cr_expect_eq(nend, 4, "%d of the 4 started ended", nend);
+	for (int i = 0; i < 4; i++)
+		cr_expect_eq(started[i], 1, "%s started %d times",
+		             prefetch_ids[i], started[i]);
+	cr_expect_eq(started[4], 0, "the dispatch given back started");
+	cr_expect_eq(kill(worker, 0), 0, "the worker is alive");
+}
+
 /*
  * A queue that stops answering without closing the connection (its host
  * frozen or cut off, a NAT that dropped the flow: nothing reports the

@@ -94,7 +94,11 @@ Test(worker_proto, register_needs_an_id_and_sane_slots)
 	r.running_run_ids = &run;
 	r.pid             = -1;
 	refused(worker_side(&m), "Register.pid");
-	r.pid = 77;
+	r.pid      = 77;
+	r.prefetch = -1;
+	refused(worker_side(&m), "Register.prefetch is -1");
+	r.prefetch = 64;
+	cr_expect_eq(worker_side(&m), AX_OK, "%s", ax_err_detail());
 
 	/* named resources: valid names, whole positive amounts, at most
 	 * AX_RES_MAX */
@@ -162,6 +166,14 @@ Test(worker_proto, reports_need_run_ids)
 	cr_expect_eq(worker_side(&m), AX_OK, "%s", ax_err_detail());
 	r.run_id = "";
 	refused(worker_side(&m), "Result.run_id");
+	/* the dispatches a worker gives back (HeartbeatReply.withdraw) */
+	char *back[2]           = { RUN1, "x;rm -rf /" };
+	r.run_id                = RUN1;
+	rep.n_withdrawn_run_ids = 1;
+	rep.withdrawn_run_ids   = back;
+	cr_expect_eq(worker_side(&m), AX_OK, "%s", ax_err_detail());
+	rep.n_withdrawn_run_ids = 2;
+	refused(worker_side(&m), "Report.withdrawn_run_ids");
 }
 
 Test(worker_proto, pull_and_heartbeat_ranges)
@@ -277,6 +289,13 @@ Test(worker_proto, heartbeat_reply_kill_graces)
 	h.n_cancel_grace_ms = 1;
 	grace[0]            = -1;
 	refused(queue_side(&m), "HeartbeatReply.cancel_grace_ms is -1");
+	grace[0]             = 5;
+	char *back[1]        = { "../../etc/passwd" };
+	h.n_withdraw_run_ids = 1;
+	h.withdraw_run_ids   = back;
+	refused(queue_side(&m), "HeartbeatReply.withdraw_run_ids");
+	back[0] = RUN1;
+	cr_expect_eq(queue_side(&m), AX_OK, "%s", ax_err_detail());
 }
 
 static Ax__Dispatch
