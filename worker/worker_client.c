@@ -455,11 +455,11 @@ pend_withdraw(ax_worker *w, const char *run_id)
 	pend_drop(w, x);
 }
 
+/* The dispatches of b, received at now (mono us: when the reply arrived,
+ * the instant start_after_us counts from). */
 static void
-on_dispatches(ax_worker *w, const Ax__DispatchBatch *b)
+on_dispatches(ax_worker *w, const Ax__DispatchBatch *b, int64_t now)
 {
-	int64_t now = ax_clock_mono_us();
-
 	for (size_t i = 0; i < b->n_dispatches; i++) {
 		const Ax__Dispatch *d = b->dispatches[i];
 		if (d->run_id == NULL || !*d->run_id)
@@ -475,9 +475,23 @@ on_dispatches(ax_worker *w, const Ax__DispatchBatch *b)
 			bad_dispatch(w, d);
 			continue;
 		}
+		/* held: acknowledged now (the queue may ask it back only
+		 * once it knows no copy is on the way), started later */
 		if (d->start_after_us > 0 &&
-		    pend_one(w, d, now + d->start_after_us))
+		    pend_one(w, d, now + d->start_after_us)) {
+			out_ack(w, d->run_id);
 			continue;
+		}
+		/* due now but no slot free (one sent beyond the slots whose
+		 * instant passed in transit): held until a slot frees, as
+		 * the worker never runs more than its slots */
+		if (slots_running(w) > 0 &&
+		    slots_running(w) + (d->slots > 0 ? d->slots : 1) >
+		        w->o.slots &&
+		    pend_one(w, d, now)) {
+			out_ack(w, d->run_id);
+			continue;
+		}
 		start_one(w, d);
 	}
 }
@@ -936,6 +950,7 @@ static void
 done_pull(ax_worker *w)
 {
 	int               current = w->rq[RQ_PULL].session == w->session;
+	int64_t           at      = w->rq[RQ_PULL].done_at;
 	Ax__QueueMessage *m       = axw_rq_reply(w, RQ_PULL);
 	if (m == NULL)
 		return;
@@ -943,7 +958,7 @@ done_pull(ax_worker *w)
 	 * not acknowledged, the queue takes them back */
 	if (!session_error(w, m) && current && w->registered &&
 	    m->body_case == AX__QUEUE_MESSAGE__BODY_DISPATCH)
-		on_dispatches(w, m->dispatch);
+		on_dispatches(w, m->dispatch, at);
 	ax__queue_message__free_unpacked(m, NULL);
 }
 

@@ -46,14 +46,15 @@ typedef struct wreq {
 	nng_aio                    *aio;
 	_Atomic int                 phase;
 	int                         kind;
-	int                         rv;       /* nng result when PH_DONE */
-	int64_t                     timeout;  /* receive timeout, ms */
-	int64_t                     sent_at;  /* mono us of the send */
-	uint64_t                    session;  /* session it was sent in */
-	size_t                      nstarted; /* Report: entries carried */
-	size_t                      nresults;
-	size_t                      nacks;
-	size_t                      nwithdrawn;
+	int                         rv;      /* nng result when PH_DONE */
+	int64_t                     timeout; /* receive timeout, ms */
+	int64_t                     sent_at; /* mono us of the send */
+	int64_t  done_at;  /* mono us its reply arrived (nng thread) */
+	uint64_t session;  /* session it was sent in */
+	size_t   nstarted; /* Report: entries carried */
+	size_t   nresults;
+	size_t   nacks;
+	size_t   nwithdrawn;
 } wreq;
 
 /*

@@ -44,7 +44,8 @@ axw_rq_cb(void *arg)
 		nng_msg_free(nng_aio_get_msg(r->aio)); /* given back */
 		nng_aio_set_msg(r->aio, NULL);
 	}
-	r->rv = rv;
+	r->rv      = rv;
+	r->done_at = ax_clock_mono_us(); /* published by the store below */
 	atomic_store(&r->phase, PH_DONE);
 	if ((w = atomic_load(&r->w)) != NULL)
 		axw_wake(w);

@@ -212,7 +212,9 @@ cands_of(ax_queue *q, const qgroup *g, const qcal *c, int by_pool,
 		for (ax_list_node *x = w->att.head; x != NULL && n < max;
 		     x               = x->next) {
 			qatt *a = QATT(x, wn);
-			if (!under(c, a, by_pool))
+			/* held for its instant, not started: queued work,
+			 * asked back (withdraw_due), not a victim */
+			if (!under(c, a, by_pool) || axq_calendar_unstarted(a))
 				continue;
 			k[n] = (ax_calendar_cand) {
 				.preemptible = a->preemptible,
@@ -310,6 +312,19 @@ axq_calendar_scan(ax_queue *q, int64_t now)
 		if (q->cals[i].slots >= 0)
 			fit(q, NULL, &q->cals[i], now);
 	return q->ncal > 0 || q->cal_reload ? q->cal_next : INT64_MAX;
+}
+
+int
+axq_calendar_unstarted(const qatt *a)
+{
+	return (a->state == ST_RUNNING || a->state == ST_DISPATCHED) &&
+	    a->started_at_us == 0 && a->start_mono > 0 && a->ar != NULL;
+}
+
+int
+axq_calendar_in_force(const qgroup *g)
+{
+	return g != NULL && g->cal != NULL && g->cal->slots >= 0;
 }
 
 int32_t

@@ -458,7 +458,7 @@ fill_send(ax_queue *q, qfill *f)
 	Ax__DispatchBatch        b    = AX__DISPATCH_BATCH__INIT;
 	qctx                    *c    = w->parked;
 	size_t                   e    = 0;
-	int64_t                  now  = ax_clock_mono_us();
+	int64_t                  now;
 
 	axq_unpark(q, w);
 	if (ds == NULL || dp == NULL || env == NULL || envp == NULL ||
@@ -472,14 +472,18 @@ fill_send(ax_queue *q, qfill *f)
 		for (size_t i = 0; i < n; i++) {
 			fill_dispatch(q, batch[i], &ds[i], &env[e], &envp[e],
 			              &src);
-			/* counted from now: the record's commit is behind */
-			if (w->start_after && batch[i]->start_mono > now)
-				ds[i].start_after_us =
-				    batch[i]->start_mono - now;
 			if (batch[i]->ar != NULL)
 				e += batch[i]->ar->n_env;
 			dp[i] = &ds[i];
 		}
+		/* counted from the send (the record's commit and the
+		 * building of the reply are behind): the transit only makes
+		 * the start later, never earlier */
+		now = ax_clock_mono_us();
+		for (size_t i = 0; w->start_after && i < n; i++)
+			if (batch[i]->start_mono > now)
+				ds[i].start_after_us =
+				    batch[i]->start_mono - now;
 		m.body_case    = AX__QUEUE_MESSAGE__BODY_DISPATCH;
 		m.dispatch     = &b;
 		b.n_dispatches = n;

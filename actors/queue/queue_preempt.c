@@ -212,7 +212,11 @@ group_cands(const ax_queue *q, const qgroup *g, ax_preempt_cand *c, qatt **v,
 		for (ax_list_node *y = w->att.head; y != NULL && n < max;
 		     y               = y->next) {
 			qatt *a = QATT(y, wn);
-			if (a->state != ST_RUNNING || a->kill || a->ar == NULL)
+			/* sent beyond the slots and not started: it holds
+			 * no slot to free (withdraw_due gives it back) */
+			if (a->state != ST_RUNNING || a->kill ||
+			    a->ar == NULL ||
+			    (a->prefetched && a->started_at_us == 0))
 				continue;
 			c[n] = (ax_preempt_cand) {
 				.preemptible      = a->preemptible,

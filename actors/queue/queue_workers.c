@@ -678,27 +678,36 @@ usage_take(ax_queue *q, qworker *w, const Ax__Heartbeat *hb)
 }
 
 /*
- * The attempts w took beyond its free slots (fill_prefetch) that have
- * not started queue.prefetch_wait after their instant, and that w has
- * acknowledged (so no copy of their dispatch is still on its way to w):
- * asked back in this heartbeat's reply, into out (room for w->prefetch).
- * Until w answers (Report.withdrawn_run_ids) or starts one, each stays
- * w's; a start wins over the withdraw.
+ * The attempts w holds for their instant and has not started, that it
+ * has acknowledged (so no copy of their dispatch is still on its way to
+ * w), and that are due back: those it took beyond its free slots
+ * (fill_prefetch) queue.prefetch_wait after their instant, and all of
+ * them while a capacity calendar that preempts is in force on w's group
+ * (queued work that the calendar's gate holds, axq_calendar_unstarted;
+ * they go in the same reply as the calendar's victims, so w drops them
+ * before those free a slot). Asked back in this heartbeat's reply, into
+ * out (room for w->slots + w->prefetch). Until w answers
+ * (Report.withdrawn_run_ids) or starts one, each stays w's and is asked
+ * again at each heartbeat (a lost reply); a start wins over the
+ * withdraw.
  */
 static size_t
 withdraw_due(ax_queue *q, qworker *w, char **out)
 {
 	int64_t now = ax_clock_mono_us();
-	size_t  n   = 0;
+	size_t  n = 0, max = (size_t) w->slots + (size_t) w->prefetch;
+	int     cut = axq_calendar_in_force(w->group);
 
-	for (ax_list_node *x = w->prefetch > 0 ? w->att.head : NULL;
-	     x != NULL && n < (size_t) w->prefetch; x = x->next) {
+	for (ax_list_node *x = w->att.head; x != NULL && n < max;
+	     x               = x->next) {
 		qatt *a = QATT(x, wn);
-		if (a->prefetched && a->state == ST_RUNNING &&
-		    a->started_at_us == 0 && a->start_mono > 0 &&
-		    now >= a->start_mono + q->prefetch_wait_us) {
-			a->withdrawing = 1;
-			out[n++]       = a->run_id;
+		if (a->state == ST_RUNNING && axq_calendar_unstarted(a) &&
+		    (cut ||
+		     (a->prefetched &&
+		      now >= a->start_mono + q->prefetch_wait_us))) {
+			a->withdrawing  = 1;
+			a->withdraw_cut = cut;
+			out[n++]        = a->run_id;
 		}
 	}
 	return n;
@@ -714,10 +723,17 @@ axq_on_withdrawn(ax_queue *q, qworker *w, const char *run_id)
 	if (a == NULL || a->worker != w || !a->withdrawing ||
 	    a->started_at_us != 0 || a->state != ST_RUNNING)
 		return;
-	ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
-	        "%s: taken back from %s (not started %lld ms after its "
-	        "instant: no slot free there)",
-	        a->run_id, w->id, (long long) (q->prefetch_wait_us / 1000));
+	if (a->withdraw_cut)
+		ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
+		        "%s: taken back from %s unstarted (a capacity "
+		        "calendar that preempts holds group %s)",
+		        a->run_id, w->id, w->group ? w->group->name : "");
+	else
+		ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
+		        "%s: taken back from %s (not started %lld ms after "
+		        "its instant: no slot free there)",
+		        a->run_id, w->id,
+		        (long long) (q->prefetch_wait_us / 1000));
 	axq_att_requeue(q, a);
 }
 
@@ -745,7 +761,8 @@ axq_on_heartbeat(ax_queue *q, qctx *c, qworker *w, const Ax__WorkerMessage *m)
 	kill     = calloc(w->slots + 1, sizeof(*kill));
 	grace    = calloc(w->slots + 1, sizeof(*grace));
 	unknown  = calloc(hb->n_running_run_ids + 1, sizeof(*unknown));
-	withdraw = calloc(w->prefetch + 1, sizeof(*withdraw));
+	withdraw = calloc((size_t) w->slots + (size_t) w->prefetch + 1,
+	                  sizeof(*withdraw));
 	if (kill == NULL || grace == NULL || unknown == NULL ||
 	    withdraw == NULL) {
 		free(kill);

@@ -501,9 +501,15 @@ hold_steady(const char *name, int n, int starts, int terms_)
 {
 	int64_t end = ax_clock_mono_us() + 4 * AX_USEC_PER_SEC;
 	while (ax_clock_mono_us() < end) {
-		cr_assert_eq(lines_of(name, n, "start 1"), starts);
-		cr_assert_eq(lines_of(name, n, "term 1"), terms_);
-		cr_assert_eq(lines_of(name, n, "start 2"), 0);
+		int s1 = lines_of(name, n, "start 1"),
+		    t1 = lines_of(name, n, "term 1"),
+		    s2 = lines_of(name, n, "start 2");
+		if (s1 != starts || t1 != terms_ || s2 != 0) {
+			ax_e2e_dump(e);
+			cr_assert_fail("start 1: %d (want %d), term 1: %d "
+			               "(want %d), start 2: %d (want 0)",
+			               s1, starts, t1, terms_, s2);
+		}
 		ax_clock_sleep_us(200 * AX_USEC_PER_MSEC);
 	}
 }
