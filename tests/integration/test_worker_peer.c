@@ -434,6 +434,19 @@ held_batch(Ax__DispatchBatch *b, Ax__Dispatch *d, Ax__Dispatch **dp,
 	b->dispatches   = dp;
 }
 
+/* Answers the Pull m with b (NULL: no dispatch). */
+static void
+answer_pull(const Ax__WorkerMessage *m, Ax__DispatchBatch *b)
+{
+	Ax__QueueMessage  dq    = AX__QUEUE_MESSAGE__INIT;
+	Ax__DispatchBatch empty = AX__DISPATCH_BATCH__INIT;
+
+	dq.reply_to_seq = m->seq;
+	dq.body_case    = AX__QUEUE_MESSAGE__BODY_DISPATCH;
+	dq.dispatch     = b != NULL ? b : &empty;
+	answer(&dq);
+}
+
 static char *prefetch_ids[6] = {
 	"01890000-0000-7000-8000-0000000000d1",
 	"01890000-0000-7000-8000-0000000000d2",
@@ -494,17 +507,10 @@ Test(worker_peer, held_dispatches_beyond_the_slots_start_as_slots_free)
 	while (nend < 6 && ax_clock_mono_us() < end) {
 		m = next_request();
 		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
-			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
-			dq.reply_to_seq     = m->seq;
-			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
-			dq.dispatch =
-			    &(Ax__DispatchBatch) AX__DISPATCH_BATCH__INIT;
-			if (!sent) {
+			if (!sent)
 				cr_expect_eq(m->pull->free_slots, 4);
-				dq.dispatch = &b;
-				sent        = 1;
-			}
-			answer(&dq);
+			answer_pull(m, sent ? NULL : &b);
+			sent = 1;
 		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_REPORT) {
 			Ax__Report *rp = m->report;
 			for (size_t i = 0; i < rp->n_started; i++) {
@@ -578,17 +584,10 @@ Test(worker_peer, a_held_dispatch_asked_back_is_dropped_unstarted)
 	while (nend < 4 && ax_clock_mono_us() < end) {
 		m = next_request();
 		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
-			Ax__QueueMessage dq = AX__QUEUE_MESSAGE__INIT;
-			dq.reply_to_seq     = m->seq;
-			dq.body_case        = AX__QUEUE_MESSAGE__BODY_DISPATCH;
-			dq.dispatch =
-			    &(Ax__DispatchBatch) AX__DISPATCH_BATCH__INIT;
-			if (!sent) {
-				dq.dispatch = &b;
-				sent        = 1;
-				sent_mono   = ax_clock_mono_us();
-			}
-			answer(&dq);
+			if (!sent)
+				sent_mono = ax_clock_mono_us();
+			answer_pull(m, sent ? NULL : &b);
+			sent = 1;
 		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_REPORT) {
 			Ax__Report *rp = m->report;
 			for (size_t i = 0; i < rp->n_started; i++)
