@@ -407,8 +407,8 @@ pend_start_due(ax_worker *w, int64_t now)
 	int64_t       next = INT64_MAX;
 
 	while ((x = pend_first(w)) != NULL && x->start_mono <= now) {
-		if (slots_running(w) + x->slots > w->o.slots &&
-		    slots_running(w) > 0)
+		int running = slots_running(w);
+		if (running > 0 && running + x->slots > w->o.slots)
 			break; /* it starts when a slot frees */
 		d = ax__dispatch__unpack(NULL, x->pend_len, x->pend);
 		if (d == NULL) { /* our own bytes: only memory can fail */

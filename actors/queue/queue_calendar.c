@@ -214,7 +214,7 @@ cands_of(ax_queue *q, const qgroup *g, const qcal *c, int by_pool,
 			qatt *a = QATT(x, wn);
 			/* held for its instant, not started: queued work,
 			 * asked back (withdraw_due), not a victim */
-			if (!under(c, a, by_pool) || axq_calendar_unstarted(a))
+			if (!under(c, a, by_pool) || axq_att_unstarted(a))
 				continue;
 			k[n] = (ax_calendar_cand) {
 				.preemptible = a->preemptible,
@@ -312,13 +312,6 @@ axq_calendar_scan(ax_queue *q, int64_t now)
 		if (q->cals[i].slots >= 0)
 			fit(q, NULL, &q->cals[i], now);
 	return q->ncal > 0 || q->cal_reload ? q->cal_next : INT64_MAX;
-}
-
-int
-axq_calendar_unstarted(const qatt *a)
-{
-	return (a->state == ST_RUNNING || a->state == ST_DISPATCHED) &&
-	    a->started_at_us == 0 && a->start_mono > 0 && a->ar != NULL;
 }
 
 int

@@ -641,6 +641,13 @@ axq_att_unlink_worker(ax_queue *q, qatt *a)
 	axq_cap_mark(q, w->group);
 }
 
+int
+axq_att_unstarted(const qatt *a)
+{
+	return (a->state == ST_RUNNING || a->state == ST_DISPATCHED) &&
+	    a->started_at_us == 0 && a->start_mono > 0 && a->ar != NULL;
+}
+
 /* Moves a to the retired FIFO: it keeps answering late reports for a
  * while, then is freed by the tick. */
 void

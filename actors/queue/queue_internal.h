@@ -106,14 +106,13 @@ struct qatt {
 	                    unless its result came (0: none) */
 	ax_list_node xn; /* holder->doubt (ST_DOUBT) */
 	qworker     *holder; /* ST_DOUBT: the worker that may hold it */
-	int resend;       /* DISPATCHED, not acknowledged in time: goes again
-	                     to its worker in that worker's next Pull reply */
-	int tier;         /* 0 = P0 .. 3 = P3 (AttemptRendered.impact) */
-	int preemptible;  /* the task's flag (queue_preempt.c) */
-	int prefetched;   /* sent beyond its worker's free slots, not started
-	                     (fill_prefetch); cleared by a start or unlink */
-	int withdrawing;  /* prefetched, asked back (axq_on_heartbeat) */
-	int withdraw_cut; /* asked back for a calendar (else the wait) */
+	int resend;      /* DISPATCHED, not acknowledged in time: goes again
+	                    to its worker in that worker's next Pull reply */
+	int tier;        /* 0 = P0 .. 3 = P3 (AttemptRendered.impact) */
+	int preemptible; /* the task's flag (queue_preempt.c) */
+	int prefetched;  /* sent beyond its worker's free slots, not started
+	                    (fill_prefetch); cleared by a start or unlink */
+	int withdrawing; /* prefetched, asked back (axq_on_heartbeat) */
 };
 
 /* One worker id: a live session, or a placeholder pinned attempts wait
@@ -325,6 +324,10 @@ qatt  *axq_heap_at(const qheap *h, size_t i);
 
 /* a goes to w's in-flight list as DISPATCHED (unacked FIFO, slots);
  * unlink undoes it (whatever its state). */
+/* 1 for an attempt sent to a worker to hold for its instant, not started
+ * (no Started yet): no slot to stop, work to take back once the worker
+ * acknowledged it (withdraw_due). */
+int  axq_att_unstarted(const qatt *a);
 void axq_att_link_worker(ax_queue *q, qatt *a, qworker *w);
 void axq_att_unlink_worker(ax_queue *q, qatt *a);
 
@@ -511,10 +514,6 @@ int64_t axq_calendar_scan(ax_queue *q, int64_t now);
 int32_t axq_calendar_room(const qgroup *g, int32_t free_);
 /* 1 while a preempting calendar window is in force on g (NULL: 0). */
 int axq_calendar_in_force(const qgroup *g);
-/* 1 for an attempt sent to a worker to hold for its instant, not started
- * (no Started yet): no slot to stop, work to take back once the worker
- * acknowledged it. */
-int axq_calendar_unstarted(const qatt *a);
 
 /* ---------------------------------------------------------- queue_stats.c */
 

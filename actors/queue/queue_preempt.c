@@ -216,7 +216,7 @@ group_cands(const ax_queue *q, const qgroup *g, ax_preempt_cand *c, qatt **v,
 			 * no slot to free (withdraw_due gives it back) */
 			if (a->state != ST_RUNNING || a->kill ||
 			    a->ar == NULL ||
-			    (a->prefetched && a->started_at_us == 0))
+			    (a->prefetched && axq_att_unstarted(a)))
 				continue;
 			c[n] = (ax_preempt_cand) {
 				.preemptible      = a->preemptible,

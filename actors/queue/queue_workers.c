@@ -683,7 +683,7 @@ usage_take(ax_queue *q, qworker *w, const Ax__Heartbeat *hb)
  * w), and that are due back: those it took beyond its free slots
  * (fill_prefetch) queue.prefetch_wait after their instant, and all of
  * them while a capacity calendar that preempts is in force on w's group
- * (queued work that the calendar's gate holds, axq_calendar_unstarted;
+ * (queued work that the calendar's gate holds, axq_att_unstarted;
  * they go in the same reply as the calendar's victims, so w drops them
  * before those free a slot). Asked back in this heartbeat's reply, into
  * out (room for w->slots + w->prefetch). Until w answers
@@ -701,13 +701,12 @@ withdraw_due(ax_queue *q, qworker *w, char **out)
 	for (ax_list_node *x = w->att.head; x != NULL && n < max;
 	     x               = x->next) {
 		qatt *a = QATT(x, wn);
-		if (a->state == ST_RUNNING && axq_calendar_unstarted(a) &&
+		if (a->state == ST_RUNNING && axq_att_unstarted(a) &&
 		    (cut ||
 		     (a->prefetched &&
 		      now >= a->start_mono + q->prefetch_wait_us))) {
-			a->withdrawing  = 1;
-			a->withdraw_cut = cut;
-			out[n++]        = a->run_id;
+			a->withdrawing = 1;
+			out[n++]       = a->run_id;
 		}
 	}
 	return n;
@@ -723,7 +722,7 @@ axq_on_withdrawn(ax_queue *q, qworker *w, const char *run_id)
 	if (a == NULL || a->worker != w || !a->withdrawing ||
 	    a->started_at_us != 0 || a->state != ST_RUNNING)
 		return;
-	if (a->withdraw_cut)
+	if (axq_calendar_in_force(w->group))
 		ax_logf(AX_LOG_INFO, AX_A_QUEUE, NULL, NULL,
 		        "%s: taken back from %s unstarted (a capacity "
 		        "calendar that preempts holds group %s)",

@@ -1501,6 +1501,27 @@ peer_first(const peer *p, const char *run_id)
 	return -1;
 }
 
+/* The knobs of the tests of attempts sent ahead of their instant: a long
+ * lease and ack timeout, dispatch_ahead 1 s, and prefetch_wait (NULL:
+ * the default); knobs_reset puts back the suite's. */
+static void
+knobs_ahead(const char *prefetch_wait)
+{
+	q_lease          = "10s";
+	q_ack_timeout    = "2s";
+	q_dispatch_ahead = "1s";
+	q_prefetch_wait  = prefetch_wait;
+}
+
+static void
+knobs_reset(void)
+{
+	q_lease          = "1s";
+	q_ack_timeout    = "500ms";
+	q_dispatch_ahead = NULL;
+	q_prefetch_wait  = NULL;
+}
+
 #define RE1 "01890000-0000-7000-8000-0000000000e1"
 #define RE2 "01890000-0000-7000-8000-0000000000e2"
 
@@ -1518,9 +1539,7 @@ Test(queue, prepared_attempt_goes_ahead_only_to_a_worker_that_waits)
 	int64_t due_mono;
 	int     k;
 
-	q_lease          = "10s";
-	q_ack_timeout    = "2s";
-	q_dispatch_ahead = "1s";
+	knobs_ahead(NULL);
 	start_queue("30s", "false");
 	peer_open(&a, "wa", "ha", 101);
 	a.start_after = 1;
@@ -1562,9 +1581,7 @@ Test(queue, prepared_attempt_goes_ahead_only_to_a_worker_that_waits)
 	nng_close(a.s);
 	nng_close(b.s);
 	stop_all();
-	q_lease          = "1s";
-	q_ack_timeout    = "500ms";
-	q_dispatch_ahead = NULL;
+	knobs_reset();
 }
 
 #define RP1 "01890000-0000-7000-8000-0000000000f1"
@@ -1636,10 +1653,7 @@ Test(
 	int64_t     t0, due_mono;
 	size_t      n = 0;
 
-	q_lease          = "10s";
-	q_ack_timeout    = "2s";
-	q_dispatch_ahead = "1s";
-	q_prefetch_wait  = "300ms";
+	knobs_ahead("300ms");
 	start_queue("30s", "false");
 	peer_open(&a, "wa", "ha", 101);
 	a.start_after = 1;
@@ -1695,10 +1709,7 @@ Test(
 	nng_close(a.s);
 	nng_close(b.s);
 	stop_all();
-	q_lease          = "1s";
-	q_ack_timeout    = "500ms";
-	q_dispatch_ahead = NULL;
-	q_prefetch_wait  = NULL;
+	knobs_reset();
 }
 
 /*

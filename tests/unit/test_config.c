@@ -136,6 +136,12 @@ ParameterizedTestParameters(config, bad_input_names_key_and_place)
 		  "key 'shaving.pressure_hold': 101 is a percentage" },
 		{ "shaving:\n  max_delay_p3: soon\n",
 		  "key 'shaving.max_delay_p3'" },
+		/* -1 (as many as the slots) is the only negative */
+		{ "worker:\n  prefetch: -2\n",
+		  ":2:3: key 'worker.prefetch': '-2' is not a non-negative "
+		  "integer" },
+		{ "worker:\n  prefetch: -1x\n",
+		  "key 'worker.prefetch': '-1x' is not" },
 	};
 	return cr_make_param_array(struct bad_case, cases,
 	                           sizeof(cases) / sizeof(cases[0]));
@@ -161,6 +167,15 @@ Test(config, bad_environment_names_variable)
 	cr_assert(strstr(ax_err_detail(), "environment AX_WORKER_SLOTS") !=
 	              NULL,
 	          "%s", ax_err_detail());
+}
+
+Test(config, prefetch_minus_one_is_accepted)
+{
+	ax_config *c;
+	write_cfg("worker:\n  prefetch: -1\n  slots: 6\n");
+	cr_assert_eq(ax_config_load(path, &c), AX_OK, "%s", ax_err_detail());
+	cr_expect_eq(ax_config_int(c, "worker.prefetch"), -1);
+	ax_config_free(c);
 }
 
 Test(config, missing_file)
