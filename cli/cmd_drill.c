@@ -13,7 +13,9 @@
  *
  * Workload:
  * - drill.tick: cron `* * * * * ?` with catchup and a window of W seconds
- *   that opens a few seconds after the load: exactly W runs of one task;
+ *   that opens a few seconds after the load: exactly W runs of one task
+ *   (of K parallel tasks t, t1 .. tK-1 for kill-worker-holding, whose K
+ *   tasks fall due together on workers of fewer slots);
  * - drill.burst: tasks a, b, c (b and c after a), triggered through the
  *   API with explicit logical dates 2020-01-01T00:00:00Z + seq seconds,
  *   one trigger every 300 ms around the fault (every 100 ms for
@@ -70,6 +72,7 @@
 #define QUIET_US       (15 * AX_USEC_PER_SEC)
 #define GRACE_US       (10 * AX_USEC_PER_SEC)
 #define STOP_PAST_US   (5 * AX_USEC_PER_SEC) /* stop-worker: lease + this */
+#define MAX_TICK_TASKS 16
 
 typedef struct drill drill;
 
@@ -81,6 +84,8 @@ typedef struct drill_kind {
 	int tick_s;              /* W: seconds of the tick window */
 	int trigger_gap_ms;      /* 0: the inject function triggers */
 	int standby;             /* 1: start a second axd */
+	int tick_tasks;          /* parallel tasks of drill.tick; 0: 1 */
+	int slots;               /* worker.slots; 0: the default */
 } drill_kind;
 
 typedef struct drill_opts {
@@ -214,11 +219,29 @@ iso(int64_t utc_us, char *buf, size_t len)
  * Writes HOME/drill-task.sh and the two DAGs, the tick window opening
  * TICK_LEAD_S from now, and loads them.
  */
+/* The name of task i of drill.tick: t, then t1, t2, ... */
+static void
+tick_task(int i, char *buf, size_t len)
+{
+	if (i == 0)
+		snprintf(buf, len, "t");
+	else
+		snprintf(buf, len, "t%d", i);
+}
+
+static int
+tick_tasks(const drill *d)
+{
+	return d->k->tick_tasks > 0 ? d->k->tick_tasks : 1;
+}
+
 static int
 write_workload(drill *d)
 {
 	char    script[PATH_MAX + 32], path[PATH_MAX + 64], from[40], to[40];
-	char    text[4 * PATH_MAX + 1024];
+	char    tasks[MAX_TICK_TASKS * (PATH_MAX + 64)];
+	char    text[sizeof(tasks) + 4 * PATH_MAX + 1024];
+	size_t  nt  = 0;
 	int64_t now = ax_clock_utc_us();
 
 	d->tick_start_s = now / AX_USEC_PER_SEC + TICK_LEAD_S;
@@ -244,6 +267,14 @@ write_workload(drill *d)
 	    d->marks, d->marks);
 	if (write_text(script, text, 0755))
 		return 1;
+	tasks[0] = '\0';
+	for (int i = 0; i < tick_tasks(d); i++) {
+		char name[16];
+		tick_task(i, name, sizeof(name));
+		nt += (size_t) snprintf(
+		    tasks + nt, sizeof(tasks) - nt,
+		    "  - {name: %s, command: \"'%s' 0.2\"}\n", name, script);
+	}
 	snprintf(path, sizeof(path), "%s/tick.yaml", d->dagdir);
 	snprintf(text, sizeof(text),
 	         "kind: DAG\nname: drill.tick\n"
@@ -251,8 +282,8 @@ write_workload(drill *d)
 	         "start: \"%s\"\nend: \"%s\"\ncatchup: true\n"
 	         "concurrency: {max_active_runs: 64, policy: parallel}\n"
 	         "defaults: {retries: {count: 3, delay: 1s}}\n"
-	         "tasks:\n  - {name: t, command: \"'%s' 0.2\"}\n",
-	         from, to, script);
+	         "tasks:\n%s",
+	         from, to, tasks);
 	if (write_text(path, text, 0644))
 		return 1;
 	snprintf(path, sizeof(path), "%s/burst.yaml", d->dagdir);
@@ -395,6 +426,54 @@ inject_kill_worker(drill *d)
 	}
 	mark_fault(d, "kill -9 of a worker running a task");
 	kill(d->st.workers[i].pid, SIGKILL);
+	return 0;
+}
+
+/*
+ * kill -9 of a worker while it holds dispatches beyond its slots: more
+ * of drill.tick's tasks fall due at one instant than the workers have
+ * slots, so each worker is sent some ahead of a free slot (prefetch,
+ * worker.prefetch) that it holds unstarted until one frees. Those die
+ * with the worker unstarted, and must still run once each.
+ */
+static int
+inject_kill_worker_holding(drill *d)
+{
+	char    sql[512];
+	int64_t deadline = ax_clock_mono_us() + 10 * AX_USEC_PER_SEC;
+	int64_t w = -1, held = 0;
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT substr(worker_id, 12)::int * 1000 + count(*) FROM "
+	         "attempts WHERE state IN ('DISPATCHED', 'RUNNING') AND "
+	         "worker_id LIKE 'standalone-%%' GROUP BY worker_id HAVING "
+	         "count(*) > %d ORDER BY count(*) DESC LIMIT 1",
+	         d->k->slots);
+	while (ax_clock_mono_us() < deadline && !g_stop) {
+		int64_t v = query_int(d, sql);
+		if (v >= 1000 && v / 1000 <= d->st.n_workers) {
+			w    = v / 1000 - 1;
+			held = v % 1000 - d->k->slots;
+			break;
+		}
+		ax_stack_supervise(&d->st, stderr, "");
+		ax_clock_sleep_us(10 * AX_USEC_PER_MSEC);
+	}
+	if (w < 0) {
+		say(d,
+		    "no worker held dispatches beyond its %d slots within "
+		    "10 s",
+		    d->k->slots);
+		return 1;
+	}
+	/* the row is written before the dispatch is sent: let it arrive */
+	ax_clock_sleep_us(20 * AX_USEC_PER_MSEC);
+	mark_fault(d,
+	           "kill -9 of a worker holding dispatches beyond its "
+	           "slots");
+	say(d, "worker %d holds %lld beyond its %d slots", (int) w + 1,
+	    (long long) held, d->k->slots);
+	kill(d->st.workers[w].pid, SIGKILL);
 	return 0;
 }
 
@@ -547,21 +626,24 @@ inject_commands_while_down(drill *d)
 
 static const drill_kind kinds[] = {
 	{ "kill-worker", "kill -9 a worker mid-run", inject_kill_worker, 10,
-	  300, 0 },
+	  300, 0, 0, 0 },
+	{ "kill-worker-holding",
+	  "kill -9 a worker holding dispatches beyond its slots",
+	  inject_kill_worker_holding, 10, 0, 0, 8, 2 },
 	{ "stop-worker", "SIGSTOP a worker past its lease, then SIGCONT",
-	  inject_stop_worker, 20, 300, 0 },
+	  inject_stop_worker, 20, 300, 0, 0, 0 },
 	{ "kill-scheduler", "kill -9 axd mid-burst", inject_kill_scheduler, 10,
-	  100, 0 },
+	  100, 0, 0, 0 },
 	{ "failover", "two axd; kill -9 the active one", inject_failover, 10,
-	  300, 1 },
+	  300, 1, 0, 0 },
 	{ "restart-db", "restart PostgreSQL mid-run", inject_restart_db, 10,
-	  300, 0 },
+	  300, 0, 0, 0 },
 	{ "stop-db", "stop PostgreSQL for --seconds N mid-run", inject_stop_db,
-	  10, 300, 0 },
+	  10, 300, 0, 0, 0 },
 	{ "commands-while-down",
 	  "stop axd, send triggers through the API, start axd",
-	  inject_commands_while_down, 8, 0, 0 },
-	{ NULL, NULL, NULL, 0, 0, 0 },
+	  inject_commands_while_down, 8, 0, 0, 0, 0 },
+	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };
 
 /* ---- one repetition -----------------------------------------------------
@@ -600,6 +682,7 @@ start_stack(drill *d)
 		 * drill's home, which belongs to whoever runs the drill (a
 		 * worker that is not root ignores this) */
 		.worker_run_as = "root",
+		.worker_slots  = d->k->slots,
 	};
 	char   why[1200] = "";
 	int    up        = 0;
@@ -776,16 +859,19 @@ free_strs(char **v, size_t n)
 static char **
 expected_keys(const drill *d, size_t *n)
 {
-	size_t cap = (size_t) d->k->tick_s + 3 * (size_t) d->tr.n + 1;
-	char **v   = calloc(cap, sizeof(*v));
-	char   key[AX_DRILL_KEY_MAX];
+	size_t cap = (size_t) d->k->tick_s * (size_t) tick_tasks(d) +
+	    3 * (size_t) d->tr.n + 1;
+	char **v = calloc(cap, sizeof(*v));
+	char   key[AX_DRILL_KEY_MAX], task[16];
 
 	*n = 0;
-	for (int s = 0; v != NULL && s < d->k->tick_s; s++) {
-		snprintf(key, sizeof(key), "drill.tick/t/%lld/0",
-		         (long long) (d->tick_start_s + s));
-		v[(*n)++] = strdup(key);
-	}
+	for (int s = 0; v != NULL && s < d->k->tick_s; s++)
+		for (int i = 0; i < tick_tasks(d); i++) {
+			tick_task(i, task, sizeof(task));
+			snprintf(key, sizeof(key), "drill.tick/%s/%lld/0",
+			         task, (long long) (d->tick_start_s + s));
+			v[(*n)++] = strdup(key);
+		}
 	for (int i = 0; v != NULL && i < d->tr.n; i++)
 		for (const char *t = "abc"; d->tr.ok[i] == 1 && *t; t++) {
 			snprintf(key, sizeof(key), "drill.burst/%c/%lld/0", *t,

@@ -69,6 +69,11 @@ Test(drill, kill_worker)
 	drill("kill-worker", NULL);
 }
 
+Test(drill, kill_worker_holding)
+{
+	drill("kill-worker-holding", NULL);
+}
+
 Test(drill, stop_worker)
 {
 	drill("stop-worker", NULL);
