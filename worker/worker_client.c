@@ -406,6 +406,10 @@ pend_start_due(ax_worker *w, int64_t now)
 	Ax__Dispatch *d;
 	int64_t       next = INT64_MAX;
 
+	/* the clock is read again after each start: the dispatches of one
+	 * instant, received in different replies, may have instants a few
+	 * microseconds apart, and all that came due while the earlier
+	 * ones started start in this sweep */
 	while ((x = pend_first(w)) != NULL && x->start_mono <= now) {
 		int running = slots_running(w);
 		if (running > 0 && running + x->slots > w->o.slots)
@@ -422,6 +426,7 @@ pend_start_due(ax_worker *w, int64_t now)
 			start_one(w, d); /* appends its running entry */
 			ax__dispatch__free_unpacked(d, NULL);
 		}
+		now = ax_clock_mono_us();
 	}
 	for (size_t i = 0; i < w->nrun; i++)
 		if (w->run[i].pend != NULL && w->run[i].start_mono > now &&
@@ -455,11 +460,41 @@ pend_withdraw(ax_worker *w, const char *run_id)
 	pend_drop(w, x);
 }
 
+/*
+ * The instant (mono us) a dispatch sent ahead starts, received at now
+ * (mono us: when the reply arrived). start_after_us counts from the
+ * queue's send, so the reply's transit makes the start later by that
+ * much (0.7 ms at the median, 1.7 ms at P90 for a reply of 84 dispatches
+ * on the 2-vCPU machine of the notes). A queue on this host (ipc://)
+ * reads the same clocks as we do, so the due instant it sent
+ * (due_at_us, UTC) is the start, transit or not; it is taken only when
+ * it is at most HELD_CLOCK_MAX_US before the counted instant (never
+ * later: the count already bounds it), so a stepped clock or a bad
+ * due_at_us cannot start a task long before the queue meant it to.
+ */
+static int64_t
+held_start(const ax_worker *w, const Ax__Dispatch *d, int64_t now,
+           int64_t utc_to_mono)
+{
+	int64_t at = now + d->start_after_us, due;
+
+	if (!w->shared_clock || d->due_at_us <= 0)
+		return at;
+	due = d->due_at_us + utc_to_mono;
+	return due < at && at - due <= HELD_CLOCK_MAX_US ? due : at;
+}
+
 /* The dispatches of b, received at now (mono us: when the reply arrived,
  * the instant start_after_us counts from). */
 static void
 on_dispatches(ax_worker *w, const Ax__DispatchBatch *b, int64_t now)
 {
+	/* once per batch, so that its dispatches of one instant start
+	 * together; UTC read first and a microsecond added for the
+	 * truncation of each clock, so the offset errs late, never early */
+	int64_t utc         = ax_clock_utc_us();
+	int64_t utc_to_mono = ax_clock_mono_us() - utc + 1;
+
 	for (size_t i = 0; i < b->n_dispatches; i++) {
 		const Ax__Dispatch *d = b->dispatches[i];
 		if (d->run_id == NULL || !*d->run_id)
@@ -478,7 +513,7 @@ on_dispatches(ax_worker *w, const Ax__DispatchBatch *b, int64_t now)
 		/* held: acknowledged now (the queue may ask it back only
 		 * once it knows no copy is on the way), started later */
 		if (d->start_after_us > 0 &&
-		    pend_one(w, d, now + d->start_after_us)) {
+		    pend_one(w, d, held_start(w, d, now, utc_to_mono))) {
 			out_ack(w, d->run_id);
 			continue;
 		}
@@ -1293,8 +1328,9 @@ ax_worker_new(const ax_worker_opts *o, ax_worker **out)
 		w->o.poll_us = 10 * AX_USEC_PER_SEC;
 	if (w->o.kill_grace_us <= 0)
 		w->o.kill_grace_us = AX_EXEC_DEFAULT_GRACE;
-	w->retry_us  = 2 * AX_USEC_PER_SEC;
-	w->pend_next = INT64_MAX;
+	w->retry_us     = 2 * AX_USEC_PER_SEC;
+	w->pend_next    = INT64_MAX;
+	w->shared_clock = strncmp(o->server, "ipc://", 6) == 0;
 	gethostname(w->host, sizeof(w->host) - 1);
 	if (o->id != NULL && *o->id)
 		snprintf(w->id, sizeof(w->id), "%s", o->id);

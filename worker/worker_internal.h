@@ -33,7 +33,10 @@
 /* After a stop, how long an idle worker waits for the queue to
  * acknowledge its last reports before it leaves anyway. */
 #define DRAIN_REPORT_WAIT_US (10 * AX_USEC_PER_SEC)
-#define COMP                 "ax-worker"
+/* A held start on the queue's clock may come at most this much before
+ * the one counted from the reply's arrival (worker_client.c, held_start) */
+#define HELD_CLOCK_MAX_US (AX_USEC_PER_SEC)
+#define COMP              "ax-worker"
 
 enum { RQ_CTL = 0, RQ_REPORT, RQ_PULL, NRQ };
 enum { PH_IDLE = 0, PH_SEND, PH_RECV, PH_DONE };
@@ -122,6 +125,8 @@ struct ax_worker {
 	int64_t  retry_us, next_register, next_hb, report_at;
 	int64_t  pend_next; /* earliest instant of a held dispatch (mono us);
 	                       INT64_MAX: none */
+	int shared_clock;   /* the queue is on this host (ipc://): its
+	                       clocks are ours (see held_start) */
 	uint64_t pend_seq;  /* dispatches held so far (wrun.pend_seq) */
 	/* Lease: the queue renews it on Register and Heartbeat and lets it
 	 * lapse lease_ttl after the last one it received; measuring from

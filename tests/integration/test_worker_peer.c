@@ -33,21 +33,32 @@ static pid_t      worker = -1;
 static int        reg_start_after; /* of the last Register answered */
 static nng_pipe   last_pipe;       /* of the last request received */
 
+/* The queue's socket on ipc:// (tcp: 0), then the worker dialing it. */
 static void
-setup(void)
+setup_on(int tcp)
 {
-	const char *bin = getenv("AX_WORKER");
-	char        logs[128], out[128];
+	const char  *bin = getenv("AX_WORKER");
+	char         logs[128], out[128];
+	nng_listener l;
 
 	cr_assert_not_null(bin, "AX_WORKER is not set");
 	snprintf(dir, sizeof(dir), "/tmp/ax-test-wpeer-XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
-	snprintf(addr, sizeof(addr), "ipc://%s/q.ipc", dir);
+	if (tcp)
+		snprintf(addr, sizeof(addr), "tcp://127.0.0.1:0");
+	else
+		snprintf(addr, sizeof(addr), "ipc://%s/q.ipc", dir);
 	snprintf(logs, sizeof(logs), "%s/deep/logs", dir);
 	snprintf(out, sizeof(out), "%s/worker.out", dir);
 	cr_assert_eq(nng_rep0_open(&rep), 0);
 	nng_socket_set_ms(rep, NNG_OPT_RECVTIMEO, 10000);
-	cr_assert_eq(nng_listen(rep, addr, NULL, 0), 0);
+	cr_assert_eq(nng_listen(rep, addr, &l, 0), 0);
+	if (tcp) { /* the port the kernel chose */
+		int port = 0;
+		cr_assert_eq(
+		    nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port), 0);
+		snprintf(addr, sizeof(addr), "tcp://127.0.0.1:%d", port);
+	}
 	worker = fork();
 	cr_assert(worker >= 0);
 	if (worker == 0) {
@@ -57,6 +68,18 @@ setup(void)
 		      "4", "--id", "wp", "--log-dir", logs, (char *) NULL);
 		_exit(127);
 	}
+}
+
+static void
+setup(void)
+{
+	setup_on(0);
+}
+
+static void
+setup_tcp(void)
+{
+	setup_on(1);
 }
 
 static void
@@ -76,6 +99,8 @@ teardown(void)
 }
 
 TestSuite(worker_peer, .init = setup, .fini = teardown, .timeout = 60);
+/* the queue reached over TCP: a worker that may be on another host */
+TestSuite(worker_peer_tcp, .init = setup_tcp, .fini = teardown, .timeout = 60);
 
 /* The next request of the worker (the caller frees it). */
 static Ax__WorkerMessage *
@@ -737,4 +762,108 @@ Test(worker_peer, a_start_spin_past_100ms_is_refused_by_name)
 	cr_expect(strstr(text, "worker.start_spin") != NULL &&
 	              strstr(text, "100ms") != NULL,
 	          "%s", text);
+}
+
+#define CLOCK_HELD 3
+static char *clock_ids[CLOCK_HELD] = {
+	"01890000-0000-7000-8000-0000000000e1",
+	"01890000-0000-7000-8000-0000000000e2",
+	"01890000-0000-7000-8000-0000000000e3",
+};
+
+/*
+ * Sends 3 noop dispatches held start_after_us = 1 s, whose due instants
+ * (due_at_us, UTC) are: [0] 300 ms after the send, [1] 30 s before it
+ * (a stepped clock or a bad value), [2] none. Each one's start is put in
+ * at[i], in microseconds after the send (UTC).
+ */
+static void
+held_on_the_clock(int64_t at[CLOCK_HELD])
+{
+	Ax__WorkerMessage *m;
+	Ax__DispatchBatch  b = AX__DISPATCH_BATCH__INIT;
+	Ax__Dispatch       d[CLOCK_HELD], *dp[CLOCK_HELD];
+	int64_t            sent = 0, end;
+	int                done = 0;
+
+	cr_assert(answer_register(10000, 10));
+	for (int i = 0; i < CLOCK_HELD; i++) {
+		d[i]                = dispatch(clock_ids[i]);
+		d[i].start_after_us = AX_USEC_PER_SEC;
+		dp[i]               = &d[i];
+		at[i]               = -1;
+	}
+	b.n_dispatches = CLOCK_HELD;
+	b.dispatches   = dp;
+	end            = ax_clock_mono_us() + 15 * AX_USEC_PER_SEC;
+	while (done < CLOCK_HELD && ax_clock_mono_us() < end) {
+		m = next_request();
+		if (m->body_case == AX__WORKER_MESSAGE__BODY_PULL) {
+			if (sent == 0) {
+				sent           = ax_clock_utc_us();
+				d[0].due_at_us = sent + 300 * AX_USEC_PER_MSEC;
+				d[1].due_at_us = sent - 30 * AX_USEC_PER_SEC;
+				answer_pull(m, &b);
+			} else {
+				answer_pull(m, NULL);
+			}
+		} else if (m->body_case == AX__WORKER_MESSAGE__BODY_REPORT) {
+			Ax__Report *rp = m->report;
+			for (size_t i = 0; i < rp->n_started; i++)
+				for (int k = 0; k < CLOCK_HELD; k++)
+					if (strcmp(rp->started[i]->run_id,
+					           clock_ids[k]) == 0 &&
+					    at[k] < 0) {
+						at[k] = rp->started[i]
+						            ->started_at_us -
+						    sent;
+						done++;
+					}
+			answer_ack(m->seq);
+		} else {
+			answer_other(m, NULL);
+		}
+		ax__worker_message__free_unpacked(m, NULL);
+	}
+	for (int i = 0; i < CLOCK_HELD; i++)
+		cr_assert_geq(at[i], 0, "held dispatch %d did not start", i);
+}
+
+/*
+ * A queue on the worker's host (ipc://) reads the worker's clocks: a
+ * held dispatch starts at its due instant, not start_after_us after the
+ * reply arrived (which is later by the reply's transit; here due_at_us
+ * is made 0.7 s earlier than the count to show which one the worker
+ * took). A due instant more than a second before the count is not
+ * believed, and one not sent leaves the count.
+ */
+Test(worker_peer, on_the_queue_host_a_held_start_comes_at_its_due_instant)
+{
+	int64_t at[CLOCK_HELD];
+
+	held_on_the_clock(at);
+	cr_expect(at[0] >= 300 * AX_USEC_PER_MSEC &&
+	              at[0] < 900 * AX_USEC_PER_MSEC,
+	          "started %lld us after the send; due at 300 ms",
+	          (long long) at[0]);
+	cr_expect_geq(at[1], AX_USEC_PER_SEC,
+	              "a due instant 30 s back started it after %lld us",
+	              (long long) at[1]);
+	cr_expect_geq(at[2], AX_USEC_PER_SEC,
+	              "without a due instant it started after %lld us",
+	              (long long) at[2]);
+}
+
+/* A queue reached over TCP may be on another host, whose clock is not
+ * ours: every held dispatch starts start_after_us after the reply. */
+Test(worker_peer_tcp, over_tcp_a_held_start_counts_from_the_reply)
+{
+	int64_t at[CLOCK_HELD];
+
+	held_on_the_clock(at);
+	for (int i = 0; i < CLOCK_HELD; i++)
+		cr_expect_geq(at[i], AX_USEC_PER_SEC,
+		              "held dispatch %d started %lld us after the "
+		              "send, before its 1 s",
+		              i, (long long) at[i]);
 }
