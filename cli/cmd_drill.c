@@ -215,10 +215,6 @@ iso(int64_t utc_us, char *buf, size_t len)
 	         (int) (utc_us % AX_USEC_PER_SEC / 1000));
 }
 
-/*
- * Writes HOME/drill-task.sh and the two DAGs, the tick window opening
- * TICK_LEAD_S from now, and loads them.
- */
 /* The name of task i of drill.tick: t, then t1, t2, ... */
 static void
 tick_task(int i, char *buf, size_t len)
@@ -229,12 +225,18 @@ tick_task(int i, char *buf, size_t len)
 		snprintf(buf, len, "t%d", i);
 }
 
+/* How many tasks drill.tick has (1..MAX_TICK_TASKS). */
 static int
 tick_tasks(const drill *d)
 {
-	return d->k->tick_tasks > 0 ? d->k->tick_tasks : 1;
+	int n = d->k->tick_tasks > 0 ? d->k->tick_tasks : 1;
+	return n < MAX_TICK_TASKS ? n : MAX_TICK_TASKS;
 }
 
+/*
+ * Writes HOME/drill-task.sh and the two DAGs, the tick window opening
+ * TICK_LEAD_S from now, and loads them.
+ */
 static int
 write_workload(drill *d)
 {
@@ -449,15 +451,15 @@ inject_kill_worker_holding(drill *d)
 	         "worker_id LIKE 'standalone-%%' GROUP BY worker_id HAVING "
 	         "count(*) > %d ORDER BY count(*) DESC LIMIT 1",
 	         d->k->slots);
-	while (ax_clock_mono_us() < deadline && !g_stop) {
+	while (ax_clock_mono_us() < deadline) {
 		int64_t v = query_int(d, sql);
 		if (v >= 1000 && v / 1000 <= d->st.n_workers) {
 			w    = v / 1000 - 1;
 			held = v % 1000 - d->k->slots;
 			break;
 		}
-		ax_stack_supervise(&d->st, stderr, "");
-		ax_clock_sleep_us(10 * AX_USEC_PER_MSEC);
+		if (drill_sleep(d, 10 * AX_USEC_PER_MSEC))
+			return 1;
 	}
 	if (w < 0) {
 		say(d,
