@@ -1650,7 +1650,7 @@ Test(
 	const char *ids[] = { RP1, RP2, RP3, RP4, RP5 };
 	peer        a, b;
 	char        w[256], *held[4];
-	int64_t     t0, due_mono;
+	int64_t     t0, due_mono, due_utc;
 	size_t      n = 0;
 
 	knobs_ahead("300ms");
@@ -1662,10 +1662,14 @@ Test(
 	peer_register(&a, NULL, 0);
 	t0       = ax_clock_mono_us();
 	due_mono = t0 + 1500 * AX_USEC_PER_MSEC;
+	/* one instant for the five: sent one by one, each with "in 1.5 s",
+	 * they were due up to milliseconds apart on a loaded machine, and
+	 * the Pull was answered when the first of them were released */
+	due_utc = ax_clock_utc_us() + (due_mono - ax_clock_mono_us());
 	for (int i = 0; i < 5; i++)
 		send_attempt(&(att) { .run_id      = ids[i],
 		                      .instance_id = 90 + i,
-		                      .due_in_us = 1500 * AX_USEC_PER_MSEC });
+		                      .due_at_us   = due_utc });
 	while (n == 0 && ax_clock_mono_us() < due_mono)
 		n = peer_pull1(&a, 2);
 	cr_assert_eq(n, 4, "a Pull of 2 free slots got %zu dispatches", n);
