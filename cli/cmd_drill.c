@@ -939,6 +939,51 @@ tally(drill *d, ax_drill_tally *t)
 	free(rows);
 }
 
+/* Prints the last max (at most 64) warning and error lines of the log
+ * at path. */
+static void
+show_warnings(const char *path, size_t max)
+{
+	static char ring[64][512];
+	char        line[512];
+	size_t      n = 0;
+	FILE       *f = fopen(path, "r");
+
+	max = max < 64 ? max : 64;
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+		if (strstr(line, "\"level\":\"warn\"") != NULL ||
+		    strstr(line, "\"level\":\"error\"") != NULL)
+			snprintf(ring[n++ % max], sizeof(ring[0]), "%s", line);
+	if (f != NULL)
+		fclose(f);
+	fprintf(stderr, "---- warnings and errors of %s (last %zu) ----\n",
+	        path, n < max ? n : max);
+	for (size_t i = n < max ? 0 : n - max; i < n; i++)
+		fputs(ring[i % max], stderr);
+}
+
+/*
+ * After a repetition that lost, repeated or left work stuck: each
+ * daemon's last warnings and errors to stderr, axd last with the end of
+ * its log, so that a failure seen once (in CI, on a temp home removed at
+ * the end; a test shows the last 100 lines of its output) can be read
+ * afterwards.
+ */
+static void
+show_logs(drill *d)
+{
+	static char buf[8192];
+
+	show_warnings(d->st.api.log_path, 8);
+	for (int i = 0; i < d->st.n_workers && i < AX_STACK_MAX_WORKERS; i++)
+		show_warnings(d->st.workers[i].log_path, 8);
+	if (d->k->standby)
+		show_warnings(d->st.standby.log_path, 8);
+	show_warnings(d->st.axd.log_path, 40);
+	fprintf(stderr, "---- end of %s ----\n%s\n", d->st.axd.log_path,
+	        ax_proc_log_tail(d->st.axd.log_path, 16, buf, sizeof(buf)));
+}
+
 /* One repetition: workload, fault, settle, tally. 0, or 1 when the drill
  * could not run (then t is not filled). */
 static int
@@ -990,6 +1035,8 @@ repetition(drill *d, ax_drill_tally *t)
 		thread = 0;
 	}
 	tally(d, t);
+	if (!ax_drill_ok(t))
+		show_logs(d);
 	for (int k = 0; k < AX_STACK_CHILDREN; k++)
 		t->restarts += d->st.sup[k].restarts;
 	rc = 0;
