@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -569,11 +571,16 @@ write_log(const char *text, const char *mode)
 	fclose(f);
 }
 
+/* Appends to the log once the follow below has read it (arg: an
+ * inotify descriptor watching the log for IN_ACCESS, the server's first
+ * read, which fixes where the tail starts), then ends the attempt. A
+ * fixed delay instead made the test depend on how fast axctl started. */
 static void *
 append_then_end(void *arg)
 {
-	ax_store *s2;
-	usleep(500000);
+	struct pollfd p = { .fd = *(int *) arg, .events = POLLIN };
+	ax_store     *s2;
+	(void) poll(&p, 1, 10000); /* after 10 s: append anyway, and fail */
 	write_log("later\n", "a");
 	usleep(500000);
 	if (ax_store_open(ax_test_pg_dsn(fx.pg), &s2) == AX_OK) {
@@ -591,6 +598,7 @@ Test(axctl_api, instance_logs)
 	int64_t   b = make_run();
 	char      bs[24];
 	pthread_t th;
+	int       ino;
 
 	snprintf(bs, sizeof(bs), "%lld", (long long) b);
 	EXPECT_RC(1, "instance", "logs", bs);
@@ -604,9 +612,13 @@ Test(axctl_api, instance_logs)
 	cr_expect_str_eq(out, "two\nthree\n");
 	EXPECT_RC(2, "instance", "logs", bs, "--tail", "-1");
 	EXPECT_RC(2, "instance", "logs", bs, "--tail", "1", "--offset", "1");
-	cr_assert_eq(pthread_create(&th, NULL, append_then_end, NULL), 0);
+	ino = inotify_init1(IN_CLOEXEC);
+	cr_assert_geq(ino, 0);
+	cr_assert_geq(inotify_add_watch(ino, logpath, IN_ACCESS), 0);
+	cr_assert_eq(pthread_create(&th, NULL, append_then_end, &ino), 0);
 	EXPECT_RC(0, "instance", "logs", bs, "--tail", "1", "-f");
 	pthread_join(th, NULL);
+	close(ino);
 	cr_expect_str_eq(out, "three\nlater\n");
 }
 
