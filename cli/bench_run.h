@@ -72,6 +72,23 @@ int ax_bench_load(ax_bench *b, const char                 *subdir,
                   void (*write)(FILE *f, void *arg), void *arg);
 
 /*
+ * History in SQL, in bulk, for the DAGs loaded (all but the scale
+ * scenario's probe; ndags of them): instances / 10 past runs (1 %
+ * FAILED), a run of every DAG per round and per_day rounds a day (per_day
+ * 1: one run a day per DAG, at a second of the day that differs by DAG),
+ * days further back as the rounds go, 10 instances each (shards of task
+ * t), one attempt and one event_log row per instance, in the event_log
+ * month partitions of their times (created first); then ANALYZE.
+ * Empties event_log first (a re-run on the same --home). Puts
+ * history_build_s into b->r.
+ */
+int ax_bench_build_history(ax_bench *b, long instances, int ndags,
+                           int per_day);
+
+/* Seconds since t0 (ax_clock_mono_us). */
+double ax_bench_secs_since(int64_t t0);
+
+/*
  * The start of most scenarios: empties the tables, writes and loads
  * $home/bench-SUBDIR/SUBDIR.yaml (ax_bench_load) and starts axd and
  * b->o.workers workers. 0, or 1 said on stderr with nothing left

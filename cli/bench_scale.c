@@ -62,12 +62,6 @@ write_probe(FILE *f, void *arg)
 	      f);
 }
 
-static double
-secs_since(int64_t t0)
-{
-	return (double) (ax_clock_mono_us() - t0) / 1e6;
-}
-
 /* The DAGs: the template loaded, N-1 clones by SQL, the probe last. */
 static int
 build_dags(ax_bench *b)
@@ -107,103 +101,7 @@ build_dags(ax_bench *b)
 	if (ax_bench_load(b, "scale-probe", write_probe, NULL))
 		return 1;
 	fprintf(stderr, "scale: %d DAGs (and the probe) in %.1f s\n",
-	        b->o.dags, secs_since(t0));
-	return 0;
-}
-
-/* --history instances: runs, instances, attempts, events, in SQL. */
-static int
-build_history(ax_bench *b)
-{
-	char    q[4096], q2[1024];
-	long    runs = (long) (b->o.history / 10);
-	int64_t t0   = ax_clock_mono_us(), t1;
-
-	/* event_log refuses TRUNCATE (append-only): a re-run on the same
-	 * --home empties it with the triggers off for this session */
-	if (ax_bench_sql(b, "SET session_replication_role = replica") == 0) {
-		(void) ax_bench_sql(b, "TRUNCATE event_log");
-		(void) ax_bench_sql(b, "RESET session_replication_role");
-	}
-	if (ax_bench_sql(b, "SET synchronous_commit = off"))
-		return 1;
-	if (runs == 0)
-		return 0;
-	fprintf(stderr,
-	        "scale: generating %ld runs, %ld instances, attempts and "
-	        "events...\n",
-	        runs, runs * 10);
-	snprintf(
-	    q, sizeof(q),
-	    "INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
-	    "logical_date, interval_start, interval_end, state, created_at, "
-	    "started_at, ended_at, due_at) "
-	    "SELECT d.id, d.active_version_id, 'scheduled', t.ts, t.ts, "
-	    "t.ts + interval '1 day', CASE WHEN k %% 100 = 7 THEN 'FAILED' "
-	    "ELSE 'SUCCESS' END, t.ts + interval '1 day', "
-	    "t.ts + interval '1 day', t.ts + interval '1 day 1 min', "
-	    "t.ts + interval '1 day' "
-	    "FROM generate_series(0, %ld) k "
-	    "JOIN (SELECT id, active_version_id, row_number() OVER (ORDER BY "
-	    "id) - 1 AS rn FROM dags WHERE name <> 'bench.scale.probe') d "
-	    "ON d.rn = k %% %d "
-	    "CROSS JOIN LATERAL (SELECT date_trunc('day', now()) - "
-	    "(k / %d + 2) * interval '1 day' + (k %% 86400) * interval "
-	    "'1 s' AS ts) t",
-	    runs - 1, b->o.dags, b->o.dags);
-	/* the months the events fall in get their partitions first, as a
-	 * database that has been running through them has (else the rows
-	 * would all land in the default partition) */
-	snprintf(
-	    q2, sizeof(q2),
-	    "SELECT count(*) FILTER (WHERE ax_part_create('event_log', "
-	    "m::date)) FROM generate_series(date_trunc('month', "
-	    "(date_trunc('day', now()) - %ld * interval '1 day') AT TIME "
-	    "ZONE 'UTC'), now() AT TIME ZONE 'UTC', interval '1 month') m",
-	    (runs - 1) / b->o.dags + 3);
-	if (ax_bench_sql(b, q2) || ax_bench_sql(b, q))
-		return 1;
-	t1 = ax_clock_mono_us();
-	fprintf(stderr, "scale: runs in %.1f s\n", secs_since(t0));
-	if (ax_bench_sql(
-	        b,
-	        "INSERT INTO task_instances (dag_run_id, dag_id, task, "
-	        "logical_time, shard, shard_total, state, try_number, "
-	        "created_at, updated_at, ready_at, started_at, ended_at) "
-	        "SELECT r.id, r.dag_id, 't', r.logical_date, s, 10, "
-	        "CASE WHEN r.state = 'FAILED' AND s = 0 THEN 'FAILED' ELSE "
-	        "'SUCCESS' END, 1, r.created_at, r.ended_at, r.started_at, "
-	        "r.started_at, r.ended_at "
-	        "FROM dag_runs r CROSS JOIN generate_series(0, 9) s"))
-		return 1;
-	fprintf(stderr, "scale: instances in %.1f s\n", secs_since(t1));
-	t1 = ax_clock_mono_us();
-	if (ax_bench_sql(
-	        b,
-	        "INSERT INTO attempts (run_id, instance_id, number, state, "
-	        "worker_id, due_at, admitted_at, dispatched_at, "
-	        "started_at, ended_at, exit_status, created_at) "
-	        "SELECT gen_random_uuid(), i.id, 1, i.state, 'bench', "
-	        "i.created_at, i.created_at, i.started_at, i.started_at, "
-	        "i.ended_at, CASE WHEN i.state = 'FAILED' THEN 1 ELSE 0 "
-	        "END, i.created_at FROM task_instances i"))
-		return 1;
-	fprintf(stderr, "scale: attempts in %.1f s\n", secs_since(t1));
-	t1 = ax_clock_mono_us();
-	if (ax_bench_sql(
-	        b,
-	        "INSERT INTO event_log (event_id, type, time, dag_id, "
-	        "dag_run_id, instance_id, attempt, payload) "
-	        "SELECT gen_random_uuid(), CASE WHEN i.state = 'FAILED' "
-	        "THEN 'instance.failed' ELSE 'instance.succeeded' END, "
-	        "i.ended_at, i.dag_id, i.dag_run_id, i.id, 1, '{}' "
-	        "FROM task_instances i"))
-		return 1;
-	fprintf(stderr, "scale: events in %.1f s\n", secs_since(t1));
-	if (ax_bench_sql(b, "ANALYZE"))
-		return 1;
-	fprintf(stderr, "scale: history built in %.1f s\n", secs_since(t0));
-	ax_bench_put(&b->r, "history_build_s", secs_since(t0));
+	        b->o.dags, ax_bench_secs_since(t0));
 	return 0;
 }
 
@@ -420,7 +318,8 @@ ax_bench_run_scale(ax_bench *b)
 	if (port <= 0)
 		return ax_bench_fail(
 		    "port", ax_err_set(AX_EIO, "no free TCP port for ax-api"));
-	if (build_dags(b) || build_history(b))
+	if (build_dags(b) ||
+	    ax_bench_build_history(b, b->o.history, b->o.dags, 1))
 		return 1;
 	if (first_fire(b, port, "first start (writes every schedules row)",
 	               &first)) {

@@ -67,7 +67,8 @@ ax_bench_usage(FILE *f)
 	    "                   started_at - dispatched_at (P99)\n"
 	    "      throughput:  one triggered run of N independent "
 	    "instances;\n"
-	    "                   instances per second to a persisted SUCCESS\n"
+	    "                   instances per second to a persisted SUCCESS;\n"
+	    "                   with --history, on top of that history\n"
 	    "      chain:       one DAG of --length tasks in a line, "
 	    "triggered\n"
 	    "                   --runs times one after the other; per edge\n"
@@ -110,7 +111,9 @@ ax_bench_usage(FILE *f)
 	    "  --dags N         scale: DAGs (default 100000)\n"
 	    "  --history N      scale: task instances of history, each with\n"
 	    "                   an attempt and an event (default 10000000;\n"
-	    "                   rounded down to a multiple of 10; 0: none)\n"
+	    "                   rounded down to a multiple of 10; 0: none);\n"
+	    "                   throughput: as many built before the run\n"
+	    "                   (default none)\n"
 	    "  --duration S     seconds of the latency run (default 120)\n"
 	    "  --executor E     noop (in the worker, default) or process\n"
 	    "                   (/bin/true through bash); every scenario\n"
@@ -198,6 +201,7 @@ set_opt(ax_bench_opts *o, const char *name, const char *v, FILE *err)
 	} else if (strcmp(name, "--dags") == 0) {
 		return int_val(name, v, 1, 10000000, &o->dags, err) ? 2 : 0;
 	} else if (strcmp(name, "--history") == 0) {
+		o->history_set = 1;
 		return int_val(name, v, 0, 200000000, &o->history, err) ? 2
 		                                                        : 0;
 	} else if (strcmp(name, "--duration") == 0) {

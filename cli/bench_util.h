@@ -45,6 +45,8 @@ typedef struct ax_bench_opts {
 	                    timer its own */
 	int dags;        /* scale: DAGs */
 	int history;     /* scale: task instances of history */
+	int history_set; /* 1: --history given (throughput builds it only
+	                    then) */
 	int duration;    /* latency: seconds measured */
 	int runs;        /* chain: runs triggered one after the other */
 	int length;      /* chain: tasks in the line */

@@ -107,6 +107,37 @@ Test(bench, all_scenarios_measure_what_they_were_asked)
 	json_decref(o);
 }
 
+/* Throughput on top of history: the history is built (its size in the
+ * figures) and the figures count the triggered run alone: counted with
+ * the history's runs, 2 days back and more, the rate of 30
+ * instances would come out far below 1 a second. */
+Test(bench, throughput_on_history_measures_the_triggered_run)
+{
+	static char out[65536], err[262144];
+	char        bin[4096];
+	json_t     *o;
+	int         rc;
+
+	snprintf(bin, sizeof(bin), "%s/axctl", getenv("AX_BIN_DIR"));
+	rc = ax_cli_run(out, sizeof(out), err, sizeof(err), bin, "bench",
+	                "--json", "--scenario", "throughput", "--instances",
+	                "30", "--history", "1000", NULL);
+	o  = json_loads(out, 0, NULL);
+	if (o == NULL || rc != 0)
+		fprintf(stderr, "---- axctl bench (exit %d) ----\n%s\n%s", rc,
+		        out, err);
+	cr_assert_eq(rc, 0);
+	cr_assert_not_null(o, "one JSON object on stdout: %s", out);
+	cr_assert_eq(num(o, "history_instances"), 1000, "%s", out);
+	cr_assert_gt(num(o, "history_build_s"), 0, "%s", out);
+	cr_assert_gt(num(o, "throughput_per_s"), 1, "%s", out);
+	cr_assert(
+	    strstr(err, "history: generating 100 runs, 1000 instances") !=
+	        NULL,
+	    "%s", err);
+	json_decref(o);
+}
+
 Test(bench, bad_options_exit_2_naming_the_option)
 {
 	static const struct {

@@ -166,10 +166,12 @@ Test(bench_util, scale_options)
 	cr_assert_eq(parse(&o, err, sizeof(err), 1, argv), 0);
 	cr_assert_eq(o.dags, 100000);
 	cr_assert_eq(o.history, 10000000);
+	cr_assert_not(o.history_set, "throughput builds no history unasked");
 	cr_assert_eq(parse(&o, err, sizeof(err), 6, argv2), 0, "%s", err);
 	cr_assert_eq(o.scenario, AX_BENCH_SCALE);
 	cr_assert_eq(o.dags, 500);
 	cr_assert_eq(o.history, 0);
+	cr_assert(o.history_set);
 	cr_assert_not(ax_bench_in_all(AX_BENCH_SCALE), "scale: on demand");
 	cr_assert_not(ax_bench_in_all(AX_BENCH_STORM), "storm: on demand");
 	cr_assert_str_eq(ax_bench_scenario_name(AX_BENCH_STORM), "storm");
