@@ -36,6 +36,20 @@ num(json_t *o, const char *key)
 	return json_number_value(v);
 }
 
+/* After `axctl bench --json ...` into out/err with exit rc: the one JSON
+ * object it printed (exit 0), or the test fails showing both streams. */
+static json_t *
+bench_json(int rc, const char *out, const char *err)
+{
+	json_t *o = json_loads(out, 0, NULL);
+	if (o == NULL || rc != 0)
+		fprintf(stderr, "---- axctl bench (exit %d) ----\n%s\n%s", rc,
+		        out, err);
+	cr_assert_eq(rc, 0);
+	cr_assert_not_null(o, "one JSON object on stdout: %s", out);
+	return o;
+}
+
 Test(bench, all_scenarios_measure_what_they_were_asked)
 {
 	static char out[65536], err[262144];
@@ -49,12 +63,7 @@ Test(bench, all_scenarios_measure_what_they_were_asked)
 	                "--json", "--schedules", "60", "--duration", "8",
 	                "--instances", "50", "--length", "5", "--runs", "2",
 	                "--layers", "3", "--width", "4", NULL);
-	o  = json_loads(out, 0, NULL);
-	if (o == NULL || rc != 0)
-		fprintf(stderr, "---- axctl bench (exit %d) ----\n%s\n%s", rc,
-		        out, err);
-	cr_assert_eq(rc, 0);
-	cr_assert_not_null(o, "one JSON object on stdout: %s", out);
+	o  = bench_json(rc, out, err);
 	/* latency: about one fire a second */
 	cr_assert_geq(num(o, "samples"), 1, "%s", out);
 	cr_assert_leq(num(o, "p50_ms"), num(o, "p99_ms"));
@@ -122,12 +131,7 @@ Test(bench, throughput_on_history_measures_the_triggered_run)
 	rc = ax_cli_run(out, sizeof(out), err, sizeof(err), bin, "bench",
 	                "--json", "--scenario", "throughput", "--instances",
 	                "30", "--history", "1000", NULL);
-	o  = json_loads(out, 0, NULL);
-	if (o == NULL || rc != 0)
-		fprintf(stderr, "---- axctl bench (exit %d) ----\n%s\n%s", rc,
-		        out, err);
-	cr_assert_eq(rc, 0);
-	cr_assert_not_null(o, "one JSON object on stdout: %s", out);
+	o  = bench_json(rc, out, err);
 	cr_assert_eq(num(o, "history_instances"), 1000, "%s", out);
 	cr_assert_gt(num(o, "history_build_s"), 0, "%s", out);
 	cr_assert_gt(num(o, "throughput_per_s"), 1, "%s", out);
