@@ -272,6 +272,36 @@ ax_bench_secs_since(int64_t t0)
 	return (double) (ax_clock_mono_us() - t0) / 1e6;
 }
 
+/* The rows of the history's runs, table by table, in SQL. */
+static const struct {
+	const char *what, *sql;
+} history_rows[] = {
+	{ "instances",
+	  "INSERT INTO task_instances (dag_run_id, dag_id, task, "
+	  "logical_time, shard, shard_total, state, try_number, "
+	  "created_at, updated_at, ready_at, started_at, ended_at) "
+	  "SELECT r.id, r.dag_id, 't', r.logical_date, s, 10, "
+	  "CASE WHEN r.state = 'FAILED' AND s = 0 THEN 'FAILED' ELSE "
+	  "'SUCCESS' END, 1, r.created_at, r.ended_at, r.started_at, "
+	  "r.started_at, r.ended_at "
+	  "FROM dag_runs r CROSS JOIN generate_series(0, 9) s" },
+	{ "attempts",
+	  "INSERT INTO attempts (run_id, instance_id, number, state, "
+	  "worker_id, due_at, admitted_at, dispatched_at, "
+	  "started_at, ended_at, exit_status, created_at) "
+	  "SELECT gen_random_uuid(), i.id, 1, i.state, 'bench', "
+	  "i.created_at, i.created_at, i.started_at, i.started_at, "
+	  "i.ended_at, CASE WHEN i.state = 'FAILED' THEN 1 ELSE 0 "
+	  "END, i.created_at FROM task_instances i" },
+	{ "events",
+	  "INSERT INTO event_log (event_id, type, time, dag_id, "
+	  "dag_run_id, instance_id, attempt, payload) "
+	  "SELECT gen_random_uuid(), CASE WHEN i.state = 'FAILED' "
+	  "THEN 'instance.failed' ELSE 'instance.succeeded' END, "
+	  "i.ended_at, i.dag_id, i.dag_run_id, i.id, 1, '{}' "
+	  "FROM task_instances i" },
+};
+
 int
 ax_bench_build_history(ax_bench *b, long instances, int ndags, int per_day)
 {
@@ -329,46 +359,15 @@ ax_bench_build_history(ax_bench *b, long instances, int ndags, int per_day)
 	    (runs - 1) / days_per + 3);
 	if (ax_bench_sql(b, q2) || ax_bench_sql(b, q))
 		return 1;
-	t1 = ax_clock_mono_us();
 	fprintf(stderr, "history: runs in %.1f s\n", ax_bench_secs_since(t0));
-	if (ax_bench_sql(
-	        b,
-	        "INSERT INTO task_instances (dag_run_id, dag_id, task, "
-	        "logical_time, shard, shard_total, state, try_number, "
-	        "created_at, updated_at, ready_at, started_at, ended_at) "
-	        "SELECT r.id, r.dag_id, 't', r.logical_date, s, 10, "
-	        "CASE WHEN r.state = 'FAILED' AND s = 0 THEN 'FAILED' ELSE "
-	        "'SUCCESS' END, 1, r.created_at, r.ended_at, r.started_at, "
-	        "r.started_at, r.ended_at "
-	        "FROM dag_runs r CROSS JOIN generate_series(0, 9) s"))
-		return 1;
-	fprintf(stderr, "history: instances in %.1f s\n",
-	        ax_bench_secs_since(t1));
-	t1 = ax_clock_mono_us();
-	if (ax_bench_sql(
-	        b,
-	        "INSERT INTO attempts (run_id, instance_id, number, state, "
-	        "worker_id, due_at, admitted_at, dispatched_at, "
-	        "started_at, ended_at, exit_status, created_at) "
-	        "SELECT gen_random_uuid(), i.id, 1, i.state, 'bench', "
-	        "i.created_at, i.created_at, i.started_at, i.started_at, "
-	        "i.ended_at, CASE WHEN i.state = 'FAILED' THEN 1 ELSE 0 "
-	        "END, i.created_at FROM task_instances i"))
-		return 1;
-	fprintf(stderr, "history: attempts in %.1f s\n",
-	        ax_bench_secs_since(t1));
-	t1 = ax_clock_mono_us();
-	if (ax_bench_sql(
-	        b,
-	        "INSERT INTO event_log (event_id, type, time, dag_id, "
-	        "dag_run_id, instance_id, attempt, payload) "
-	        "SELECT gen_random_uuid(), CASE WHEN i.state = 'FAILED' "
-	        "THEN 'instance.failed' ELSE 'instance.succeeded' END, "
-	        "i.ended_at, i.dag_id, i.dag_run_id, i.id, 1, '{}' "
-	        "FROM task_instances i"))
-		return 1;
-	fprintf(stderr, "history: events in %.1f s\n",
-	        ax_bench_secs_since(t1));
+	for (size_t k = 0; k < sizeof(history_rows) / sizeof(history_rows[0]);
+	     k++) {
+		t1 = ax_clock_mono_us();
+		if (ax_bench_sql(b, history_rows[k].sql))
+			return 1;
+		fprintf(stderr, "history: %s in %.1f s\n",
+		        history_rows[k].what, ax_bench_secs_since(t1));
+	}
 	if (ax_bench_sql(b, "ANALYZE"))
 		return 1;
 	fprintf(stderr, "history: built in %.1f s\n", ax_bench_secs_since(t0));
