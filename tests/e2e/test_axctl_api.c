@@ -538,10 +538,14 @@ Test(axctl_api, events_follow)
 	                   "reason) VALUES (gen_random_uuid(), "
 	                   "'test.early', 'EARLY_ONE')");
 	cr_assert_eq(pthread_create(&th, NULL, late_event, NULL), 0);
-	/* SIGINT after 3 s: the follow ends cleanly with status 0 */
+	/* SIGINT after 3 s: the follow ends cleanly with status 0. One
+	 * still running 10 s later is killed (status 137), so that a follow
+	 * that missed its SIGINT fails here with its output instead of
+	 * hanging until the suite's timeout (seen once under the sanitizers,
+	 * four tests at a time). */
 	rc = ax_cli_run(out, sizeof(out), err, sizeof(err), "/usr/bin/timeout",
-	                "--preserve-status", "-s", "INT", "3", getenv("AXCTL"),
-	                "events", "--follow", NULL);
+	                "--preserve-status", "-k", "10", "-s", "INT", "3",
+	                getenv("AXCTL"), "events", "--follow", NULL);
 	pthread_join(th, NULL);
 	cr_expect_eq(rc, 0, "stderr: %s", err);
 	cr_expect(has_row(out, ROW("ID", "TIME", "TYPE")), "%s", out);
@@ -550,9 +554,9 @@ Test(axctl_api, events_follow)
 	cr_expect(strstr(out, "EARLY_ONE") < strstr(out, "LATE_ONE"));
 	/* --json: one object per line */
 	rc = ax_cli_run(out, sizeof(out), err, sizeof(err), "/usr/bin/timeout",
-	                "--preserve-status", "-s", "INT", "2", getenv("AXCTL"),
-	                "events", "--follow", "--json", "--type", "test.late",
-	                NULL);
+	                "--preserve-status", "-k", "10", "-s", "INT", "2",
+	                getenv("AXCTL"), "events", "--follow", "--json",
+	                "--type", "test.late", NULL);
 	cr_expect_eq(rc, 0, "stderr: %s", err);
 	json_t *j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
 	cr_assert_not_null(j, "%s", out);
