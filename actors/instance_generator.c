@@ -494,7 +494,11 @@ do_admissions(ax_actor *self, ig_state *st, Ax__Command **cmds, size_t n)
 	if ((rv = ensure_store(st)) == AX_OK &&
 	    (rv = ax_renderer_load_runs(st->rn, st->store, b.runs, n)) ==
 	        AX_OK)
-		rv = ax_store_tx(st->store, admit_tx, &b);
+		/* relaxed: no worker acts on an admission before the
+		 * queue's dispatch record, a durable commit after it in
+		 * the WAL (ax_store_tx_relaxed); one lost in a crash is
+		 * made again from its PENDING row by the rebuild */
+		rv = ax_store_tx_relaxed(st->store, admit_tx, &b);
 	if (rv == AX_OK)
 		admit_after(self, st, &b);
 out:

@@ -583,6 +583,21 @@ inject_restart_db(drill *d)
 	return 0;
 }
 
+/* PostgreSQL killed -9 with every process of it, as in a crash: the
+ * commits that did not wait for the WAL flush (run creation, plans,
+ * admissions, audit events) may be lost; what was acknowledged to a
+ * worker or written by a durable commit after them is not. */
+static int
+inject_crash_db(drill *d)
+{
+	ax_err rv;
+	mark_fault(d, "PostgreSQL killed (SIGKILL to every process)");
+	if ((rv = ax_pg_embed_crash(d->h.w.embed)) != AX_OK ||
+	    (rv = ax_pg_embed_up(d->h.w.embed)) != AX_OK)
+		return fail("crashing and starting PostgreSQL", rv);
+	return 0;
+}
+
 static int
 inject_stop_db(drill *d)
 {
@@ -640,6 +655,8 @@ static const drill_kind kinds[] = {
 	  300, 1, 0, 0 },
 	{ "restart-db", "restart PostgreSQL mid-run", inject_restart_db, 10,
 	  300, 0, 0, 0 },
+	{ "crash-db", "kill -9 PostgreSQL mid-run (crash recovery)",
+	  inject_crash_db, 10, 300, 0, 0, 0 },
 	{ "stop-db", "stop PostgreSQL for --seconds N mid-run", inject_stop_db,
 	  10, 300, 0, 0, 0 },
 	{ "commands-while-down",
@@ -1190,6 +1207,25 @@ setup(drill *d)
 		return 1;
 	}
 	PQclear(PQexec(d->db, "SET client_min_messages = warning"));
+	/* crash-db: the WAL writer flushes a commit that did not wait for
+	 * the flush within 200 ms by default; at 10 s such a commit is lost
+	 * in the crash unless a durable commit after it flushed it, which
+	 * is what the pipeline's ordering must ensure */
+	if (d->k->inject == inject_crash_db) {
+		PGresult *r  = PQexec(d->db,
+		                      "ALTER SYSTEM SET wal_writer_delay "
+		                       "= '10s'");
+		int       ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+		PQclear(r);
+		r = PQexec(d->db, "SELECT pg_reload_conf()");
+		ok &= PQresultStatus(r) == PGRES_TUPLES_OK;
+		PQclear(r);
+		if (!ok) {
+			fprintf(stderr, "axctl drill: wal_writer_delay: %s",
+			        PQerrorMessage(d->db));
+			return 1;
+		}
+	}
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <dirent.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -994,6 +995,112 @@ ax_pg_embed_down(ax_pg_embed *e)
 		rv = ax_err_set(AX_ETIMEDOUT,
 		                "PostgreSQL (pid %ld, %s) did not stop",
 		                (long) pid, e->datadir);
+out:
+	close(lockfd);
+	return rv;
+}
+
+/* 1 while pid runs (a zombie, killed and waiting for whoever adopted
+ * it to reap it, runs no more). */
+static int
+alive(pid_t pid)
+{
+	char  path[64], buf[512], *rp;
+	char  st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long) pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) == NULL)
+		buf[0] = '\0';
+	fclose(f);
+	if ((rp = strrchr(buf, ')')) == NULL ||
+	    sscanf(rp + 1, " %c", &st) != 1)
+		return 0;
+	return st != 'Z' && st != 'X';
+}
+
+/* The processes whose parent is pm (a postmaster's children: backends,
+ * the WAL writer, the checkpointer ...), at most max; each child of a
+ * postmaster leads a session of its own, so no process group holds them
+ * all. */
+static size_t
+children_of(pid_t pm, pid_t *out, size_t max)
+{
+	DIR           *d = opendir("/proc");
+	struct dirent *de;
+	size_t         n = 0;
+
+	if (d == NULL)
+		return 0;
+	while (n < max && (de = readdir(d)) != NULL) {
+		char  path[300], buf[512], *rp;
+		long  ppid = 0;
+		FILE *f;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		if ((f = fopen(path, "re")) == NULL)
+			continue;
+		buf[0] = '\0';
+		if (fgets(buf, sizeof(buf), f) == NULL)
+			buf[0] = '\0';
+		fclose(f);
+		/* pid (comm) state ppid ...: comm may hold spaces */
+		if ((rp = strrchr(buf, ')')) != NULL &&
+		    sscanf(rp + 1, " %*c %ld", &ppid) == 1 && ppid == pm)
+			out[n++] = (pid_t) atol(de->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+ax_err
+ax_pg_embed_crash(ax_pg_embed *e)
+{
+	pid_t   kids[512];
+	size_t  n; /* the postmaster's children, then itself */
+	int64_t deadline;
+	ax_err  rv;
+	int     lockfd = -1;
+	pid_t   pid;
+
+	if (access(e->pgdir, F_OK) != 0)
+		return AX_OK;
+	if ((rv = lock_home(e, &lockfd)) != AX_OK)
+		return rv;
+	if ((pid = postmaster_pid(e)) == 0)
+		goto out;
+	ax_log_warn("pg_embed",
+	            "killing PostgreSQL in %s (pid %ld) and "
+	            "its processes with SIGKILL",
+	            e->datadir, (long) pid);
+	/* stopped, the postmaster forks no child between the listing and
+	 * the kill */
+	kill(pid, SIGSTOP);
+	n = children_of(pid, kids, sizeof(kids) / sizeof(kids[0]) - 1);
+	kill(pid, SIGKILL);
+	for (size_t i = 0; i < n; i++)
+		kill(kids[i], SIGKILL);
+	/* postmaster.pid stays, as after a crash: a new postmaster refuses
+	 * to start while that pid is still a process (a zombie too), or
+	 * while a process of the old one holds its shared memory */
+	if (e->child == pid && waitpid(pid, NULL, 0) == pid)
+		e->child = 0;
+	kids[n++] = pid;
+	deadline  = ax_clock_mono_us() + KILL_TIMEOUT_US;
+	for (size_t i = 0; i < n; i++)
+		while (alive(kids[i])) {
+			if (ax_clock_mono_us() > deadline) {
+				rv = ax_err_set(AX_ETIMEDOUT,
+				                "a process of PostgreSQL (pid "
+				                "%ld) did not die",
+				                (long) kids[i]);
+				goto out;
+			}
+			ax_clock_sleep_us(POLL_US);
+		}
 out:
 	close(lockfd);
 	return rv;

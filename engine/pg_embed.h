@@ -82,6 +82,15 @@ ax_err ax_pg_embed_up(ax_pg_embed *e);
 ax_err ax_pg_embed_down(ax_pg_embed *e);
 
 /*
+ * Kills the server the way a crash does: SIGKILL to the postmaster and
+ * every process of it (nothing flushed, no checkpoint; WAL that was not
+ * yet written is lost, and the next ax_pg_embed_up runs crash recovery).
+ * For fault drills. Waits until every process is gone; OK when the
+ * cluster is not running or does not exist.
+ */
+ax_err ax_pg_embed_crash(ax_pg_embed *e);
+
+/*
  * Sets *running to 1 when the server answers on its socket (or is still
  * starting up), else 0. Never starts anything.
  */

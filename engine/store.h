@@ -279,8 +279,14 @@ ax_err ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg);
  * Use it only where a lost commit is re-derived after a restart and
  * nothing outside the database has acted on it yet: run creation (the
  * schedule re-fires), plans (idempotent), run bookkeeping (rebuilt from
- * instances), audit rows of decisions. The commit that creates an attempt
- * is durable, because a worker acts on it.
+ * instances), admissions (re-admitted from their PENDING rows), audit rows
+ * of decisions. A crash of PostgreSQL ends axd's leader session, so the
+ * pipeline is rebuilt from what survived (actors/axd.c). The commit that
+ * hands an attempt to a worker (the dispatch record) and the one a
+ * worker's report is acknowledged after (the result) are durable, because
+ * something outside the database acts on them; the admission before a
+ * dispatch record need not be, the record's flush takes it to disk.
+ * `axctl drill crash-db` kills PostgreSQL mid-run to prove it.
  */
 ax_err ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg);
 

@@ -94,6 +94,14 @@ Test(drill, restart_db)
 	drill("restart-db", NULL);
 }
 
+/* PostgreSQL killed -9: crash recovery, the relaxed commits (admissions
+ * among them) of the last moments lost; nothing may run twice or be lost
+ * for it. */
+Test(drill, crash_db)
+{
+	drill("crash-db", NULL);
+}
+
 Test(drill, stop_db)
 {
 	drill("stop-db", "--seconds");

@@ -54,16 +54,26 @@ query1(const char *dsn, const char *sql)
 	return out;
 }
 
+/* A fast (test settings) cluster in home_base/home, not started. */
+static ax_pg_embed *
+fast_embed(char *home, size_t len)
+{
+	ax_pg_embed *e;
+
+	snprintf(home, len, "%s/home", home_base);
+	cr_assert_eq(ax_pg_embed_new(home, NULL, &e), AX_OK, "%s",
+	             ax_err_detail());
+	ax_pg_embed_set_fast(e, 1);
+	return e;
+}
+
 Test(pg_embed, life_cycle)
 {
 	char         home[128], pidfile[160];
 	ax_pg_embed *e;
 	int          running = -1;
 
-	snprintf(home, sizeof(home), "%s/home", home_base);
-	cr_assert_eq(ax_pg_embed_new(home, NULL, &e), AX_OK, "%s",
-	             ax_err_detail());
-	ax_pg_embed_set_fast(e, 1);
+	e = fast_embed(home, sizeof(home));
 
 	/* Before up: nothing exists, nothing runs; down is a no-op. */
 	cr_assert_eq(ax_pg_embed_status(e, &running), AX_OK);
@@ -110,6 +120,84 @@ Test(pg_embed, life_cycle)
 	cr_assert_eq(ax_pg_embed_up(e), AX_OK, "%s", ax_err_detail());
 	cr_assert_str_eq(query1(ax_pg_embed_dsn(e), "SELECT v FROM kept"),
 	                 "42");
+	cr_assert_eq(ax_pg_embed_down(e), AX_OK, "%s", ax_err_detail());
+	ax_pg_embed_free(e);
+}
+
+/* 1 when pid runs no more: gone, or a zombie that whoever adopted it has
+ * not reaped yet. */
+static int
+gone(pid_t pid)
+{
+	char  path[64], line[512], st = 'Z', *rp;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 1;
+	if (fgets(line, sizeof(line), f) != NULL &&
+	    (rp = strrchr(line, ')')) != NULL)
+		(void) sscanf(rp + 1, " %c", &st);
+	fclose(f);
+	return st == 'Z' || st == 'X';
+}
+
+/* A crash as fault drills inject it: every process of the server is gone
+ * (a backend of an open session too), postmaster.pid is left behind as
+ * after a real crash, and the next up recovers from the WAL: a committed
+ * row is there, the server log says recovery ran. */
+Test(pg_embed, crash_kills_every_process_and_recovers)
+{
+	char         home[128], pidfile[160], log[160], buf[65536];
+	ax_pg_embed *e;
+	int          running = -1;
+
+	e = fast_embed(home, sizeof(home));
+	cr_assert_eq(ax_pg_embed_crash(e), AX_OK, "nothing runs yet: %s",
+	             ax_err_detail());
+	cr_assert_eq(ax_pg_embed_up(e), AX_OK, "%s", ax_err_detail());
+	PGconn *c = PQconnectdb(ax_pg_embed_dsn(e));
+	cr_assert_eq(PQstatus(c), CONNECTION_OK);
+	/* a durable commit (a fast cluster's default is not) */
+	PQclear(PQexec(c,
+	               "SET synchronous_commit = on; CREATE TABLE kept "
+	               "(v int); INSERT INTO kept VALUES (7)"));
+	PGresult *r       = PQexec(c, "SELECT pg_backend_pid()");
+	pid_t     backend = (pid_t) atol(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	pid_t ckpt = (pid_t) atol(
+	    query1(ax_pg_embed_dsn(e),
+	           "SELECT pid FROM pg_stat_activity WHERE backend_type = "
+	           "'checkpointer'"));
+	cr_assert_gt(backend, 0);
+	cr_assert_gt(ckpt, 0);
+
+	cr_assert_eq(ax_pg_embed_crash(e), AX_OK, "%s", ax_err_detail());
+	cr_assert(gone(backend), "the session's backend survived");
+	cr_assert(gone(ckpt), "the checkpointer survived");
+	cr_assert_eq(ax_pg_embed_status(e, &running), AX_OK);
+	cr_assert_eq(running, 0);
+	snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid",
+	         ax_pg_embed_datadir(e));
+	cr_assert_eq(access(pidfile, F_OK), 0,
+	             "a crash leaves postmaster.pid");
+	r = PQexec(c, "SELECT 1");
+	cr_assert_neq(PQresultStatus(r), PGRES_TUPLES_OK,
+	              "the session still answers");
+	PQclear(r);
+	PQfinish(c);
+
+	cr_assert_eq(ax_pg_embed_up(e), AX_OK, "%s", ax_err_detail());
+	cr_assert_str_eq(query1(ax_pg_embed_dsn(e), "SELECT v FROM kept"),
+	                 "7");
+	snprintf(log, sizeof(log), "%s/pg/server.log", home);
+	FILE *f = fopen(log, "r");
+	cr_assert_not_null(f, "%s", log);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n]   = '\0';
+	fclose(f);
+	cr_assert_not_null(strstr(buf, "not properly shut down"),
+	                   "no crash recovery in %s", log);
 	cr_assert_eq(ax_pg_embed_down(e), AX_OK, "%s", ax_err_detail());
 	ax_pg_embed_free(e);
 }
