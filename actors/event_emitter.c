@@ -258,22 +258,23 @@ dead_letter_head(ax_event_emitter *em, const char *why)
 	};
 	rv = ax_store_dead_letter_event(em->store, &dl);
 	free(env);
-	if (rv == AX_OK) {
-		atomic_fetch_add(&em->dead_lettered, 1);
+	if (rv == AX_OK)
 		ax_logf(AX_LOG_WARN, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "event %s (%s) refused by event_log, kept in "
 		        "event_dead_letter: %s",
 		        e->id, e->type, why);
-	} else if (db_unreachable(rv)) {
+	else if (db_unreachable(rv))
 		return rv;
-	} else {
-		atomic_fetch_add(&em->refused_dropped, 1);
+	else
 		ax_logf(AX_LOG_ERROR, AX_A_EVENT_EMITTER, NULL, NULL,
 		        "event %s (%s) dropped: event_log refused it (%s) and "
 		        "event_dead_letter too: %s",
 		        e->id, e->type, why, ax_err_detail());
-	}
+	/* out of the buffer before it is counted: a reader of the stats
+	 * that sees it counted sees it gone from `buffered` */
 	buf_pop(em, 1);
+	atomic_fetch_add(
+	    rv == AX_OK ? &em->dead_lettered : &em->refused_dropped, 1);
 	return AX_OK;
 }
 
@@ -295,8 +296,8 @@ write_head(ax_event_emitter *em, size_t m, ax_store_event_row *rows)
 		ax_flow_event_row(em->buf[(em->head + i) % em->cap], &rows[i]);
 	em_chunk c = { rows, m, 0 };
 	if ((rv = ax_store_tx_relaxed(em->store, insert_chunk, &c)) == AX_OK) {
+		buf_pop(em, m); /* before the count, as above */
 		atomic_fetch_add(&em->stored, c.inserted);
-		buf_pop(em, m);
 		return AX_OK;
 	}
 	if (!rows_refused(em->store, rv))
