@@ -227,15 +227,17 @@ Test(executor, timeout_sigkills_a_group_that_ignores_sigterm)
 	ax_exec_spec s =
 	    spec_for("run-to9", "trap '' TERM; sleep 100 & sleep 100 & wait",
 	             log, sizeof(log));
-	s.timeout_us = 100 * AX_USEC_PER_MSEC;
+	/* long enough for the shell to set its trap on a loaded machine
+	 * (a sanitizer build beside other suites): the TERM must find it */
+	s.timeout_us = 1000 * AX_USEC_PER_MSEC;
 	s.grace_us   = 300 * AX_USEC_PER_MSEC;
 	int64_t t0   = ax_clock_mono_us();
 
-	ax_exec_result r    = run_one(&s, 5000);
+	ax_exec_result r    = run_one(&s, 6000);
 	int64_t        took = ax_clock_mono_us() - t0;
 	cr_assert_eq(r.status, AX_EXEC_TIMEOUT);
 	cr_assert_eq(r.term_signal, SIGKILL);
-	cr_assert_geq(took, 400 * AX_USEC_PER_MSEC);
+	cr_assert_geq(took, 1300 * AX_USEC_PER_MSEC);
 	cr_assert_eq(kill(-r.pid, 0), -1, "process group %d survived", r.pid);
 	cr_assert_eq(errno, ESRCH);
 }
@@ -274,14 +276,20 @@ Test(executor, kill_request)
  * that ignores SIGTERM is SIGKILLed after that, not after its own. */
 Test(executor, kill_with_its_own_grace_overrides_the_task_grace)
 {
-	char           log[256];
-	ax_exec_spec   s = spec_for("run-kg", "trap '' TERM; sleep 100 & wait",
-	                            log, sizeof(log));
+	char           log[256], cmd[512], mark[300];
 	ax_exec_result r;
-	s.grace_us = 60 * AX_USEC_PER_SEC;
 
+	/* the mark says the trap is set: a fixed sleep was too short for a
+	 * shell started on a loaded machine (the TERM ended it) */
+	snprintf(mark, sizeof(mark), "%s/trap-set", tmpdir);
+	snprintf(cmd, sizeof(cmd), "trap '' TERM; echo > %s; sleep 100 & wait",
+	         mark);
+	ax_exec_spec s = spec_for("run-kg", cmd, log, sizeof(log));
+	s.grace_us     = 60 * AX_USEC_PER_SEC;
 	cr_assert_eq(ax_exec_start(ex, &s), AX_OK, "%s", ax_err_detail());
-	ax_clock_sleep_us(100 * AX_USEC_PER_MSEC); /* the trap is set */
+	for (int i = 0; i < 300 && access(mark, F_OK) != 0; i++)
+		ax_clock_sleep_us(50 * AX_USEC_PER_MSEC);
+	cr_assert_eq(access(mark, F_OK), 0, "the trap was not set in 15 s");
 	int64_t t0 = ax_clock_mono_us();
 	cr_assert_eq(ax_exec_kill(ex, "run-kg", 300 * AX_USEC_PER_MSEC),
 	             AX_OK);
