@@ -19,10 +19,10 @@
  */
 #include "pg_embed.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <dirent.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
