@@ -286,7 +286,8 @@ ax_err ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg);
  * worker's report is acknowledged after (the result) are durable, because
  * something outside the database acts on them; the admission before a
  * dispatch record need not be, the record's flush takes it to disk.
- * `axctl drill crash-db` kills PostgreSQL mid-run to prove it.
+ * tests/integration/test_store_durability.c holds that rule across a
+ * crash; `axctl drill crash-db` kills PostgreSQL under a running pipeline.
  */
 ax_err ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg);
 
