@@ -86,7 +86,11 @@ ax_err ax_pg_embed_down(ax_pg_embed *e);
  * every process of it (nothing flushed, no checkpoint; WAL that was not
  * yet written is lost, and the next ax_pg_embed_up runs crash recovery).
  * For fault drills. Waits until every process is gone; OK when the
- * cluster is not running or does not exist.
+ * cluster is not running or does not exist. Start it again before
+ * removing it: PostgreSQL deletes the dead server's System V shared
+ * memory segment at that start, and a crashed cluster removed without one
+ * leaves the segment behind (kernel.shmmni of them at most, then no
+ * server starts), so this is no faster way to stop a throwaway cluster.
  */
 ax_err ax_pg_embed_crash(ax_pg_embed *e);
 
