@@ -812,6 +812,14 @@ start_server(ax_pg_embed *e)
 
 	snprintf(postgres, sizeof(postgres), "%s/postgres", e->pgbin);
 	char *argv[] = { postgres, "-D", e->datadir, NULL };
+	/* A postmaster of ours that died (kill -9) and was not reaped yet
+	 * is still a process to the new one, which then refuses to start
+	 * ("lock file postmaster.pid already exists"), and its pid would be
+	 * lost below: reap it first (it is dying: nothing answered). */
+	deadline = ax_clock_mono_us() + KILL_TIMEOUT_US;
+	while (e->child > 0 && reap_child(e) < 0 &&
+	       ax_clock_mono_us() < deadline)
+		ax_clock_sleep_us(POLL_US);
 	if ((rv = write_ax_conf(e, e->datadir)) != AX_OK)
 		return rv;
 	if (stat(e->logpath, &st) == 0)

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,31 @@ Test(pg_embed, crash_kills_every_process_and_recovers)
 	fclose(f);
 	cr_assert_not_null(strstr(buf, "not properly shut down"),
 	                   "no crash recovery in %s", log);
+	cr_assert_eq(ax_pg_embed_down(e), AX_OK, "%s", ax_err_detail());
+	ax_pg_embed_free(e);
+}
+
+/* A postmaster killed with SIGKILL and started again at once, before any
+ * status probe reaped it: its zombie must not keep the new one from
+ * starting (axctl standalone's supervisor restarts PostgreSQL this way). */
+Test(pg_embed, up_right_after_a_killed_postmaster_starts_a_new_one)
+{
+	char         home[128], pidfile[160], line[32] = "";
+	ax_pg_embed *e = fast_embed(home, sizeof(home));
+
+	cr_assert_eq(ax_pg_embed_up(e), AX_OK, "%s", ax_err_detail());
+	snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid",
+	         ax_pg_embed_datadir(e));
+	FILE *f = fopen(pidfile, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	pid_t old = (pid_t) atol(line);
+	cr_assert_gt(old, 0);
+	cr_assert_eq(kill(old, SIGKILL), 0);
+	cr_assert_eq(ax_pg_embed_up(e), AX_OK, "the new postmaster: %s",
+	             ax_err_detail());
+	cr_assert_str_eq(query1(ax_pg_embed_dsn(e), "SELECT 1"), "1");
 	cr_assert_eq(ax_pg_embed_down(e), AX_OK, "%s", ax_err_detail());
 	ax_pg_embed_free(e);
 }
