@@ -14,4 +14,19 @@
  */
 ax_err ax_fs_rm_rf(const char *path);
 
+/*
+ * Copies the tree at src to dst, which must not exist (`cp -a` without
+ * the times and extended attributes): directories, regular files and
+ * symbolic links (copied as links, never followed), each with its mode,
+ * and with its owner when the caller may set it (root). File contents
+ * move inside the kernel (sendfile(2)); a file type other than those
+ * three (a socket, a FIFO, a device) is AX_EINVAL naming it. On an error,
+ * AX_EIO naming the path and the step; what was copied stays.
+ *
+ * Workload: the test harness copies a 35 MB cluster template of about
+ * 1,400 files for each test case; this costs about half the CPU of
+ * spawning `cp -a`, which allocates and unmaps a buffer per file.
+ */
+ax_err ax_fs_copy_tree(const char *src, const char *dst);
+
 #endif /* AX_FS_H */

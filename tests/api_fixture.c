@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate.h"
 #include "store_fixture.h"
 
 void
@@ -27,12 +26,10 @@ void
 ax_api_fixture_start_with(ax_api_fixture *f, const ax_api_options *opts)
 {
 	ax_api_options o = *opts;
-	int            applied;
 
 	memset(f, 0, sizeof(*f));
-	cr_assert_eq(ax_test_pg_start(&f->pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(f->pg), &applied), AX_OK,
-	             "%s", ax_err_detail());
+	cr_assert_eq(ax_test_pg_start_migrated(&f->pg), AX_OK, "%s",
+	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(f->pg), &f->st), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_eq(

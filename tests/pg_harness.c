@@ -24,9 +24,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,21 +34,22 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ax_config.h"
 #include "fs.h"
+#include "hash.h"
+#include "migrate.h"
 #include "proc_watch.h"
 
 #define TEMPLATE_DIR  AX_BUILD_ROOT "/pg-template"
 #define TEMPLATE_TMP  AX_BUILD_ROOT "/pg-template.tmp"
 #define TEMPLATE_LOCK AX_BUILD_ROOT "/pg-template.lock"
-#define CLUSTER_NAME  "ax-test-pg-"
-#define SHM_DIR       "/dev/shm"
-#define SHM_MIN_FREE  (1ULL << 30) /* room for ~25 clusters at once */
-
-extern char **environ;
+/* + the fingerprint of the embedded migrations (migrated_template) */
+#define MIGRATED_DIR AX_BUILD_ROOT "/pg-template-ax-"
+#define CLUSTER_NAME "ax-test-pg-"
+#define SHM_DIR      "/dev/shm"
+#define SHM_MIN_FREE (1ULL << 30) /* room for ~25 clusters at once */
 
 struct ax_test_pg {
 	char         home[PATH_MAX]; /* <base>/ax-test-pg-XXXXXX */
@@ -59,25 +60,6 @@ static void
 rm_rf(const char *path)
 {
 	(void) ax_fs_rm_rf(path);
-}
-
-/* `cp -a src dst` without a shell; dst must not exist. */
-static ax_err
-copy_tree(const char *src, const char *dst)
-{
-	char *argv[] = { "cp", "-a", "--", (char *) src, (char *) dst, NULL };
-	pid_t pid;
-	int   st, rc = posix_spawnp(&pid, "cp", NULL, NULL, argv, environ);
-	if (rc != 0)
-		return ax_err_set(AX_EIO, "cannot run cp: %s", strerror(rc));
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return ax_err_set(AX_EIO, "waitpid(cp): %s",
-			                  strerror(errno));
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return ax_err_set(AX_EIO, "cp -a %s %s failed (status %d)",
-		                  src, dst, st);
-	return AX_OK;
 }
 
 /*
@@ -150,7 +132,7 @@ build_template(void)
 	snprintf(data, sizeof(data), "%s/pg/data", home);
 	if (rv == AX_OK) {
 		rm_rf(TEMPLATE_TMP);
-		rv = copy_tree(data, TEMPLATE_TMP);
+		rv = ax_fs_copy_tree(data, TEMPLATE_TMP);
 	}
 	if (rv == AX_OK && rename(TEMPLATE_TMP, TEMPLATE_DIR) != 0)
 		rv = ax_err_set(AX_EIO, "rename %s: %s", TEMPLATE_TMP,
@@ -167,8 +149,124 @@ build_template(void)
 	return AX_OK;
 }
 
+/*
+ * The migrated template's directory: MIGRATED_DIR plus a fingerprint of
+ * every embedded migration's checksum, so that a build whose migrations
+ * changed (an edited or a new file) never copies a stale schema.
+ */
+static void
+migrated_template(char *buf, size_t cap)
+{
+	uint64_t h = ax_hash_u64(ax_migrations_count);
+	for (size_t i = 0; i < ax_migrations_count; i++)
+		h = ax_hash_u64(h ^ ax_hash_str(ax_migrations[i].checksum));
+	snprintf(buf, cap, MIGRATED_DIR "%016llx", (unsigned long long) h);
+}
+
+/* Removes the migrated templates (and half copies) other than keep. */
+static void
+rm_stale_migrated(const char *keep)
+{
+	glob_t g;
+	if (glob(MIGRATED_DIR "*", 0, NULL, &g) != 0)
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		if (strcmp(g.gl_pathv[i], keep) != 0)
+			rm_rf(g.gl_pathv[i]);
+	globfree(&g);
+}
+
 static ax_err
-ensure_template(void)
+write_owner(const char *home)
+{
+	char  path[PATH_MAX + 8];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/owner", home);
+	if ((f = fopen(path, "we")) == NULL)
+		return ax_err_set(AX_EIO, "cannot write %s: %s", path,
+		                  strerror(errno));
+	fprintf(f, "%ld\n", (long) getpid());
+	fclose(f);
+	return AX_OK;
+}
+
+/* Copies template into a new cluster directory and starts it. */
+static ax_err
+start_from(const char *template, ax_test_pg **out)
+{
+	char        pgdir[PATH_MAX + 8], data[PATH_MAX + 16], detail[1024];
+	char        pattern[PATH_MAX];
+	ax_test_pg *pg;
+	ax_err      rv;
+
+	*out = NULL;
+	if ((pg = calloc(1, sizeof(*pg))) == NULL)
+		return ax_err_set(AX_ENOMEM, "out of memory");
+	snprintf(pattern, sizeof(pattern), "%s/" CLUSTER_NAME "XXXXXX",
+	         cluster_base());
+	if ((rv = make_tmp_home(pg->home, sizeof(pg->home), pattern)) !=
+	    AX_OK) {
+		free(pg);
+		return rv;
+	}
+	snprintf(pgdir, sizeof(pgdir), "%s/pg", pg->home);
+	snprintf(data, sizeof(data), "%s/data", pgdir);
+	if ((rv = write_owner(pg->home)) != AX_OK)
+		goto fail;
+	if (mkdir(pgdir, 0700) != 0) {
+		rv =
+		    ax_err_set(AX_EIO, "mkdir %s: %s", pgdir, strerror(errno));
+		goto fail;
+	}
+	if ((rv = ax_fs_copy_tree(template, data)) != AX_OK ||
+	    (rv = ax_pg_embed_new(pg->home, NULL, &pg->embed)) != AX_OK)
+		goto fail;
+	ax_pg_embed_set_fast(pg->embed, 1);
+	if ((rv = ax_pg_embed_up(pg->embed)) != AX_OK)
+		goto fail;
+	*out = pg;
+	return AX_OK;
+fail:
+	snprintf(detail, sizeof(detail), "%s", ax_err_detail());
+	ax_test_pg_stop(pg);
+	return ax_err_set(rv, "%s", detail);
+}
+
+/*
+ * A cluster copied from the plain template, migrated and stopped cleanly;
+ * its data directory becomes the migrated template.
+ */
+static ax_err
+build_migrated(const char *dir)
+{
+	char        data[PATH_MAX + 16], tmp[PATH_MAX + 8], detail[1024];
+	ax_test_pg *pg;
+	ax_err      rv;
+
+	if ((rv = start_from(TEMPLATE_DIR, &pg)) != AX_OK)
+		return rv;
+	snprintf(data, sizeof(data), "%s/pg/data", pg->home);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
+	if ((rv = ax_migrate_run(ax_test_pg_dsn(pg), NULL)) == AX_OK &&
+	    (rv = ax_pg_embed_down(pg->embed)) == AX_OK) {
+		rm_rf(tmp);
+		rv = ax_fs_copy_tree(data, tmp);
+	}
+	if (rv == AX_OK && rename(tmp, dir) != 0)
+		rv = ax_err_set(AX_EIO, "rename %s: %s", tmp, strerror(errno));
+	snprintf(detail, sizeof(detail), "%s", ax_err_detail());
+	ax_test_pg_stop(pg);
+	if (rv != AX_OK) {
+		rm_rf(tmp);
+		return ax_err_set(
+		    rv, "building the migrated test template: %s", detail);
+	}
+	return AX_OK;
+}
+
+/* The plain template, and the migrated one when `migrated` (into buf). */
+static ax_err
+ensure_template(int migrated, char *buf, size_t cap)
 {
 	struct stat st;
 	ax_err      rv = AX_OK;
@@ -195,65 +293,51 @@ ensure_template(void)
 	}
 	if (stat(TEMPLATE_DIR "/PG_VERSION", &st) != 0)
 		rv = build_template();
+	if (rv == AX_OK && migrated) {
+		char ver[PATH_MAX + 16];
+		migrated_template(buf, cap);
+		snprintf(ver, sizeof(ver), "%s/PG_VERSION", buf);
+		if (stat(ver, &st) != 0) {
+			/* templates of other migration sets, and a half
+			 * copy (.tmp) of a build that died */
+			rm_stale_migrated(buf);
+			rv = build_migrated(buf);
+		}
+	}
 	close(fd);
 	return rv;
-}
-
-static ax_err
-write_owner(const char *home)
-{
-	char  path[PATH_MAX + 8];
-	FILE *f;
-	snprintf(path, sizeof(path), "%s/owner", home);
-	if ((f = fopen(path, "we")) == NULL)
-		return ax_err_set(AX_EIO, "cannot write %s: %s", path,
-		                  strerror(errno));
-	fprintf(f, "%ld\n", (long) getpid());
-	fclose(f);
-	return AX_OK;
 }
 
 ax_err
 ax_test_pg_start(ax_test_pg **out)
 {
-	char        pgdir[PATH_MAX + 8], data[PATH_MAX + 16], detail[1024];
-	char        pattern[PATH_MAX];
-	ax_test_pg *pg;
-	ax_err      rv;
+	ax_err rv;
 
 	*out = NULL;
-	if ((rv = ensure_template()) != AX_OK)
+	if ((rv = ensure_template(0, NULL, 0)) != AX_OK)
 		return rv;
-	if ((pg = calloc(1, sizeof(*pg))) == NULL)
-		return ax_err_set(AX_ENOMEM, "out of memory");
-	snprintf(pattern, sizeof(pattern), "%s/" CLUSTER_NAME "XXXXXX",
-	         cluster_base());
-	if ((rv = make_tmp_home(pg->home, sizeof(pg->home), pattern)) !=
-	    AX_OK) {
-		free(pg);
+	return start_from(TEMPLATE_DIR, out);
+}
+
+ax_err
+ax_test_pg_start_migrated(ax_test_pg **out)
+{
+	char   dir[PATH_MAX], detail[1024];
+	ax_err rv;
+
+	*out = NULL;
+	if ((rv = ensure_template(1, dir, sizeof(dir))) != AX_OK ||
+	    (rv = start_from(dir, out)) != AX_OK)
 		return rv;
+	/* applies nothing; checks the checksums and makes the months of
+	 * event_log ahead of today, which the template may lack */
+	if ((rv = ax_migrate_run(ax_test_pg_dsn(*out), NULL)) != AX_OK) {
+		snprintf(detail, sizeof(detail), "%s", ax_err_detail());
+		ax_test_pg_stop(*out);
+		*out = NULL;
+		return ax_err_set(rv, "%s", detail);
 	}
-	snprintf(pgdir, sizeof(pgdir), "%s/pg", pg->home);
-	snprintf(data, sizeof(data), "%s/data", pgdir);
-	if ((rv = write_owner(pg->home)) != AX_OK)
-		goto fail;
-	if (mkdir(pgdir, 0700) != 0) {
-		rv =
-		    ax_err_set(AX_EIO, "mkdir %s: %s", pgdir, strerror(errno));
-		goto fail;
-	}
-	if ((rv = copy_tree(TEMPLATE_DIR, data)) != AX_OK ||
-	    (rv = ax_pg_embed_new(pg->home, NULL, &pg->embed)) != AX_OK)
-		goto fail;
-	ax_pg_embed_set_fast(pg->embed, 1);
-	if ((rv = ax_pg_embed_up(pg->embed)) != AX_OK)
-		goto fail;
-	*out = pg;
 	return AX_OK;
-fail:
-	snprintf(detail, sizeof(detail), "%s", ax_err_detail());
-	ax_test_pg_stop(pg);
-	return ax_err_set(rv, "%s", detail);
 }
 
 const char *

@@ -13,16 +13,12 @@
 #include "dag_validate.h"
 #include "dag_yaml.h"
 #include "log.h"
-#include "migrate.h"
 
 void
 ax_test_store_db(ax_test_pg **pg, ax_store **st)
 {
-	int applied;
-
-	cr_assert_eq(ax_test_pg_start(pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(*pg), &applied), AX_OK,
-	             "%s", ax_err_detail());
+	cr_assert_eq(ax_test_pg_start_migrated(pg), AX_OK, "%s",
+	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(*pg), st), AX_OK, "%s",
 	             ax_err_detail());
 }

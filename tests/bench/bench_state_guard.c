@@ -28,7 +28,6 @@
 
 #include "clock.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 
 enum { G_0013, G_0021, G_NONE, G_COUNT };
@@ -116,8 +115,7 @@ main(int argc, char **argv)
 	char        sql[512];
 
 	ax_log_init(AX_LOG_ERROR, 2);
-	if (ax_test_pg_start(&pg) != AX_OK ||
-	    ax_migrate_run(ax_test_pg_dsn(pg), NULL) != AX_OK) {
+	if (ax_test_pg_start_migrated(&pg) != AX_OK) {
 		fprintf(stderr, "cluster: %s\n", ax_err_detail());
 		return 1;
 	}

@@ -17,7 +17,6 @@
 
 #include "clock.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "store.h"
 #include "store_attempts.h"
@@ -57,8 +56,7 @@ main(int argc, char **argv)
 
 	ax_log_init(AX_LOG_ERROR, 2);
 	if (ids == NULL || rows == NULL || us == NULL ||
-	    ax_test_pg_start(&pg) != AX_OK ||
-	    ax_migrate_run(ax_test_pg_dsn(pg), NULL) != AX_OK ||
+	    ax_test_pg_start_migrated(&pg) != AX_OK ||
 	    ax_store_open(ax_test_pg_dsn(pg), &st) != AX_OK ||
 	    ax_store_query_int64(st,
 	                         "INSERT INTO dags (name) VALUES ('bench.ev') "

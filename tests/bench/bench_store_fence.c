@@ -33,7 +33,6 @@
 
 #include "clock.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "store.h"
 #include "store_sched.h"
@@ -231,8 +230,7 @@ main(int argc, char **argv)
 	ax_store   *s;
 
 	ax_log_init(AX_LOG_ERROR, 2);
-	if (ax_test_pg_start(&pg) != AX_OK ||
-	    ax_migrate_run(ax_test_pg_dsn(pg), NULL) != AX_OK) {
+	if (ax_test_pg_start_migrated(&pg) != AX_OK) {
 		fprintf(stderr, "cluster: %s\n", ax_err_detail());
 		return 1;
 	}

@@ -21,7 +21,6 @@
 #include "clock.h"
 #include "cmd_dag.h"
 #include "log.h"
-#include "migrate.h"
 #include "store.h"
 
 ax_e2e *
@@ -34,13 +33,11 @@ ax_e2e *
 ax_e2e_new_as(int workers, const char *extra_yaml, const char *run_as)
 {
 	ax_e2e *e = calloc(1, sizeof(*e));
-	int     applied;
 
 	cr_assert_not_null(e);
 	ax_log_init(AX_LOG_WARN, 2);
-	cr_assert_eq(ax_test_pg_start(&e->pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(e->pg), &applied), AX_OK,
-	             "%s", ax_err_detail());
+	cr_assert_eq(ax_test_pg_start_migrated(&e->pg), AX_OK, "%s",
+	             ax_err_detail());
 	ax_stack_opts o = {
 		.home          = ax_test_pg_home(e->pg),
 		.dsn           = ax_test_pg_dsn(e->pg),

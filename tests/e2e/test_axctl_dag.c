@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "ax_config.h"
-#include "migrate.h"
 #include "pg_harness.h"
 
 #include "cli_run.h"
@@ -126,11 +125,10 @@ Test(axctl_dag, examples_folder_validates)
 Test(axctl_dag, load_reports_created_then_unchanged)
 {
 	ax_test_pg *pg;
-	int         applied;
 	char        sub[128];
 
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK);
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
+	             ax_err_detail());
 	snprintf(sub, sizeof(sub), "%s/dags", dir);
 	cr_assert_eq(mkdir(sub, 0755), 0);
 	snprintf(sub, sizeof(sub), "dags/good.yaml");

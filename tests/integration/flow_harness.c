@@ -18,7 +18,6 @@
 #include "dag_validate.h"
 #include "dag_yaml.h"
 #include "log.h"
-#include "migrate.h"
 #include "tz.h"
 
 /* ---------------------------------------------------------------------- */
@@ -189,8 +188,7 @@ flow_setup(void)
 
 	ax_log_init(AX_LOG_ERROR, 2);
 	ncaps = 0;
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), NULL), AX_OK, "%s",
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &db), AX_OK);
 	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);

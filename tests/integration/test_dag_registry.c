@@ -21,7 +21,6 @@
 #include "dag_validate.h"
 #include "dag_yaml.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "store.h"
 
@@ -214,12 +213,11 @@ Test(dag_registry, load_version_from_store, .timeout = 120)
 	ax_dag_store_result r1, r2;
 	ax_dag             *d;
 	ax_dagset          *s1, *s2;
-	int                 applied;
 	char                h1[AX_SHA256_HEX_LEN];
 
 	ax_log_init(AX_LOG_ERROR, 2);
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK);
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
+	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
 	s1 = make_set("ld", "v1", &d);
 	memcpy(h1, d->hash, sizeof(h1));
@@ -277,10 +275,9 @@ static ax_store   *lz_st;
 static void
 lz_setup(void)
 {
-	int applied;
 	ax_log_init(AX_LOG_ERROR, 2);
-	cr_assert_eq(ax_test_pg_start(&lz_pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(lz_pg), &applied), AX_OK);
+	cr_assert_eq(ax_test_pg_start_migrated(&lz_pg), AX_OK, "%s",
+	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(lz_pg), &lz_st), AX_OK);
 }
 

@@ -13,7 +13,6 @@
 #include "dag_validate.h"
 #include "dag_yaml.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "store.h"
 
@@ -23,10 +22,8 @@ static ax_store   *st;
 static void
 setup(void)
 {
-	int applied;
 	ax_log_init(AX_LOG_ERROR, 2);
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK, "%s",
 	             ax_err_detail());

@@ -27,7 +27,6 @@
 #include "clock.h"
 #include "event_emitter.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "store_fixture.h"
 #include "store.h"
@@ -45,8 +44,7 @@ static void
 setup(void)
 {
 	ax_log_init(AX_LOG_ERROR, 2);
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), NULL), AX_OK, "%s",
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &st), AX_OK);
 	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);

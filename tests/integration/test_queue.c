@@ -30,7 +30,6 @@
 #include "actor.h"
 #include "clock.h"
 #include "config.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "pipeline.h"
 #include "queue_service.h"
@@ -1025,9 +1024,7 @@ static ax_store   *db;
 static void
 db_start(void)
 {
-	int applied;
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), &applied), AX_OK, "%s",
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &db), AX_OK);
 	q_dsn = ax_test_pg_dsn(pg);

@@ -25,7 +25,6 @@
 #include "dag_yaml.h"
 #include "event_emitter.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "pipeline.h"
 #include "result_handler.h"
@@ -174,8 +173,7 @@ setup(void)
 	ax_log_init(AX_LOG_ERROR, 2);
 	ncaps      = 0;
 	logical_us = 1772389800LL * SEC; /* 2026-03-01T18:30:00Z */
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), NULL), AX_OK, "%s",
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
 	             ax_err_detail());
 	cr_assert_eq(ax_store_open(ax_test_pg_dsn(pg), &db), AX_OK);
 	cr_assert_eq(ax_config_load(NULL, &cfg), AX_OK);

@@ -28,7 +28,6 @@
 #include "event_emitter.h"
 #include "http_rx.h"
 #include "log.h"
-#include "migrate.h"
 #include "pg_harness.h"
 #include "sink_openlineage.h"
 #include "store.h"
@@ -54,8 +53,7 @@ static void
 suite_init(void)
 {
 	ax_log_init(AX_LOG_ERROR, 2);
-	cr_assert_eq(ax_test_pg_start(&pg), AX_OK, "%s", ax_err_detail());
-	cr_assert_eq(ax_migrate_run(ax_test_pg_dsn(pg), NULL), AX_OK, "%s",
+	cr_assert_eq(ax_test_pg_start_migrated(&pg), AX_OK, "%s",
 	             ax_err_detail());
 }
 
