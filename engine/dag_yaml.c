@@ -3,9 +3,10 @@
  *
  * Role: see dag_yaml.h. Two passes per file: a streaming pre-pass over
  * libyaml events enforces the limits (depth, documents, alias expansion)
- * and catches syntax errors; then each document is loaded with libyaml's
- * tree API and walked by schema: every mapping is checked against the
- * keys it may hold, every value against its type.
+ * and catches syntax errors (dag_yaml_scan.c); then each document is
+ * loaded with libyaml's tree API and walked by schema, here: every
+ * mapping is checked against the keys it may hold, every value against
+ * its type (the readers of dag_yaml_node.c).
  * Invariants: positions are 1-based; every string stored is an arena copy
  * of a whole scalar (a scalar that decodes to a NUL refuses the file);
  * the walker only follows the schema, so it never recurses deeper than
@@ -25,507 +26,10 @@
 
 #include "clock.h"
 #include "dag_params.h"
+#include "dag_yaml_internal.h"
 #include "group_spec.h"
 #include "resources.h"
 #include "suggest.h"
-
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
-
-typedef struct ld {
-	ax_dagset       *set;
-	const char      *file; /* arena copy */
-	const char      *src;
-	size_t           len;
-	yaml_document_t *doc;
-} ld;
-
-typedef struct kvp {
-	yaml_node_t *k, *v;
-} kvp;
-
-/* The pairs of one mapping after `<<` merges (malloc'd). */
-typedef struct map {
-	kvp   *p;
-	size_t n, cap;
-	ax_pos pos;
-} map;
-
-/* --- positions and node helpers ---------------------------------------- */
-
-static ax_pos
-mark_pos(const ld *l, yaml_mark_t m)
-{
-	ax_pos p = { l->file, (uint32_t) m.line + 1, (uint32_t) m.column + 1,
-		     0 };
-	return p;
-}
-
-/* Position of a node's value: after the quote, or the first content line
- * of a block scalar. */
-static ax_pos
-node_pos(const ld *l, const yaml_node_t *n)
-{
-	ax_pos p = mark_pos(l, n->start_mark);
-	if (n->type != YAML_SCALAR_NODE)
-		return p;
-	switch (n->data.scalar.style) {
-	case YAML_SINGLE_QUOTED_SCALAR_STYLE:
-	case YAML_DOUBLE_QUOTED_SCALAR_STYLE:
-		p.col++;
-		break;
-	case YAML_LITERAL_SCALAR_STYLE:
-	case YAML_FOLDED_SCALAR_STYLE: {
-		size_t i = n->start_mark.index;
-		while (i < l->len && l->src[i] != '\n')
-			i++;
-		if (i >= l->len)
-			break;
-		i++;
-		uint32_t ind = 0;
-		while (i + ind < l->len && l->src[i + ind] == ' ')
-			ind++;
-		p.line++;
-		p.col    = ind + 1;
-		p.indent = ind + 1;
-		break;
-	}
-	default:
-		break;
-	}
-	return p;
-}
-
-static yaml_node_t *
-node(const ld *l, int idx)
-{
-	return yaml_document_get_node(l->doc, idx);
-}
-
-static const char *
-what(const yaml_node_t *n)
-{
-	switch (n->type) {
-	case YAML_MAPPING_NODE:
-		return "a mapping";
-	case YAML_SEQUENCE_NODE:
-		return "a list";
-	default:
-		return "a scalar";
-	}
-}
-
-static const char *
-sval(const yaml_node_t *n)
-{
-	return (const char *) n->data.scalar.value;
-}
-
-static int
-is_null(const yaml_node_t *n)
-{
-	if (n == NULL)
-		return 1;
-	if (n->type != YAML_SCALAR_NODE ||
-	    n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return 0;
-	const char *s = sval(n);
-	return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
-	    strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
-}
-
-/* An arena copy of scalar n, whole: prescan() refused every scalar that
- * holds a NUL, so its length is its C string length. */
-static char *
-adup(const ld *l, const yaml_node_t *n)
-{
-	return ax_dagset_strndup(l->set, sval(n), n->data.scalar.length);
-}
-
-#define ERR(l, pos, ...) ax_dagset_error((l)->set, (pos), __VA_ARGS__)
-
-/* --- mappings --------------------------------------------------------------
- */
-
-static int
-map_push(map *m, yaml_node_t *k, yaml_node_t *v)
-{
-	if (m->n == m->cap) {
-		size_t nc = m->cap ? m->cap * 2 : 16;
-		kvp   *p  = realloc(m->p, nc * sizeof(kvp));
-		if (p == NULL)
-			return -1;
-		m->p   = p;
-		m->cap = nc;
-	}
-	m->p[m->n].k   = k;
-	m->p[m->n++].v = v;
-	return 0;
-}
-
-static kvp *
-map_find(const map *m, const char *key)
-{
-	for (size_t i = 0; i < m->n; i++)
-		if (m->p[i].k->type == YAML_SCALAR_NODE &&
-		    strcmp(sval(m->p[i].k), key) == 0)
-			return &m->p[i];
-	return NULL;
-}
-
-static void merge_into(ld *l, map *m, yaml_node_t *src, int depth);
-
-/*
- * Collects the pairs of mapping node n into m: explicit keys first (a
- * repeated key is an error), then keys from `<<` merges that are not
- * already there. Returns -1 when n is not a mapping (reported as
- * "expected a mapping" for `ctx`).
- */
-static int
-map_load(ld *l, yaml_node_t *n, const char *ctx, map *m)
-{
-	memset(m, 0, sizeof(*m));
-	if (n == NULL || n->type != YAML_MAPPING_NODE) {
-		if (n != NULL)
-			ERR(l, node_pos(l, n), "%s must be a mapping, got %s",
-			    ctx, what(n));
-		return -1;
-	}
-	m->pos = node_pos(l, n);
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-	     p < n->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = node(l, p->key), *v = node(l, p->value);
-		if (k == NULL || v == NULL)
-			continue;
-		if (k->type != YAML_SCALAR_NODE) {
-			ERR(l, node_pos(l, k),
-			    "keys in %s must be strings, got %s", ctx,
-			    what(k));
-			continue;
-		}
-		if (strcmp(sval(k), "<<") == 0 &&
-		    k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
-			continue;
-		kvp *old = map_find(m, sval(k));
-		if (old != NULL) {
-			ax_pos op = node_pos(l, old->k);
-			ERR(l, node_pos(l, k),
-			    "duplicate key '%s' in %s (first at line %u)",
-			    sval(k), ctx, op.line);
-			continue;
-		}
-		if (map_push(m, k, v) != 0)
-			return -1;
-	}
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-	     p < n->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = node(l, p->key), *v = node(l, p->value);
-		if (k != NULL && v != NULL && k->type == YAML_SCALAR_NODE &&
-		    k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-		    strcmp(sval(k), "<<") == 0)
-			merge_into(l, m, v, 0);
-	}
-	return 0;
-}
-
-static void
-merge_into(ld *l, map *m, yaml_node_t *src, int depth)
-{
-	if (depth > 8)
-		return;
-	if (src->type == YAML_SEQUENCE_NODE) {
-		for (yaml_node_item_t *i = src->data.sequence.items.start;
-		     i < src->data.sequence.items.top; i++) {
-			yaml_node_t *e = node(l, *i);
-			if (e != NULL)
-				merge_into(l, m, e, depth + 1);
-		}
-		return;
-	}
-	if (src->type != YAML_MAPPING_NODE) {
-		ERR(l, node_pos(l, src),
-		    "'<<' merges a mapping or a list of mappings, got %s",
-		    what(src));
-		return;
-	}
-	for (yaml_node_pair_t *p = src->data.mapping.pairs.start;
-	     p < src->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = node(l, p->key), *v = node(l, p->value);
-		if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
-			continue;
-		if (strcmp(sval(k), "<<") == 0) {
-			merge_into(l, m, v, depth + 1);
-			continue;
-		}
-		if (map_find(m, sval(k)) == NULL)
-			map_push(m, k, v);
-	}
-}
-
-static void
-map_fini(map *m)
-{
-	free(m->p);
-	m->p = NULL;
-	m->n = 0;
-}
-
-/* Reports every key of m that is not in allowed, with a did-you-mean. */
-static void
-check_keys(ld *l, const map *m, const char *const *allowed, size_t n,
-           const char *ctx)
-{
-	for (size_t i = 0; i < m->n; i++) {
-		const char *k  = sval(m->p[i].k);
-		int         ok = 0;
-		for (size_t j = 0; j < n && !ok; j++)
-			ok = strcmp(k, allowed[j]) == 0;
-		if (ok)
-			continue;
-		const char *sug = ax_suggest(k, allowed, n);
-		if (sug != NULL)
-			ERR(l, node_pos(l, m->p[i].k),
-			    "unknown key '%s' in %s; did you mean '%s'?", k,
-			    ctx, sug);
-		else
-			ERR(l, node_pos(l, m->p[i].k),
-			    "unknown key '%s' in %s", k, ctx);
-	}
-}
-
-/* --- typed getters: 0 absent, 1 set, -1 reported error ------------------ */
-
-static yaml_node_t *
-get(const map *m, const char *key)
-{
-	kvp *p = map_find(m, key);
-	return p && !is_null(p->v) ? p->v : NULL;
-}
-
-static int
-want_scalar(ld *l, yaml_node_t *v, const char *key, const char *type)
-{
-	if (v->type == YAML_SCALAR_NODE)
-		return 0;
-	ERR(l, node_pos(l, v), "'%s' must be %s, got %s", key, type, what(v));
-	return -1;
-}
-
-static int
-get_str(ld *l, const map *m, const char *key, const char **out, ax_pos *pos)
-{
-	yaml_node_t *v = get(m, key);
-	if (v == NULL)
-		return 0;
-	if (want_scalar(l, v, key, "a string") != 0)
-		return -1;
-	*out = adup(l, v);
-	if (pos != NULL)
-		*pos = node_pos(l, v);
-	return 1;
-}
-
-static int
-parse_int(const char *s, long long *out)
-{
-	char *e;
-	if (*s == '\0')
-		return -1;
-	errno       = 0;
-	long long x = strtoll(s, &e, 10);
-	if (*e != '\0' || errno != 0)
-		return -1;
-	*out = x;
-	return 0;
-}
-
-static int
-get_int(ld *l, const map *m, const char *key, long long min, long long max,
-        int *out)
-{
-	long long    x;
-	yaml_node_t *v = get(m, key);
-	if (v == NULL)
-		return 0;
-	if (want_scalar(l, v, key, "an integer") != 0)
-		return -1;
-	if (v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
-	    parse_int(sval(v), &x) != 0) {
-		ERR(l, node_pos(l, v), "'%s' must be an integer, got '%s'",
-		    key, sval(v));
-		return -1;
-	}
-	if (x < min || x > max) {
-		ERR(l, node_pos(l, v),
-		    "'%s' is %lld; it must be between %lld "
-		    "and %lld",
-		    key, x, min, max);
-		return -1;
-	}
-	*out = (int) x;
-	return 1;
-}
-
-static int
-get_bool(ld *l, const map *m, const char *key, int *out)
-{
-	yaml_node_t *v = get(m, key);
-	if (v == NULL)
-		return 0;
-	if (want_scalar(l, v, key, "true or false") != 0)
-		return -1;
-	const char *s = sval(v);
-	if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-	    (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 ||
-	     strcmp(s, "TRUE") == 0)) {
-		*out = 1;
-		return 1;
-	}
-	if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-	    (strcmp(s, "false") == 0 || strcmp(s, "False") == 0 ||
-	     strcmp(s, "FALSE") == 0)) {
-		*out = 0;
-		return 1;
-	}
-	ERR(l, node_pos(l, v), "'%s' must be true or false, got '%s'", key, s);
-	return -1;
-}
-
-/* Enum value, matched without regard to case; names[i] maps to i. */
-static int
-get_enum(ld *l, const map *m, const char *key, const char *const *names,
-         size_t n, int *out)
-{
-	char         list[256] = "";
-	yaml_node_t *v         = get(m, key);
-	if (v == NULL)
-		return 0;
-	if (want_scalar(l, v, key, "a string") != 0)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (strcasecmp(sval(v), names[i]) == 0) {
-			*out = (int) i;
-			return 1;
-		}
-	for (size_t i = 0; i < n; i++) {
-		size_t k = strlen(list);
-		snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "",
-		         names[i]);
-	}
-	const char *sug = ax_suggest(sval(v), names, n);
-	ERR(l, node_pos(l, v), "unknown %s '%s'; expected one of: %s%s%s%s",
-	    key, sval(v), list, sug ? "; did you mean '" : "", sug ? sug : "",
-	    sug ? "'?" : "");
-	return -1;
-}
-
-static int
-get_duration(ld *l, const map *m, const char *key, int64_t min_us,
-             int64_t max_us, int64_t *out)
-{
-	int64_t      us;
-	char         a[32], b[32];
-	yaml_node_t *v = get(m, key);
-	if (v == NULL)
-		return 0;
-	if (want_scalar(l, v, key, "a duration such as 30s, 5m or 2h") != 0)
-		return -1;
-	const char *s = sval(v);
-	if (s[0] == '-') {
-		ERR(l, node_pos(l, v),
-		    "'%s' is negative (%s); durations are "
-		    "positive, e.g. 30s, 5m, 2h",
-		    key, s);
-		return -1;
-	}
-	if (ax_duration_parse(s, &us) != AX_OK) {
-		ERR(l, node_pos(l, v),
-		    "'%s': %s; write e.g. 30s, 5m, 2h, 1h30m", key,
-		    ax_err_detail());
-		return -1;
-	}
-	if (us < min_us || us > max_us) {
-		ERR(l, node_pos(l, v),
-		    "'%s' is %s; it must be between %s and %s", key, s,
-		    ax_duration_fmt(min_us, a, sizeof(a)),
-		    ax_duration_fmt(max_us, b, sizeof(b)));
-		return -1;
-	}
-	*out = us;
-	return 1;
-}
-
-/* A list of scalars (tags, depends_on). */
-static int
-get_str_list(ld *l, const map *m, const char *key, const char ***out,
-             ax_pos **pos, size_t *n)
-{
-	yaml_node_t *v = get(m, key);
-	if (v == NULL)
-		return 0;
-	if (v->type != YAML_SEQUENCE_NODE) {
-		ERR(l, node_pos(l, v), "'%s' must be a list, got %s", key,
-		    what(v));
-		return -1;
-	}
-	size_t cnt = (size_t) (v->data.sequence.items.top -
-	                       v->data.sequence.items.start);
-	*out       = ax_dagset_alloc(l->set, (cnt + 1) * sizeof(char *));
-	if (pos != NULL)
-		*pos = ax_dagset_alloc(l->set, (cnt + 1) * sizeof(ax_pos));
-	if (*out == NULL || (pos != NULL && *pos == NULL))
-		return -1;
-	*n     = 0;
-	int rv = 1;
-	for (yaml_node_item_t *i = v->data.sequence.items.start;
-	     i < v->data.sequence.items.top; i++) {
-		yaml_node_t *e = node(l, *i);
-		if (e == NULL)
-			continue;
-		if (e->type != YAML_SCALAR_NODE || is_null(e)) {
-			ERR(l, node_pos(l, e),
-			    "items of '%s' must be strings, got %s", key,
-			    is_null(e) ? "null" : what(e));
-			rv = -1;
-			continue;
-		}
-		if (pos != NULL)
-			(*pos)[*n] = node_pos(l, e);
-		(*out)[(*n)++] = adup(l, e);
-	}
-	return rv;
-}
-
-/* A mapping of names to scalar values (params, env). */
-static int
-get_kvs(ld *l, const map *m, const char *key, ax_kvs *out)
-{
-	map          sub;
-	yaml_node_t *v = get(m, key);
-	if (v == NULL)
-		return 0;
-	if (map_load(l, v, key, &sub) != 0)
-		return -1;
-	out->v = ax_dagset_alloc(l->set, (sub.n + 1) * sizeof(ax_kv));
-	out->n = 0;
-	int rv = out->v ? 1 : -1;
-	for (size_t i = 0; out->v && i < sub.n; i++) {
-		yaml_node_t *val = sub.p[i].v;
-		if (val->type != YAML_SCALAR_NODE) {
-			ERR(l, node_pos(l, val),
-			    "%s.%s must be a string or number, got %s", key,
-			    sval(sub.p[i].k), what(val));
-			rv = -1;
-			continue;
-		}
-		ax_kv *kv   = &out->v[out->n++];
-		kv->key     = adup(l, sub.p[i].k);
-		kv->key_pos = node_pos(l, sub.p[i].k);
-		kv->value   = is_null(val) ? "" : adup(l, val);
-		kv->pos     = node_pos(l, val);
-	}
-	map_fini(&sub);
-	return rv;
-}
 
 /*
  * The DAG's params: `name: default`, or a declaration
@@ -539,43 +43,43 @@ get_params(ld *l, const map *m, ax_dag *d)
 	static const char *const decl_keys[] = { "default", "type", "pattern",
 		                                 "description" };
 	map                      sub;
-	yaml_node_t             *v   = get(m, "params");
+	yaml_node_t             *v   = yl_get(m, "params");
 	ax_kvs                  *out = &d->params;
 	int                      rv  = 1;
 
 	if (v == NULL)
 		return 0;
-	if (map_load(l, v, "params", &sub) != 0)
+	if (yl_map_load(l, v, "params", &sub) != 0)
 		return -1;
 	out->v = ax_dagset_alloc(l->set, (sub.n + 1) * sizeof(ax_kv));
 	if (out->v == NULL) {
-		map_fini(&sub);
+		yl_map_fini(&sub);
 		return -1;
 	}
 	for (size_t i = 0; i < sub.n; i++) {
 		yaml_node_t *val = sub.p[i].v;
 		ax_kv       *kv  = &out->v[out->n++];
-		kv->key          = adup(l, sub.p[i].k);
-		kv->key_pos      = node_pos(l, sub.p[i].k);
+		kv->key          = yl_adup(l, sub.p[i].k);
+		kv->key_pos      = yl_node_pos(l, sub.p[i].k);
 		kv->value        = "";
-		kv->pos          = node_pos(l, val);
+		kv->pos          = yl_node_pos(l, val);
 		if (val->type == YAML_SCALAR_NODE) {
-			if (!is_null(val))
-				kv->value = adup(l, val);
+			if (!yl_is_null(val))
+				kv->value = yl_adup(l, val);
 			continue;
 		}
 		if (val->type != YAML_MAPPING_NODE) {
-			ERR(l, node_pos(l, val),
+			ERR(l, yl_node_pos(l, val),
 			    "params.%s must be a value or a mapping {default, "
 			    "type, pattern}, got %s",
-			    kv->key, what(val));
+			    kv->key, yl_what(val));
 			rv = -1;
 			continue;
 		}
 		map  dm;
 		char ctx[300];
 		snprintf(ctx, sizeof(ctx), "params.%s", kv->key);
-		if (map_load(l, val, ctx, &dm) != 0) {
+		if (yl_map_load(l, val, ctx, &dm) != 0) {
 			rv = -1;
 			continue;
 		}
@@ -583,22 +87,22 @@ get_params(ld *l, const map *m, ax_dag *d)
 		    (d->param_decls = ax_dagset_alloc(
 		         l->set, (sub.n + 1) * sizeof(ax_param_decl))) ==
 		        NULL) {
-			map_fini(&dm);
+			yl_map_fini(&dm);
 			rv = -1;
 			break;
 		}
 		ax_param_decl *pd = &d->param_decls[out->n - 1];
 		const char    *t  = NULL;
 		ax_pos         tp;
-		pd->pos = node_pos(l, val);
-		check_keys(l, &dm, decl_keys, N_OF(decl_keys), ctx);
-		yaml_node_t *dv = get(&dm, "default");
+		pd->pos = yl_node_pos(l, val);
+		yl_check_keys(l, &dm, decl_keys, N_OF(decl_keys), ctx);
+		yaml_node_t *dv = yl_get(&dm, "default");
 		if (dv != NULL &&
-		    want_scalar(l, dv, "default", "a value") == 0) {
-			kv->value = adup(l, dv);
-			kv->pos   = node_pos(l, dv);
+		    yl_want_scalar(l, dv, "default", "a value") == 0) {
+			kv->value = yl_adup(l, dv);
+			kv->pos   = yl_node_pos(l, dv);
 		}
-		if (get_str(l, &dm, "type", &t, &tp) == 1 &&
+		if (yl_get_str(l, &dm, "type", &t, &tp) == 1 &&
 		    ax_param_type_parse(t, &pd->type) != 0) {
 			ERR(l, tp,
 			    "unknown type '%s' of params.%s; expected one of: "
@@ -606,10 +110,10 @@ get_params(ld *l, const map *m, ax_dag *d)
 			    t, kv->key);
 			rv = -1;
 		}
-		get_str(l, &dm, "pattern", &pd->pattern, &pd->pattern_pos);
-		map_fini(&dm);
+		yl_get_str(l, &dm, "pattern", &pd->pattern, &pd->pattern_pos);
+		yl_map_fini(&dm);
 	}
-	map_fini(&sub);
+	yl_map_fini(&sub);
 	return rv;
 }
 
@@ -639,11 +143,11 @@ env_source(ld *l, yaml_node_t *val, const char *name, ax_kv *kv)
 	ax_pos                   fp, vp;
 	int                      rv = 0;
 
-	if (map_load(l, val, name, &sub) != 0)
+	if (yl_map_load(l, val, name, &sub) != 0)
 		return -1;
-	check_keys(l, &sub, keys, N_OF(keys), "an env source");
-	get_str(l, &sub, "from_file", &file, &fp);
-	get_str(l, &sub, "from_env", &var, &vp);
+	yl_check_keys(l, &sub, keys, N_OF(keys), "an env source");
+	yl_get_str(l, &sub, "from_file", &file, &fp);
+	yl_get_str(l, &sub, "from_env", &var, &vp);
 	if ((file == NULL) == (var == NULL)) {
 		ERR(l, sub.pos,
 		    "env %s: write exactly one of {from_file: PATH} and "
@@ -665,7 +169,7 @@ env_source(ld *l, yaml_node_t *val, const char *name, ax_kv *kv)
 		kv->pos    = file != NULL ? fp : vp;
 		kv->source = file != NULL ? AX_KV_FROM_FILE : AX_KV_FROM_ENV;
 	}
-	map_fini(&sub);
+	yl_map_fini(&sub);
 	return rv;
 }
 
@@ -674,10 +178,10 @@ static int
 get_env(ld *l, const map *m, ax_kvs *out)
 {
 	map          sub;
-	yaml_node_t *v = get(m, "env");
+	yaml_node_t *v = yl_get(m, "env");
 	if (v == NULL)
 		return 0;
-	if (map_load(l, v, "env", &sub) != 0)
+	if (yl_map_load(l, v, "env", &sub) != 0)
 		return -1;
 	out->v = ax_dagset_alloc(l->set, (sub.n + 1) * sizeof(ax_kv));
 	out->n = 0;
@@ -686,27 +190,27 @@ get_env(ld *l, const map *m, ax_kvs *out)
 		yaml_node_t *val = sub.p[i].v;
 		ax_kv       *kv  = &out->v[out->n];
 		memset(kv, 0, sizeof(*kv));
-		kv->key     = adup(l, sub.p[i].k);
-		kv->key_pos = node_pos(l, sub.p[i].k);
+		kv->key     = yl_adup(l, sub.p[i].k);
+		kv->key_pos = yl_node_pos(l, sub.p[i].k);
 		if (val->type == YAML_MAPPING_NODE) {
 			if (env_source(l, val, kv->key, kv) != 0) {
 				rv = -1;
 				continue;
 			}
 		} else if (val->type != YAML_SCALAR_NODE) {
-			ERR(l, node_pos(l, val),
+			ERR(l, yl_node_pos(l, val),
 			    "env.%s must be a string, a number, {from_file: "
 			    "PATH} or {from_env: NAME}, got %s",
-			    sval(sub.p[i].k), what(val));
+			    yl_sval(sub.p[i].k), yl_what(val));
 			rv = -1;
 			continue;
 		} else {
-			kv->value = is_null(val) ? "" : adup(l, val);
-			kv->pos   = node_pos(l, val);
+			kv->value = yl_is_null(val) ? "" : yl_adup(l, val);
+			kv->pos   = yl_node_pos(l, val);
 		}
 		out->n++;
 	}
-	map_fini(&sub);
+	yl_map_fini(&sub);
 	return rv;
 }
 
@@ -785,12 +289,12 @@ parse_named(ld *l, const map *m, ax_task_spec *s)
 	size_t n = 0;
 
 	for (size_t i = 0; i < m->n; i++)
-		n += strcmp(sval(m->p[i].k), "cpu") != 0 &&
-		    strcmp(sval(m->p[i].k), "memory") != 0;
+		n += strcmp(yl_sval(m->p[i].k), "cpu") != 0 &&
+		    strcmp(yl_sval(m->p[i].k), "memory") != 0;
 	if (n == 0)
 		return;
 	if (n > AX_RES_MAX) {
-		ERR(l, node_pos(l, m->p[0].k),
+		ERR(l, yl_node_pos(l, m->p[0].k),
 		    "resources names %zu named resources; at most %d are "
 		    "allowed (merge some)",
 		    n, AX_RES_MAX);
@@ -800,14 +304,14 @@ parse_named(ld *l, const map *m, ax_task_spec *s)
 	s->res.n = 0;
 	for (size_t i = 0; s->res.v != NULL && i < m->n; i++) {
 		yaml_node_t *k = m->p[i].k, *val = m->p[i].v;
-		const char  *name = sval(k), *sug;
+		const char  *name = yl_sval(k), *sug;
 		char        *end;
 		long long    x;
 
 		if (strcmp(name, "cpu") == 0 || strcmp(name, "memory") == 0)
 			continue;
 		if ((sug = ax_suggest(name, resources_keys + 1, 1)) != NULL) {
-			ERR(l, node_pos(l, k),
+			ERR(l, yl_node_pos(l, k),
 			    "unknown key '%s' in resources; did you mean "
 			    "'%s'? (other names are named resources, e.g. "
 			    "gpu: 1)",
@@ -815,31 +319,31 @@ parse_named(ld *l, const map *m, ax_task_spec *s)
 			continue;
 		}
 		if (!ax_res_name_ok(name)) {
-			ERR(l, node_pos(l, k),
+			ERR(l, yl_node_pos(l, k),
 			    "'%s' is not a resource name: use letters, "
 			    "digits, '_', '.', '-' (up to %d), e.g. gpu: 1",
 			    name, AX_RES_NAME_MAX);
 			continue;
 		}
-		if (want_scalar(l, val, name, "a whole number") != 0)
+		if (yl_want_scalar(l, val, name, "a whole number") != 0)
 			continue;
 		errno = 0;
-		x     = strtoll(sval(val), &end, 10);
-		if (errno != 0 || end == sval(val) || *end != '\0' || x < 1 ||
-		    x > AX_RES_AMOUNT_MAX) {
-			ERR(l, node_pos(l, val),
+		x     = strtoll(yl_sval(val), &end, 10);
+		if (errno != 0 || end == yl_sval(val) || *end != '\0' ||
+		    x < 1 || x > AX_RES_AMOUNT_MAX) {
+			ERR(l, yl_node_pos(l, val),
 			    "resources.%s must be a whole number from 1 to "
 			    "%d, "
 			    "got '%s'",
-			    name, AX_RES_AMOUNT_MAX, sval(val));
+			    name, AX_RES_AMOUNT_MAX, yl_sval(val));
 			continue;
 		}
 		ax_kv *kv = &s->res.v[s->res.n++];
 		memset(kv, 0, sizeof(*kv));
-		kv->key     = adup(l, k);
-		kv->key_pos = node_pos(l, k);
-		kv->value   = adup(l, val);
-		kv->pos     = node_pos(l, val);
+		kv->key     = yl_adup(l, k);
+		kv->key_pos = yl_node_pos(l, k);
+		kv->value   = yl_adup(l, val);
+		kv->pos     = yl_node_pos(l, val);
 	}
 }
 
@@ -847,31 +351,31 @@ static void
 parse_resources(ld *l, yaml_node_t *v, ax_task_spec *s)
 {
 	map m;
-	if (map_load(l, v, "resources", &m) != 0)
+	if (yl_map_load(l, v, "resources", &m) != 0)
 		return;
 	parse_named(l, &m, s);
-	yaml_node_t *c = get(&m, "cpu"), *mem = get(&m, "memory");
-	if (c != NULL && want_scalar(l, c, "cpu", "a number") == 0) {
-		if (parse_cpu(sval(c), &s->cpu_milli) != 0)
-			ERR(l, node_pos(l, c),
+	yaml_node_t *c = yl_get(&m, "cpu"), *mem = yl_get(&m, "memory");
+	if (c != NULL && yl_want_scalar(l, c, "cpu", "a number") == 0) {
+		if (parse_cpu(yl_sval(c), &s->cpu_milli) != 0)
+			ERR(l, yl_node_pos(l, c),
 			    "'cpu' must be a number of cores between 0.001 "
 			    "and "
 			    "1024 (e.g. 0.5, 2, 500m), got '%s'",
-			    sval(c));
+			    yl_sval(c));
 		else
 			s->set |= AX_TF_CPU;
 	}
-	if (mem != NULL && want_scalar(l, mem, "memory", "a size") == 0) {
-		if (parse_memory(sval(mem), &s->memory_bytes) != 0 ||
+	if (mem != NULL && yl_want_scalar(l, mem, "memory", "a size") == 0) {
+		if (parse_memory(yl_sval(mem), &s->memory_bytes) != 0 ||
 		    s->memory_bytes == 0)
-			ERR(l, node_pos(l, mem),
+			ERR(l, yl_node_pos(l, mem),
 			    "'memory' must be a size up to 4Ti such as 512Mi, "
 			    "2Gi or 1G, got '%s'",
-			    sval(mem));
+			    yl_sval(mem));
 		else
 			s->set |= AX_TF_MEMORY;
 	}
-	map_fini(&m);
+	yl_map_fini(&m);
 }
 
 /* --- task spec ------------------------------------------------------------
@@ -898,15 +402,15 @@ parse_retries(ld *l, yaml_node_t *v, ax_task_spec *s)
 	if (v->type == YAML_SCALAR_NODE) { /* retries: 3 */
 		long long n;
 		if (v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
-		    parse_int(sval(v), &n) != 0) {
-			ERR(l, node_pos(l, v),
+		    yl_parse_int(yl_sval(v), &n) != 0) {
+			ERR(l, yl_node_pos(l, v),
 			    "'retries' must be a count or a mapping {count, "
 			    "backoff, delay, max_delay}, got '%s'",
-			    sval(v));
+			    yl_sval(v));
 			return;
 		}
 		if (n < 0 || n > 100) {
-			ERR(l, node_pos(l, v),
+			ERR(l, yl_node_pos(l, v),
 			    "'retries' is %lld; it must be "
 			    "between 0 and 100",
 			    n);
@@ -916,22 +420,23 @@ parse_retries(ld *l, yaml_node_t *v, ax_task_spec *s)
 		s->set |= AX_TF_RETRY_COUNT;
 		return;
 	}
-	if (map_load(l, v, "retries", &m) != 0)
+	if (yl_map_load(l, v, "retries", &m) != 0)
 		return;
-	check_keys(l, &m, retries_keys, N_OF(retries_keys), "retries");
-	if (get_int(l, &m, "count", 0, 100, &s->retries.count) == 1)
+	yl_check_keys(l, &m, retries_keys, N_OF(retries_keys), "retries");
+	if (yl_get_int(l, &m, "count", 0, 100, &s->retries.count) == 1)
 		s->set |= AX_TF_RETRY_COUNT;
-	if (get_enum(l, &m, "backoff", backoff_names, N_OF(backoff_names),
-	             &x) == 1) {
+	if (yl_get_enum(l, &m, "backoff", backoff_names, N_OF(backoff_names),
+	                &x) == 1) {
 		s->retries.backoff = (ax_backoff) x;
 		s->set |= AX_TF_RETRY_BACKOFF;
 	}
-	if (get_duration(l, &m, "delay", 0, DAY_US, &s->retries.delay_us) == 1)
+	if (yl_get_duration(l, &m, "delay", 0, DAY_US, &s->retries.delay_us) ==
+	    1)
 		s->set |= AX_TF_RETRY_DELAY;
-	if (get_duration(l, &m, "max_delay", AX_USEC_PER_SEC, 7 * DAY_US,
-	                 &s->retries.max_delay_us) == 1)
+	if (yl_get_duration(l, &m, "max_delay", AX_USEC_PER_SEC, 7 * DAY_US,
+	                    &s->retries.max_delay_us) == 1)
 		s->set |= AX_TF_RETRY_MAX;
-	map_fini(&m);
+	yl_map_fini(&m);
 }
 
 static void
@@ -942,12 +447,12 @@ parse_routing(ld *l, yaml_node_t *v, ax_task_spec *s)
 
 	if (v->type == YAML_SCALAR_NODE) { /* routing: least_load */
 		for (size_t i = 0; i < N_OF(routing_names); i++)
-			if (strcasecmp(sval(v), routing_names[i]) == 0) {
+			if (strcasecmp(yl_sval(v), routing_names[i]) == 0) {
 				s->routing.kind = (ax_routing_kind) i;
 				s->set |= AX_TF_ROUTING;
 				if (i == AX_ROUTE_CONSISTENT_HASH ||
 				    i == AX_ROUTE_PINNED)
-					ERR(l, node_pos(l, v),
+					ERR(l, yl_node_pos(l, v),
 					    "routing '%s' needs a %s: write "
 					    "routing: {strategy: %s, %s: ...}",
 					    routing_names[i],
@@ -959,19 +464,19 @@ parse_routing(ld *l, yaml_node_t *v, ax_task_spec *s)
 				return;
 			}
 		const char *sug =
-		    ax_suggest(sval(v), routing_names, N_OF(routing_names));
-		ERR(l, node_pos(l, v),
+		    ax_suggest(yl_sval(v), routing_names, N_OF(routing_names));
+		ERR(l, yl_node_pos(l, v),
 		    "unknown routing '%s'; expected one of: round_robin, "
 		    "random, least_load, consistent_hash, pinned%s%s%s",
-		    sval(v), sug ? "; did you mean '" : "", sug ? sug : "",
+		    yl_sval(v), sug ? "; did you mean '" : "", sug ? sug : "",
 		    sug ? "'?" : "");
 		return;
 	}
-	if (map_load(l, v, "routing", &m) != 0)
+	if (yl_map_load(l, v, "routing", &m) != 0)
 		return;
-	check_keys(l, &m, routing_keys, N_OF(routing_keys), "routing");
-	rv = get_enum(l, &m, "strategy", routing_names, N_OF(routing_names),
-	              &x);
+	yl_check_keys(l, &m, routing_keys, N_OF(routing_keys), "routing");
+	rv = yl_get_enum(l, &m, "strategy", routing_names, N_OF(routing_names),
+	                 &x);
 	if (rv == 0)
 		ERR(l, m.pos,
 		    "routing needs a 'strategy' (round_robin, random, "
@@ -980,13 +485,13 @@ parse_routing(ld *l, yaml_node_t *v, ax_task_spec *s)
 		s->routing.kind = (ax_routing_kind) x;
 		s->set |= AX_TF_ROUTING;
 	}
-	get_str(l, &m, "key", &s->routing.key, NULL);
-	get_str(l, &m, "node", &s->routing.node, NULL);
+	yl_get_str(l, &m, "key", &s->routing.key, NULL);
+	yl_get_str(l, &m, "node", &s->routing.node, NULL);
 	if (rv == 1 && x == AX_ROUTE_CONSISTENT_HASH && s->routing.key == NULL)
 		ERR(l, m.pos, "routing 'consistent_hash' needs a 'key'");
 	if (rv == 1 && x == AX_ROUTE_PINNED && s->routing.node == NULL)
 		ERR(l, m.pos, "routing 'pinned' needs a 'node'");
-	map_fini(&m);
+	yl_map_fini(&m);
 }
 
 /*
@@ -1003,12 +508,12 @@ parse_group(ld *l, yaml_node_t *v, ax_task_spec *s)
 	map           m;
 
 	buf[0] = '\0';
-	if (v->type == YAML_SCALAR_NODE && !is_null(v)) {
-		if (ax_group_spec_parse(sval(v), &g) != AX_OK) {
-			ERR(l, node_pos(l, v), "%s", ax_err_detail());
+	if (v->type == YAML_SCALAR_NODE && !yl_is_null(v)) {
+		if (ax_group_spec_parse(yl_sval(v), &g) != AX_OK) {
+			ERR(l, yl_node_pos(l, v), "%s", ax_err_detail());
 			return;
 		}
-		s->worker_group = adup(l, v);
+		s->worker_group = yl_adup(l, v);
 		s->set |= AX_TF_GROUP;
 		return;
 	}
@@ -1016,94 +521,96 @@ parse_group(ld *l, yaml_node_t *v, ax_task_spec *s)
 		size_t cnt = (size_t) (v->data.sequence.items.top -
 		                       v->data.sequence.items.start);
 		if (cnt == 0 || cnt > AX_GSPEC_MAX) {
-			ERR(l, node_pos(l, v),
+			ERR(l, yl_node_pos(l, v),
 			    "'worker_group' lists %zu groups; list 1 to %d",
 			    cnt, AX_GSPEC_MAX);
 			return;
 		}
 		for (yaml_node_item_t *i = v->data.sequence.items.start;
 		     i < v->data.sequence.items.top; i++) {
-			yaml_node_t *e = node(l, *i);
+			yaml_node_t *e = yl_node(l, *i);
 			if (e == NULL)
 				return;
-			if (e->type != YAML_SCALAR_NODE || is_null(e) ||
-			    !ax_group_name_ok(sval(e))) {
-				ERR(l, node_pos(l, e),
+			if (e->type != YAML_SCALAR_NODE || yl_is_null(e) ||
+			    !ax_group_name_ok(yl_sval(e))) {
+				ERR(l, yl_node_pos(l, e),
 				    "items of 'worker_group' must be group "
 				    "names (letters, digits, '_', '.', '-', "
 				    "':', up to %d), got %s",
 				    AX_GROUP_NAME_MAX,
-				    e->type == YAML_SCALAR_NODE && !is_null(e)
-				        ? sval(e)
-				        : what(e));
+				    e->type == YAML_SCALAR_NODE &&
+				            !yl_is_null(e)
+				        ? yl_sval(e)
+				        : yl_what(e));
 				return;
 			}
 			off += (size_t) snprintf(buf + off, sizeof(buf) - off,
 			                         "%s%s", off > 0 ? "," : "",
-			                         sval(e));
+			                         yl_sval(e));
 		}
 	} else if (v->type == YAML_MAPPING_NODE) {
 		yaml_node_t *lv;
 		map          lm;
 		int          unknown = 0;
-		if (map_load(l, v, "worker_group", &m) != 0)
+		if (yl_map_load(l, v, "worker_group", &m) != 0)
 			return;
 		for (size_t i = 0; i < m.n; i++)
-			if (strcmp(sval(m.p[i].k), "labels") != 0) {
-				ERR(l, node_pos(l, m.p[i].k),
+			if (strcmp(yl_sval(m.p[i].k), "labels") != 0) {
+				ERR(l, yl_node_pos(l, m.p[i].k),
 				    "unknown key '%s' in worker_group; write "
 				    "{labels: {key: value}} to select groups "
 				    "by their workers' labels",
-				    sval(m.p[i].k));
+				    yl_sval(m.p[i].k));
 				unknown++;
 			}
-		lv = get(&m, "labels");
+		lv = yl_get(&m, "labels");
 		if (lv == NULL) {
 			if (unknown > 0) {
-				map_fini(&m);
+				yl_map_fini(&m);
 				return;
 			}
 			ERR(l, m.pos,
 			    "worker_group: write {labels: {key: value}} to "
 			    "select groups by their workers' labels");
-			map_fini(&m);
+			yl_map_fini(&m);
 			return;
 		}
-		if (map_load(l, lv, "worker_group labels", &lm) != 0) {
-			map_fini(&m);
+		if (yl_map_load(l, lv, "worker_group labels", &lm) != 0) {
+			yl_map_fini(&m);
 			return;
 		}
 		for (size_t i = 0; i < lm.n && i < AX_GSPEC_MAX; i++) {
 			yaml_node_t *e = lm.p[i].v;
-			if (e->type != YAML_SCALAR_NODE || is_null(e)) {
-				ERR(l, node_pos(l, e),
+			if (e->type != YAML_SCALAR_NODE || yl_is_null(e)) {
+				ERR(l, yl_node_pos(l, e),
 				    "label '%s' of worker_group must have a "
 				    "plain value, got %s",
-				    sval(lm.p[i].k), what(e));
+				    yl_sval(lm.p[i].k), yl_what(e));
 				continue;
 			}
-			off += (size_t) snprintf(buf + off, sizeof(buf) - off,
-			                         "%s%s=%s", off > 0 ? "," : "",
-			                         sval(lm.p[i].k), sval(e));
+			off +=
+			    (size_t) snprintf(buf + off, sizeof(buf) - off,
+			                      "%s%s=%s", off > 0 ? "," : "",
+			                      yl_sval(lm.p[i].k), yl_sval(e));
 		}
 		if (lm.n == 0 || lm.n > AX_GSPEC_MAX)
-			ERR(l, node_pos(l, lv),
+			ERR(l, yl_node_pos(l, lv),
 			    "worker_group labels: give 1 to %d labels, got "
 			    "%zu",
 			    AX_GSPEC_MAX, lm.n);
-		map_fini(&lm);
-		map_fini(&m);
+		yl_map_fini(&lm);
+		yl_map_fini(&m);
 	} else {
-		ERR(l, node_pos(l, v),
+		ERR(l, yl_node_pos(l, v),
 		    "'worker_group' must be a group name, a list of them or "
 		    "{labels: {key: value}}, got %s",
-		    is_null(v) ? "null" : what(v));
+		    yl_is_null(v) ? "null" : yl_what(v));
 		return;
 	}
 	if (off == 0 || off >= sizeof(buf))
 		return; /* reported above */
 	if (ax_group_spec_parse(buf, &g) != AX_OK) {
-		ERR(l, node_pos(l, v), "%s", ax_err_detail());
+		ERR(l, yl_node_pos(l, v), "%s", ax_err_detail());
 		return;
 	}
 	char *t = ax_dagset_alloc(l->set, off + 1);
@@ -1121,35 +628,35 @@ parse_spec(ld *l, const map *m, ax_task_spec *s)
 	yaml_node_t *v;
 	int          x;
 
-	if (get_str(l, m, "type", &s->type, NULL) == 1)
+	if (yl_get_str(l, m, "type", &s->type, NULL) == 1)
 		s->set |= AX_TF_TYPE;
-	if (get_str(l, m, "command", &s->command, &s->command_pos) == 1)
+	if (yl_get_str(l, m, "command", &s->command, &s->command_pos) == 1)
 		s->set |= AX_TF_COMMAND;
-	if (get_int(l, m, "priority", 0, 100, &s->priority) == 1)
+	if (yl_get_int(l, m, "priority", 0, 100, &s->priority) == 1)
 		s->set |= AX_TF_PRIORITY;
-	if (get_enum(l, m, "channel", channel_names, N_OF(channel_names),
-	             &x) == 1) {
+	if (yl_get_enum(l, m, "channel", channel_names, N_OF(channel_names),
+	                &x) == 1) {
 		s->channel = (ax_channel) x;
 		s->set |= AX_TF_CHANNEL;
 	}
-	if ((v = get(m, "worker_group")) != NULL)
+	if ((v = yl_get(m, "worker_group")) != NULL)
 		parse_group(l, v, s);
-	if (get_str(l, m, "pool", &s->pool, NULL) == 1)
+	if (yl_get_str(l, m, "pool", &s->pool, NULL) == 1)
 		s->set |= AX_TF_POOL;
-	if ((v = get(m, "retries")) != NULL)
+	if ((v = yl_get(m, "retries")) != NULL)
 		parse_retries(l, v, s);
-	if (get_duration(l, m, "timeout", AX_USEC_PER_SEC, 7 * DAY_US,
-	                 &s->timeout_us) == 1)
+	if (yl_get_duration(l, m, "timeout", AX_USEC_PER_SEC, 7 * DAY_US,
+	                    &s->timeout_us) == 1)
 		s->set |= AX_TF_TIMEOUT;
-	if ((v = get(m, "resources")) != NULL)
+	if ((v = yl_get(m, "resources")) != NULL)
 		parse_resources(l, v, s);
-	if (get_int(l, m, "shards", 1, 1024, &s->shards) == 1)
+	if (yl_get_int(l, m, "shards", 1, 1024, &s->shards) == 1)
 		s->set |= AX_TF_SHARDS;
-	if ((v = get(m, "routing")) != NULL)
+	if ((v = yl_get(m, "routing")) != NULL)
 		parse_routing(l, v, s);
-	get_kvs(l, m, "params", &s->params);
+	yl_get_kvs(l, m, "params", &s->params);
 	get_env(l, m, &s->env);
-	if (get_str(l, m, "run_as", &s->run_as, &s->run_as_pos) == 1) {
+	if (yl_get_str(l, m, "run_as", &s->run_as, &s->run_as_pos) == 1) {
 		if (!valid_user(s->run_as))
 			ERR(l, s->run_as_pos,
 			    "run_as '%s' is not a user name; use letters, "
@@ -1157,7 +664,7 @@ parse_spec(ld *l, const map *m, ax_task_spec *s)
 			    s->run_as);
 		s->set |= AX_TF_RUN_AS;
 	}
-	if (get_bool(l, m, "preemptible", &s->preemptible) == 1)
+	if (yl_get_bool(l, m, "preemptible", &s->preemptible) == 1)
 		s->set |= AX_TF_PREEMPTIBLE;
 }
 
@@ -1202,39 +709,39 @@ static const char *const kind_names[]    = { "DAG", "TaskTemplate" };
 static void
 parse_deadline(ld *l, const map *parent, ax_deadline_decl *dl)
 {
-	yaml_node_t *v = get(parent, "deadline");
+	yaml_node_t *v = yl_get(parent, "deadline");
 	map          m;
 
 	if (v == NULL)
 		return;
 	dl->set = 1;
-	dl->pos = node_pos(l, v);
+	dl->pos = yl_node_pos(l, v);
 	if (v->type == YAML_SCALAR_NODE) {
 		ERR(l, dl->pos,
 		    "'deadline' must be a mapping, e.g. {after: 2h} or "
 		    "{at: \"08:00\", day: 1}, got '%s'",
-		    sval(v));
+		    yl_sval(v));
 		dl->set = 0; /* reported: nothing more to say about it */
 		return;
 	}
-	if (map_load(l, v, "deadline", &m) != 0) {
+	if (yl_map_load(l, v, "deadline", &m) != 0) {
 		dl->set = 0;
 		return;
 	}
-	check_keys(l, &m, deadline_keys, N_OF(deadline_keys), "deadline");
-	if (get(&m, "after") != NULL) {
-		dl->after_pos = node_pos(l, get(&m, "after"));
+	yl_check_keys(l, &m, deadline_keys, N_OF(deadline_keys), "deadline");
+	if (yl_get(&m, "after") != NULL) {
+		dl->after_pos = yl_node_pos(l, yl_get(&m, "after"));
 		dl->has_after =
-		    get_duration(l, &m, "after", AX_DEADLINE_AFTER_MIN,
-		                 AX_DEADLINE_AFTER_MAX, &dl->after_us) == 1;
+		    yl_get_duration(l, &m, "after", AX_DEADLINE_AFTER_MIN,
+		                    AX_DEADLINE_AFTER_MAX, &dl->after_us) == 1;
 	}
-	get_str(l, &m, "at", &dl->at, &dl->at_pos);
-	if (get(&m, "day") != NULL) {
-		dl->day_pos = node_pos(l, get(&m, "day"));
-		dl->has_day = get_int(l, &m, "day", 0, AX_DEADLINE_DAY_MAX,
-		                      &dl->day) == 1;
+	yl_get_str(l, &m, "at", &dl->at, &dl->at_pos);
+	if (yl_get(&m, "day") != NULL) {
+		dl->day_pos = yl_node_pos(l, yl_get(&m, "day"));
+		dl->has_day = yl_get_int(l, &m, "day", 0, AX_DEADLINE_DAY_MAX,
+		                         &dl->day) == 1;
 	}
-	map_fini(&m);
+	yl_map_fini(&m);
 }
 
 static void
@@ -1243,18 +750,18 @@ parse_task(ld *l, yaml_node_t *n, ax_task *t)
 	map m;
 
 	ax_task_spec_defaults(&t->spec);
-	t->pos = node_pos(l, n);
-	if (map_load(l, n, "a task", &m) != 0)
+	t->pos = yl_node_pos(l, n);
+	if (yl_map_load(l, n, "a task", &m) != 0)
 		return;
-	check_keys(l, &m, task_keys, N_OF(task_keys), "task");
-	if (get_str(l, &m, "name", &t->name, &t->name_pos) == 0)
+	yl_check_keys(l, &m, task_keys, N_OF(task_keys), "task");
+	if (yl_get_str(l, &m, "name", &t->name, &t->name_pos) == 0)
 		ERR(l, t->pos, "task has no 'name'");
-	get_str(l, &m, "template", &t->template_name, &t->template_pos);
-	get_str_list(l, &m, "depends_on", &t->depends_on, &t->depends_pos,
-	             &t->n_depends);
+	yl_get_str(l, &m, "template", &t->template_name, &t->template_pos);
+	yl_get_str_list(l, &m, "depends_on", &t->depends_on, &t->depends_pos,
+	                &t->n_depends);
 	parse_deadline(l, &m, &t->deadline);
 	parse_spec(l, &m, &t->spec);
-	map_fini(&m);
+	yl_map_fini(&m);
 }
 
 static void
@@ -1264,22 +771,22 @@ parse_schedule(ld *l, yaml_node_t *v, ax_dag *d)
 	ax_schedule_spec *s     = &d->schedule;
 	int               kinds = 0;
 
-	if (map_load(l, v, "schedule", &m) != 0)
+	if (yl_map_load(l, v, "schedule", &m) != 0)
 		return;
-	check_keys(l, &m, schedule_keys, N_OF(schedule_keys), "schedule");
-	if (get_str(l, &m, "cron", &s->cron, &s->cron_pos) == 1) {
+	yl_check_keys(l, &m, schedule_keys, N_OF(schedule_keys), "schedule");
+	if (yl_get_str(l, &m, "cron", &s->cron, &s->cron_pos) == 1) {
 		s->kind = AX_SCHED_CRON;
 		kinds++;
 	}
-	get_str(l, &m, "timezone", &s->timezone, &s->tz_pos);
-	if (get(&m, "every") != NULL) {
-		s->every_pos = node_pos(l, get(&m, "every"));
-		if (get_duration(l, &m, "every", AX_USEC_PER_SEC, 366 * DAY_US,
-		                 &s->every_us) == 1)
+	yl_get_str(l, &m, "timezone", &s->timezone, &s->tz_pos);
+	if (yl_get(&m, "every") != NULL) {
+		s->every_pos = yl_node_pos(l, yl_get(&m, "every"));
+		if (yl_get_duration(l, &m, "every", AX_USEC_PER_SEC,
+		                    366 * DAY_US, &s->every_us) == 1)
 			s->kind = AX_SCHED_EVERY;
 		kinds++;
 	}
-	if (get_str(l, &m, "at", &s->at, &s->at_pos) == 1) {
+	if (yl_get_str(l, &m, "at", &s->at, &s->at_pos) == 1) {
 		s->kind = AX_SCHED_AT;
 		kinds++;
 	}
@@ -1287,15 +794,15 @@ parse_schedule(ld *l, yaml_node_t *v, ax_dag *d)
 		ERR(l, m.pos,
 		    "schedule has more than one of 'cron', 'every' and "
 		    "'at'; keep one");
-	map_fini(&m);
+	yl_map_fini(&m);
 }
 
 static void
 parse_dag_deps(ld *l, yaml_node_t *v, ax_dag *d)
 {
 	if (v->type != YAML_SEQUENCE_NODE) {
-		ERR(l, node_pos(l, v),
-		    "'depends_on_dags' must be a list, got %s", what(v));
+		ERR(l, yl_node_pos(l, v),
+		    "'depends_on_dags' must be a list, got %s", yl_what(v));
 		return;
 	}
 	size_t cnt = (size_t) (v->data.sequence.items.top -
@@ -1305,34 +812,34 @@ parse_dag_deps(ld *l, yaml_node_t *v, ax_dag *d)
 		return;
 	for (yaml_node_item_t *i = v->data.sequence.items.start;
 	     i < v->data.sequence.items.top; i++) {
-		yaml_node_t *e = node(l, *i);
+		yaml_node_t *e = yl_node(l, *i);
 		ax_dag_dep  *dd;
 		map          m;
 		int          x;
 		if (e == NULL)
 			continue;
-		if (e->type == YAML_SCALAR_NODE && !is_null(e)) {
+		if (e->type == YAML_SCALAR_NODE && !yl_is_null(e)) {
 			dd      = &d->deps[d->n_deps++];
-			dd->dag = adup(l, e);
-			dd->pos = node_pos(l, e);
+			dd->dag = yl_adup(l, e);
+			dd->pos = yl_node_pos(l, e);
 			continue;
 		}
-		if (map_load(l, e, "an item of depends_on_dags", &m) != 0)
+		if (yl_map_load(l, e, "an item of depends_on_dags", &m) != 0)
 			continue;
-		check_keys(l, &m, dagdep_keys, N_OF(dagdep_keys),
-		           "depends_on_dags");
+		yl_check_keys(l, &m, dagdep_keys, N_OF(dagdep_keys),
+		              "depends_on_dags");
 		dd      = &d->deps[d->n_deps];
 		dd->pos = m.pos;
-		if (get_str(l, &m, "dag", &dd->dag, &dd->pos) == 1) {
+		if (yl_get_str(l, &m, "dag", &dd->dag, &dd->pos) == 1) {
 			d->n_deps++;
-			if (get_enum(l, &m, "mode", mode_names,
-			             N_OF(mode_names), &x) == 1)
+			if (yl_get_enum(l, &m, "mode", mode_names,
+			                N_OF(mode_names), &x) == 1)
 				dd->mode = (ax_dep_mode) x;
 		} else {
 			ERR(l, m.pos,
 			    "an item of depends_on_dags needs 'dag'");
 		}
-		map_fini(&m);
+		yl_map_fini(&m);
 	}
 }
 
@@ -1340,14 +847,14 @@ static void
 parse_tasks(ld *l, yaml_node_t *v, ax_dag *d)
 {
 	if (v->type != YAML_SEQUENCE_NODE) {
-		ERR(l, node_pos(l, v), "'tasks' must be a list, got %s",
-		    what(v));
+		ERR(l, yl_node_pos(l, v), "'tasks' must be a list, got %s",
+		    yl_what(v));
 		return;
 	}
 	size_t cnt = (size_t) (v->data.sequence.items.top -
 	                       v->data.sequence.items.start);
 	if (cnt > l->set->limits.max_tasks) {
-		ERR(l, node_pos(l, v),
+		ERR(l, yl_node_pos(l, v),
 		    "DAG has %zu tasks, more than the limit of %zu; split it "
 		    "into several DAGs",
 		    cnt, l->set->limits.max_tasks);
@@ -1359,7 +866,7 @@ parse_tasks(ld *l, yaml_node_t *v, ax_dag *d)
 		return;
 	for (yaml_node_item_t *i = v->data.sequence.items.start;
 	     i < v->data.sequence.items.top; i++) {
-		yaml_node_t *e = node(l, *i);
+		yaml_node_t *e = yl_node(l, *i);
 		if (e != NULL)
 			parse_task(l, e, &d->tasks[d->n_tasks++]);
 	}
@@ -1371,49 +878,49 @@ parse_dag(ld *l, const map *m, ax_dag *d)
 	yaml_node_t *v;
 	int          x;
 
-	check_keys(l, m, dag_keys, N_OF(dag_keys), "DAG");
-	if (get_str(l, m, "name", &d->name, &d->name_pos) == 0)
+	yl_check_keys(l, m, dag_keys, N_OF(dag_keys), "DAG");
+	if (yl_get_str(l, m, "name", &d->name, &d->name_pos) == 0)
 		ERR(l, d->pos, "DAG has no 'name'");
-	get_str(l, m, "owner", &d->owner, NULL);
-	if (get_enum(l, m, "impact", impact_names, N_OF(impact_names), &x) ==
-	    1)
+	yl_get_str(l, m, "owner", &d->owner, NULL);
+	if (yl_get_enum(l, m, "impact", impact_names, N_OF(impact_names),
+	                &x) == 1)
 		d->impact = (ax_impact) x;
 	else
 		d->impact = AX_IMPACT_P2;
-	get_str(l, m, "description", &d->description, NULL);
-	get_str_list(l, m, "tags", &d->tags, NULL, &d->n_tags);
-	if ((v = get(m, "schedule")) != NULL)
+	yl_get_str(l, m, "description", &d->description, NULL);
+	yl_get_str_list(l, m, "tags", &d->tags, NULL, &d->n_tags);
+	if ((v = yl_get(m, "schedule")) != NULL)
 		parse_schedule(l, v, d);
-	get_str(l, m, "start", &d->start, &d->start_pos);
-	get_str(l, m, "end", &d->end, &d->end_pos);
-	get_bool(l, m, "catchup", &d->catchup);
-	if ((v = get(m, "concurrency")) != NULL) {
+	yl_get_str(l, m, "start", &d->start, &d->start_pos);
+	yl_get_str(l, m, "end", &d->end, &d->end_pos);
+	yl_get_bool(l, m, "catchup", &d->catchup);
+	if ((v = yl_get(m, "concurrency")) != NULL) {
 		map c;
-		if (map_load(l, v, "concurrency", &c) == 0) {
-			check_keys(l, &c, concurrency_keys,
-			           N_OF(concurrency_keys), "concurrency");
-			get_int(l, &c, "max_active_runs", 1, 1000,
-			        &d->max_active_runs);
-			if (get_enum(l, &c, "policy", overlap_names,
-			             N_OF(overlap_names), &x) == 1)
+		if (yl_map_load(l, v, "concurrency", &c) == 0) {
+			yl_check_keys(l, &c, concurrency_keys,
+			              N_OF(concurrency_keys), "concurrency");
+			yl_get_int(l, &c, "max_active_runs", 1, 1000,
+			           &d->max_active_runs);
+			if (yl_get_enum(l, &c, "policy", overlap_names,
+			                N_OF(overlap_names), &x) == 1)
 				d->policy = (ax_overlap) x;
-			map_fini(&c);
+			yl_map_fini(&c);
 		}
 	}
-	if ((v = get(m, "defaults")) != NULL) {
+	if ((v = yl_get(m, "defaults")) != NULL) {
 		map dm;
-		if (map_load(l, v, "defaults", &dm) == 0) {
-			check_keys(l, &dm, defaults_keys, N_OF(defaults_keys),
-			           "defaults");
+		if (yl_map_load(l, v, "defaults", &dm) == 0) {
+			yl_check_keys(l, &dm, defaults_keys,
+			              N_OF(defaults_keys), "defaults");
 			parse_spec(l, &dm, &d->defaults);
-			map_fini(&dm);
+			yl_map_fini(&dm);
 		}
 	}
 	get_params(l, m, d);
-	if ((v = get(m, "depends_on_dags")) != NULL)
+	if ((v = yl_get(m, "depends_on_dags")) != NULL)
 		parse_dag_deps(l, v, d);
 	parse_deadline(l, m, &d->deadline);
-	if ((v = get(m, "tasks")) != NULL)
+	if ((v = yl_get(m, "tasks")) != NULL)
 		parse_tasks(l, v, d);
 	else
 		ERR(l, d->pos, "DAG has no 'tasks'");
@@ -1422,10 +929,11 @@ parse_dag(ld *l, const map *m, ax_dag *d)
 static void
 parse_template(ld *l, const map *m, ax_task_template *t)
 {
-	check_keys(l, m, template_keys, N_OF(template_keys), "TaskTemplate");
-	if (get_str(l, m, "name", &t->name, &t->name_pos) == 0)
+	yl_check_keys(l, m, template_keys, N_OF(template_keys),
+	              "TaskTemplate");
+	if (yl_get_str(l, m, "name", &t->name, &t->name_pos) == 0)
 		ERR(l, t->pos, "TaskTemplate has no 'name'");
-	get_str(l, m, "description", &t->description, NULL);
+	yl_get_str(l, m, "description", &t->description, NULL);
 	parse_spec(l, m, &t->spec);
 }
 
@@ -1447,21 +955,21 @@ parse_document(ld *l)
 	int          kind;
 	size_t       before = l->set->n_diags + l->set->n_dropped;
 
-	if (root == NULL || is_null(root))
+	if (root == NULL || yl_is_null(root))
 		return; /* empty document, e.g. a trailing --- */
-	if (map_load(l, root, "the document", &m) != 0)
+	if (yl_map_load(l, root, "the document", &m) != 0)
 		return;
-	yaml_node_t *k = get(&m, "kind");
+	yaml_node_t *k = yl_get(&m, "kind");
 	if (k == NULL) {
 		ERR(l, m.pos,
 		    "document has no 'kind'; write 'kind: DAG' or "
 		    "'kind: TaskTemplate'");
-		map_fini(&m);
+		yl_map_fini(&m);
 		return;
 	}
-	if (get_enum(l, &m, "kind", kind_names, N_OF(kind_names), &kind) !=
+	if (yl_get_enum(l, &m, "kind", kind_names, N_OF(kind_names), &kind) !=
 	    1) {
-		map_fini(&m);
+		yl_map_fini(&m);
 		return;
 	}
 	if (kind == 0) {
@@ -1483,230 +991,7 @@ parse_document(ld *l)
 				t->valid = 0;
 		}
 	}
-	map_fini(&m);
-}
-
-/* --- pre-pass: limits and syntax ------------------------------------------
- */
-
-typedef struct anchor {
-	char  *name;
-	size_t size; /* nodes, aliases expanded, saturated */
-} anchor;
-
-typedef struct scan {
-	size_t *count; /* node count per open collection */
-	char  **aname; /* anchor per open collection */
-	size_t  depth;
-	anchor *anchors;
-	size_t  n_anchors, cap_anchors;
-	size_t  expanded; /* nodes added by aliases in this document */
-} scan;
-
-#define MAX_ANCHORS 1000
-
-static void
-scan_reset(scan *s)
-{
-	for (size_t i = 0; i < s->n_anchors; i++)
-		free(s->anchors[i].name);
-	s->n_anchors = 0;
-	s->expanded  = 0;
-	for (size_t i = 0; i < s->depth; i++)
-		free(s->aname[i]);
-	s->depth = 0;
-}
-
-static int
-scan_define(scan *s, const char *name, size_t size)
-{
-	if (s->n_anchors == s->cap_anchors) {
-		size_t  nc = s->cap_anchors ? s->cap_anchors * 2 : 16;
-		anchor *p  = realloc(s->anchors, nc * sizeof(anchor));
-		if (p == NULL)
-			return -1;
-		s->anchors     = p;
-		s->cap_anchors = nc;
-	}
-	s->anchors[s->n_anchors].name   = strdup(name);
-	s->anchors[s->n_anchors++].size = size;
-	return s->anchors[s->n_anchors - 1].name ? 0 : -1;
-}
-
-static void
-scan_add(scan *s, size_t n, size_t cap)
-{
-	if (s->depth > 0) {
-		size_t *c = &s->count[s->depth - 1];
-		*c        = *c + n > cap ? cap : *c + n;
-	}
-}
-
-static ax_err
-syntax_error(ld *l, yaml_parser_t *p)
-{
-	ax_pos pos = mark_pos(l, p->problem_mark);
-	if (p->error == YAML_MEMORY_ERROR)
-		return ax_err_set(AX_ENOMEM, "libyaml: out of memory");
-	if (p->context != NULL)
-		ERR(l, pos, "YAML syntax error: %s %s (line %zu)", p->problem,
-		    p->context, p->context_mark.line + 1);
-	else
-		ERR(l, pos, "YAML syntax error: %s",
-		    p->problem ? p->problem : "malformed input");
-	return AX_EPARSE;
-}
-
-/*
- * A scalar (key or value) whose escapes decode to a NUL ("\0", "\x00",
- * "\u0000" in double quotes). C strings would cut the value there, so the
- * parsed DAG would differ from the YAML that is stored, and PostgreSQL text
- * cannot hold a NUL at all: the file is refused, naming the scalar.
- */
-static void
-scalar_nul(ld *l, const yaml_event_t *ev)
-{
-	ax_pos pos = mark_pos(l, ev->start_mark);
-	if (ev->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ||
-	    ev->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE)
-		pos.col++; /* after the quote, as node_pos() */
-	ERR(l, pos,
-	    "NUL (\\0) is not allowed in DAG YAML values; remove the "
-	    "escape");
-}
-
-/*
- * Streams the events of the whole file once. Returns AX_OK when the file
- * is within limits and well-formed, else the recorded error's code. Every
- * scalar that holds a NUL is reported (AX_EPARSE), so no document of the
- * file is loaded: every scalar the loader copies (adup) is NUL-free.
- */
-static ax_err
-prescan(ld *l)
-{
-	const ax_dag_limits *lim = &l->set->limits;
-	yaml_parser_t        p;
-	yaml_event_t         ev;
-	scan                 s    = { 0 };
-	size_t               docs = 0, cap = lim->max_alias_nodes + 1;
-	ax_err               rv   = AX_OK;
-	int                  done = 0;
-	size_t               nul  = 0; /* scalars holding a NUL */
-
-	s.count = calloc(lim->max_depth + 1, sizeof(size_t));
-	s.aname = calloc(lim->max_depth + 1, sizeof(char *));
-	if (s.count == NULL || s.aname == NULL ||
-	    !yaml_parser_initialize(&p)) {
-		free(s.count);
-		free(s.aname);
-		return ax_err_set(AX_ENOMEM, "YAML pre-pass");
-	}
-	yaml_parser_set_input_string(&p, (const unsigned char *) l->src,
-	                             l->len);
-	while (!done && rv == AX_OK) {
-		if (!yaml_parser_parse(&p, &ev)) {
-			rv = syntax_error(l, &p);
-			break;
-		}
-		ax_pos      pos = mark_pos(l, ev.start_mark);
-		const char *an  = NULL;
-		switch (ev.type) {
-		case YAML_STREAM_END_EVENT:
-			done = 1;
-			break;
-		case YAML_DOCUMENT_START_EVENT:
-			scan_reset(&s);
-			if (++docs > lim->max_documents) {
-				ERR(l, pos,
-				    "more than %zu documents in one file",
-				    lim->max_documents);
-				rv = AX_ELIMIT;
-			}
-			break;
-		case YAML_SCALAR_EVENT:
-			if (memchr(ev.data.scalar.value, '\0',
-			           ev.data.scalar.length) != NULL) {
-				scalar_nul(l, &ev);
-				nul++;
-			}
-			an = (const char *) ev.data.scalar.anchor;
-			if (an != NULL && scan_define(&s, an, 1) != 0)
-				rv = AX_ENOMEM;
-			scan_add(&s, 1, cap);
-			break;
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			if (s.depth >= lim->max_depth) {
-				ERR(l, pos,
-				    "YAML nesting is deeper than %zu levels",
-				    lim->max_depth);
-				rv = AX_ELIMIT;
-				break;
-			}
-			an               = ev.type == YAML_SEQUENCE_START_EVENT
-			                  ? (const char *) ev.data.sequence_start.anchor
-			                  : (const char *) ev.data.mapping_start.anchor;
-			s.count[s.depth] = 1;
-			s.aname[s.depth] = an ? strdup(an) : NULL;
-			s.depth++;
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			if (s.depth == 0)
-				break;
-			s.depth--;
-			if (s.aname[s.depth] != NULL) {
-				if (scan_define(&s, s.aname[s.depth],
-				                s.count[s.depth]) != 0)
-					rv = AX_ENOMEM;
-				free(s.aname[s.depth]);
-				s.aname[s.depth] = NULL;
-			}
-			scan_add(&s, s.count[s.depth], cap);
-			break;
-		case YAML_ALIAS_EVENT: {
-			const char *name = (const char *) ev.data.alias.anchor;
-			size_t      k    = s.n_anchors;
-			while (k > 0 &&
-			       strcmp(s.anchors[k - 1].name, name) != 0)
-				k--;
-			if (k == 0) {
-				ERR(l, pos,
-				    "alias '*%s' refers to no complete anchor "
-				    "before it (anchors cannot refer to "
-				    "themselves)",
-				    name);
-				rv = AX_EPARSE;
-				break;
-			}
-			s.expanded += s.anchors[k - 1].size;
-			if (s.expanded > lim->max_alias_nodes) {
-				ERR(l, pos,
-				    "aliases expand to more than %zu nodes; "
-				    "refusing the document (alias bomb?)",
-				    lim->max_alias_nodes);
-				rv = AX_ELIMIT;
-				break;
-			}
-			scan_add(&s, s.anchors[k - 1].size, cap);
-			break;
-		}
-		default:
-			break;
-		}
-		if (s.n_anchors > MAX_ANCHORS && rv == AX_OK) {
-			ERR(l, pos, "more than %d anchors in one document",
-			    MAX_ANCHORS);
-			rv = AX_ELIMIT;
-		}
-		yaml_event_delete(&ev);
-	}
-	scan_reset(&s);
-	free(s.anchors);
-	free(s.count);
-	free(s.aname);
-	yaml_parser_delete(&p);
-	return rv == AX_OK && nul > 0 ? AX_EPARSE : rv;
+	yl_map_fini(&m);
 }
 
 /* --- entry points ----------------------------------------------------------
@@ -1735,7 +1020,7 @@ ax_dag_yaml_load_buf(ax_dagset *set, const char *file, const char *buf,
 		    "file holds a NUL byte; DAG files are UTF-8 text");
 		return AX_EPARSE;
 	}
-	if ((rv = prescan(&l)) != AX_OK)
+	if ((rv = yl_prescan(&l)) != AX_OK)
 		return rv;
 	if (!yaml_parser_initialize(&p))
 		return ax_err_set(AX_ENOMEM, "libyaml");
@@ -1743,7 +1028,7 @@ ax_dag_yaml_load_buf(ax_dagset *set, const char *file, const char *buf,
 	for (;;) {
 		yaml_document_t doc;
 		if (!yaml_parser_load(&p, &doc)) {
-			rv = syntax_error(&l, &p);
+			rv = yl_syntax_error(&l, &p);
 			break;
 		}
 		if (yaml_document_get_root_node(&doc) == NULL) {
