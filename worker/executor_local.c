@@ -48,17 +48,18 @@
  * leader start time; task_records.h) from its start until poll() returns
  * it; a worker killed together with its shims leaves them behind for
  * its next life (ax_task_records_kill_leftovers).
- * Child code (the shim, the task before exec) lives in exec_child.c.
+ * Child code (the shim, the task before exec) lives in exec_child.c; the
+ * spec check and what the parent prepares before the fork (log file,
+ * environment, argv[0]) in exec_prepare.c; cgroups in exec_cgroup.c; the
+ * usage samples in exec_usage.c (executor_local_internal.h).
  * Workload: tens to hundreds of concurrent attempts, tens of starts per
  * second per worker; the two forks cost about a millisecond each here.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,427 +77,18 @@
 #include "exec_child.h"
 #include "executor.h"
 #include "log.h"
+#include "executor_local_internal.h"
 #include "task_records.h"
 
 #define AX_LOCAL_TICK (10 * AX_USEC_PER_MSEC) /* group-empty probe period */
 #define AX_LOCAL_BASH "/bin/bash"
 
-typedef struct attempt {
-	char           run_id[AX_EXEC_RUN_ID_MAX];
-	char          *log_path; /* owned copy, or NULL */
-	char          *record;   /* state record path, or NULL */
-	void          *user;
-	pid_t          pid;        /* main process, also the group id */
-	pid_t          shim;       /* supervisor, our child */
-	int            pidfd;      /* the shim's; -1 once it is reaped */
-	int            rfd;        /* report pipe from the shim, or -1 */
-	int            cfd;        /* control socket to the shim, or -1 */
-	int            main_done;  /* the main's end is known */
-	int64_t        main_end;   /* mono us of that end */
-	int64_t        lease_sent; /* last deadline sent to the shim */
-	int            exit_code;
-	int            term_signal;
-	ax_exec_status stop;       /* TIMEOUT/KILLED/FENCED once stopped */
-	int            stopping;   /* SIGTERM (or SIGKILL) sent to the group */
-	int            killed;     /* SIGKILL sent to the group */
-	int            releasing;  /* group gone: the shim was killed */
-	int            done;       /* ready to be returned by poll() */
-	int64_t        started_at; /* UTC us */
-	int64_t        ended_at;   /* UTC us */
-	int64_t        deadline;   /* mono us of the timeout, or INT64_MAX */
-	int64_t        grace;      /* us between TERM and KILL */
-	int64_t        kill_at;    /* mono us of the SIGKILL, or INT64_MAX */
-	int64_t        probe_at;   /* mono us of the next group probe */
-	int64_t        give_up_at; /* mono us: report even if not empty */
-	char          *cg;         /* the attempt's cgroup dir, or NULL */
-	int64_t        cg_until;   /* mono us: stop waiting for it to empty */
-	int64_t        cpu_user_us; /* rusage of the main process and the */
-	int64_t        cpu_sys_us;  /* descendants it waited for */
-	int64_t        max_rss_kb;
-} attempt;
-
-typedef struct local {
-	int       epfd;    /* epoll set of the shims' fds: ax_exec_fd() */
-	int       devnull; /* O_RDWR, CLOEXEC: stdin of every task */
-	attempt **v;       /* attempts not yet returned, start order */
-	size_t    n;
-	size_t    cap;
-	int64_t   lease;     /* lease deadline, mono us; INT64_MAX: none */
-	char     *state_dir; /* records of running attempts, or NULL */
-	char     *cg_base;   /* cgroup v2 dir for the attempts', or NULL */
-	uint64_t  cg_seq;    /* names of the attempts' cgroups */
-} local;
-
-/* ------------------------------------------------------------------ */
-/* helpers                                                              */
-
-static ax_err
-errno_to_ax(int e)
-{
-	switch (e) {
-	case ENOENT:
-	case ENOTDIR:
-		return AX_ENOENT;
-	case EACCES:
-	case EPERM:
-		return AX_EPERM;
-	case ENOMEM:
-		return AX_ENOMEM;
-	default:
-		return AX_EIO;
-	}
-}
-
-static const char *
-step_name(int step)
-{
-	switch (step) {
-	case AX_STEP_SETPGID:
-		return "setpgid";
-	case AX_STEP_DUP:
-		return "redirect stdio";
-	case AX_STEP_CHDIR:
-		return "chdir to the working directory";
-	case AX_STEP_RLIMIT_CPU:
-		return "setrlimit RLIMIT_CPU";
-	case AX_STEP_RLIMIT_AS:
-		return "setrlimit RLIMIT_AS";
-	case AX_STEP_RLIMIT_NOFILE:
-		return "setrlimit RLIMIT_NOFILE";
-	case AX_STEP_RLIMIT_NPROC:
-		return "setrlimit RLIMIT_NPROC";
-	case AX_STEP_RLIMIT_FSIZE:
-		return "setrlimit RLIMIT_FSIZE";
-	case AX_STEP_EXEC:
-		return "exec";
-	case AX_STEP_FORK:
-		return "fork";
-	case AX_STEP_SETGROUPS:
-		return "setgroups (the task user's groups)";
-	case AX_STEP_SETGID:
-		return "setgid (the task user's group)";
-	case AX_STEP_SETUID:
-		return "setuid (the task user)";
-	}
-	return "setup";
-}
-
-/*
- * Appends one line, prefixed "ax: ", to the attempt's log file, so the user
- * finds why the executor intervened next to the task's own output. Best
- * effort: a failure here is not worth failing the attempt for.
- */
-static void log_note(const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-log_note(const char *path, const char *fmt, ...)
-{
-	char    buf[1024];
-	int     len;
-	va_list ap;
-
-	if (path == NULL)
-		return;
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	len = snprintf(buf, sizeof(buf), "ax: ");
-	va_start(ap, fmt);
-	len += vsnprintf(buf + len, sizeof(buf) - (size_t) len - 1, fmt, ap);
-	va_end(ap);
-	if (len > (int) sizeof(buf) - 2)
-		len = (int) sizeof(buf) - 2;
-	buf[len++] = '\n';
-	if (write(fd, buf, (size_t) len) < 0) {
-		/* best effort, see above */
-	}
-	close(fd);
-}
-
-/* mkdir -p of the directory part of path. */
-static ax_err
-make_parent_dirs(const char *path)
-{
-	char  *dup = strdup(path);
-	char  *p;
-	ax_err rv = AX_OK;
-
-	if (dup == NULL)
-		return ax_err_set(AX_ENOMEM, "log path: out of memory");
-	char *slash = strrchr(dup, '/');
-	if (slash == NULL || slash == dup)
-		goto out;
-	*slash = '\0';
-	for (p = dup + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
-		*p     = '\0';
-		if (mkdir(dup, 0755) < 0 && errno != EEXIST) {
-			rv = ax_err_set(errno_to_ax(errno),
-			                "cannot create log directory %s: %s",
-			                dup, strerror(errno));
-			goto out;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
-	}
-out:
-	free(dup);
-	return rv;
-}
-
-void
-ax_exec_log_note(const char *path, const char *line)
-{
-	if (path == NULL || make_parent_dirs(path) != AX_OK)
-		return;
-	log_note(path, "%s", line);
-}
-
-static ax_err
-open_log(const char *path, int *out)
-{
-	ax_err rv;
-
-	if ((rv = make_parent_dirs(path)) != AX_OK)
-		return rv;
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return ax_err_set(errno_to_ax(errno),
-		                  "cannot open log file %s: %s", path,
-		                  strerror(errno));
-	*out = fd;
-	return AX_OK;
-}
-
-/* Length of the NAME part of "NAME=VALUE"; 0 when it is not valid. */
-static size_t
-env_name_len(const char *kv)
-{
-	const char *eq = strchr(kv, '=');
-	return eq == NULL ? 0 : (size_t) (eq - kv);
-}
-
-static int
-env_is(const char *kv, const char *name, size_t len)
-{
-	return strncmp(kv, name, len) == 0 && kv[len] == '=';
-}
-
-static const char *const ax_env_names[] = {
-	"AX_RUN_ID",  "AX_DAG",         "AX_TASK",        "AX_LOGICAL_DATE",
-	"AX_ATTEMPT", "AX_SHARD_INDEX", "AX_SHARD_TOTAL",
-};
-#define AX_ENV_N (sizeof(ax_env_names) / sizeof(ax_env_names[0]))
-
-static int
-env_reserved(const char *kv)
-{
-	for (size_t i = 0; i < AX_ENV_N; i++)
-		if (env_is(kv, ax_env_names[i], strlen(ax_env_names[i])))
-			return 1;
-	return 0;
-}
-
-/* Whether list[from..] holds an entry with the same NAME as kv. */
-static int
-env_shadowed(const char *kv, char *const *list, size_t from)
-{
-	size_t len = env_name_len(kv);
-	if (list == NULL)
-		return 0;
-	for (size_t i = from; list[i] != NULL; i++)
-		if (env_is(list[i], kv, len))
-			return 1;
-	return 0;
-}
-
-/* PATH of a task's clean environment (unless its env sets one). */
-static const char *
-default_path(const ax_exec_cred *c)
-{
-	return c->uid == 0 ? AX_EXEC_ROOT_PATH : AX_EXEC_PATH;
-}
-
-/*
- * Builds the child's environment, clean of the worker's: PATH, HOME,
- * USER, LOGNAME, SHELL for the task's user, then spec->env (a later
- * entry wins over an earlier one, and over the first five), then the
- * AX_* variables. The array and the strings it adds come from one
- * allocation, *out, freed with free().
- */
-static ax_err
-build_env(const ax_exec_spec *spec, const ax_exec_cred *c, char ***out)
-{
-	enum { NB = 5 };
-	size_t      nx = 0;
-	char        vals[AX_ENV_N][32];
-	const char *sv[AX_ENV_N];
-	const char *bn[NB] = { "PATH", "HOME", "USER", "LOGNAME", "SHELL" };
-	const char *bv[NB] = { default_path(c), c->home, c->name, c->name,
-		               c->shell };
-	size_t      extra  = 0;
-
-	while (spec->env != NULL && spec->env[nx] != NULL)
-		nx++;
-	snprintf(vals[0], sizeof(vals[0]), "%d", spec->attempt);
-	snprintf(vals[1], sizeof(vals[1]), "%d", spec->shard_index);
-	snprintf(vals[2], sizeof(vals[2]), "%d",
-	         spec->shard_total > 0 ? spec->shard_total : 1);
-	sv[0] = spec->run_id;
-	sv[1] = spec->dag ? spec->dag : "";
-	sv[2] = spec->task ? spec->task : "";
-	sv[3] = spec->logical_date ? spec->logical_date : "";
-	sv[4] = vals[0];
-	sv[5] = vals[1];
-	sv[6] = vals[2];
-	for (size_t i = 0; i < AX_ENV_N; i++)
-		extra += strlen(ax_env_names[i]) + strlen(sv[i]) + 2;
-	for (size_t i = 0; i < NB; i++)
-		extra += strlen(bn[i]) + strlen(bv[i]) + 2;
-
-	size_t slots = NB + nx + AX_ENV_N + 1;
-	char **envp  = malloc(slots * sizeof(char *) + extra);
-	if (envp == NULL)
-		return ax_err_set(AX_ENOMEM, "environment: out of memory");
-	char  *str = (char *) (envp + slots);
-	size_t k   = 0;
-	for (size_t i = 0; i < NB; i++) {
-		int w = sprintf(str, "%s=%s", bn[i], bv[i]);
-		if (!env_shadowed(str, spec->env, 0))
-			envp[k++] = str;
-		str += w + 1;
-	}
-	for (size_t i = 0; i < nx; i++) {
-		if (env_reserved(spec->env[i]) ||
-		    env_shadowed(spec->env[i], spec->env, i + 1))
-			continue;
-		envp[k++] = spec->env[i];
-	}
-	for (size_t i = 0; i < AX_ENV_N; i++) {
-		int w     = sprintf(str, "%s=%s", ax_env_names[i], sv[i]);
-		envp[k++] = str;
-		str += w + 1;
-	}
-	envp[k] = NULL;
-	*out    = envp;
-	return AX_OK;
-}
-
-/* Finds the value of PATH for argv lookups: the task's, else the
- * default of its clean environment. */
-static const char *
-search_path(const ax_exec_spec *spec, const ax_exec_cred *c)
-{
-	const char *p = NULL;
-	for (size_t i = 0; spec->env != NULL && spec->env[i] != NULL; i++)
-		if (env_is(spec->env[i], "PATH", 4))
-			p = spec->env[i] + 5;
-	return p != NULL ? p : default_path(c);
-}
-
-static int
-is_executable_file(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-	    access(path, X_OK) == 0;
-}
-
-/*
- * Resolves argv[0] as execvp would, but in the parent (execvp is not
- * async-signal-safe). *out is malloc'd.
- */
-static ax_err
-resolve_argv0(const ax_exec_spec *spec, const ax_exec_cred *c, char **out)
-{
-	const char *name = spec->argv[0];
-	const char *path = search_path(spec, c);
-	size_t      nlen = strlen(name);
-
-	if (strchr(name, '/') != NULL) {
-		if (!is_executable_file(name))
-			return ax_err_set(
-			    AX_ENOENT, "argv[0] %s is not an executable file",
-			    name);
-		if ((*out = strdup(name)) == NULL)
-			return ax_err_set(AX_ENOMEM, "argv: out of memory");
-		return AX_OK;
-	}
-	while (*path != '\0') {
-		const char *end  = strchrnul(path, ':');
-		size_t      dlen = (size_t) (end - path);
-		char       *cand = malloc(dlen + nlen + 3);
-		if (cand == NULL)
-			return ax_err_set(AX_ENOMEM, "argv: out of memory");
-		if (dlen == 0)
-			sprintf(cand, "./%s", name);
-		else
-			sprintf(cand, "%.*s/%s", (int) dlen, path, name);
-		if (is_executable_file(cand)) {
-			*out = cand;
-			return AX_OK;
-		}
-		free(cand);
-		path = *end == ':' ? end + 1 : end;
-	}
-	return ax_err_set(AX_ENOENT,
-	                  "argv[0] %s: command not found in PATH %s", name,
-	                  search_path(spec, c));
-}
-
 static ax_err
 check_spec(const local *lx, const ax_exec_spec *spec)
 {
-	size_t len;
-
-	if (spec->run_id == NULL || spec->run_id[0] == '\0')
-		return ax_err_set(AX_EINVAL, "attempt spec: run_id is empty");
-	if ((len = strlen(spec->run_id)) >= AX_EXEC_RUN_ID_MAX)
-		return ax_err_set(
-		    AX_EINVAL,
-		    "attempt spec: run_id is %zu bytes long, the "
-		    "limit is %d",
-		    len, AX_EXEC_RUN_ID_MAX - 1);
-	if ((spec->command == NULL) == (spec->argv == NULL))
-		return ax_err_set(AX_EINVAL,
-		                  "attempt %s: set exactly one of command and "
-		                  "argv",
-		                  spec->run_id);
-	if (spec->argv != NULL &&
-	    (spec->argv[0] == NULL || spec->argv[0][0] == '\0'))
-		return ax_err_set(AX_EINVAL, "attempt %s: argv[0] is empty",
-		                  spec->run_id);
-	if (spec->attempt < 1)
-		return ax_err_set(
-		    AX_EINVAL, "attempt %s: attempt number %d, must be >= 1",
-		    spec->run_id, spec->attempt);
-	if (spec->shard_total < 0 || spec->shard_index < 0 ||
-	    spec->shard_index >=
-	        (spec->shard_total > 0 ? spec->shard_total : 1))
-		return ax_err_set(
-		    AX_EINVAL,
-		    "attempt %s: shard %d of %d, need 0 <= index "
-		    "< total",
-		    spec->run_id, spec->shard_index, spec->shard_total);
-	if (spec->timeout_us < 0 || spec->grace_us < 0)
-		return ax_err_set(
-		    AX_EINVAL, "attempt %s: negative timeout or grace period",
-		    spec->run_id);
-	const ax_exec_limits *l = &spec->limits;
-	if (l->cpu_seconds < 0 || l->address_space < 0 || l->open_files < 0 ||
-	    l->processes < 0 || l->file_size < 0)
-		return ax_err_set(AX_EINVAL, "attempt %s: negative rlimit",
-		                  spec->run_id);
-	for (size_t i = 0; spec->env != NULL && spec->env[i] != NULL; i++)
-		if (env_name_len(spec->env[i]) == 0)
-			return ax_err_set(AX_EINVAL,
-			                  "attempt %s: env[%zu] \"%s\" is not "
-			                  "NAME=VALUE",
-			                  spec->run_id, i, spec->env[i]);
+	ax_err rv = axl_check_spec(spec);
+	if (rv != AX_OK)
+		return rv;
 	for (size_t i = 0; i < lx->n; i++)
 		if (strcmp(lx->v[i]->run_id, spec->run_id) == 0)
 			return ax_err_set(AX_EEXIST,
@@ -561,89 +153,6 @@ close_fds(int *fds, size_t n)
 		}
 }
 
-/* Writes s to the file dir/name (a cgroup control file); 0 on success,
- * else an errno. */
-static int
-cg_write(const char *dir, const char *name, const char *s)
-{
-	char path[PATH_MAX];
-	int  fd, e = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-		return errno;
-	if (write(fd, s, strlen(s)) != (ssize_t) strlen(s))
-		e = errno ? errno : EIO;
-	close(fd);
-	return e;
-}
-
-/* Kills every process of the attempt's cgroup (those that left its
- * process group too). */
-static void
-cg_kill(const attempt *at)
-{
-	int e;
-	if (at->cg != NULL && (e = cg_write(at->cg, "cgroup.kill", "1")) != 0)
-		ax_logf(AX_LOG_WARN, "executor", NULL,
-		        &(ax_log_ids) { .run_id = at->run_id },
-		        "cgroup.kill of %s: %s", at->cg, strerror(e));
-}
-
-/* Removes the attempt's cgroup once empty; 1 when it is gone (or when
- * waiting for it is over: it is then left, with a warning). */
-static int
-cg_remove(attempt *at, int64_t now)
-{
-	if (at->cg == NULL)
-		return 1;
-	if (rmdir(at->cg) < 0 && errno != ENOENT) {
-		if (now < at->cg_until)
-			return 0;
-		ax_logf(AX_LOG_WARN, "executor", NULL,
-		        &(ax_log_ids) { .run_id = at->run_id },
-		        "cgroup %s still busy after cgroup.kill (%s); left in "
-		        "place",
-		        at->cg, strerror(errno));
-	}
-	free(at->cg);
-	at->cg = NULL;
-	return 1;
-}
-
-/*
- * Makes the cgroup of a new attempt under lx->cg_base; NULL without
- * cgroups or when mkdir fails (the attempt runs with its process group
- * only, logged).
- */
-static char *
-cg_make(local *lx, const char *run_id)
-{
-	char *dir;
-
-	if (lx->cg_base == NULL)
-		return NULL;
-	for (int tries = 0; tries < 8; tries++) {
-		if (asprintf(&dir, "%s/ax-%d-%llu", lx->cg_base,
-		             (int) getpid(),
-		             (unsigned long long) ++lx->cg_seq) < 0)
-			return NULL;
-		if (mkdir(dir, 0755) == 0)
-			return dir;
-		int e = errno;
-		free(dir);
-		if (e != EEXIST) {
-			ax_logf(AX_LOG_WARN, "executor", NULL,
-			        &(ax_log_ids) { .run_id = run_id },
-			        "cannot create a cgroup under %s: %s; the "
-			        "attempt runs in its process group only",
-			        lx->cg_base, strerror(e));
-			return NULL;
-		}
-	}
-	return NULL;
-}
-
 /* Kills and reaps the shim and task of a start that failed. */
 static void
 discard_shim(attempt *at)
@@ -659,9 +168,9 @@ discard_shim(attempt *at)
 			;
 	close_fds(&at->rfd, 1);
 	close_fds(&at->cfd, 1);
-	cg_kill(at);
+	axl_cg_kill(at);
 	at->cg_until = ax_clock_mono_us() + AX_EXEC_REAP_AFTER_KILL;
-	while (!cg_remove(at, ax_clock_mono_us()))
+	while (!axl_cg_remove(at, ax_clock_mono_us()))
 		ax_clock_sleep_us(AX_LOCAL_TICK);
 }
 
@@ -710,7 +219,7 @@ spawn(local *lx, const ax_exec_spec *spec, const ax_child_args *tmpl,
 	if (shim < 0) {
 		int e = errno;
 		close_fds(fds, 6);
-		return ax_err_set(e == EAGAIN ? AX_EAGAIN : errno_to_ax(e),
+		return ax_err_set(e == EAGAIN ? AX_EAGAIN : axl_errno_to_ax(e),
 		                  "attempt %s: fork: %s", spec->run_id,
 		                  strerror(e));
 	}
@@ -754,10 +263,11 @@ spawn(local *lx, const ax_exec_spec *spec, const ax_child_args *tmpl,
 	const char *what = r.step != AX_STEP_CHDIR ? a.path
 	    : a.workdir != NULL                    ? a.workdir
 	                                           : "/";
-	log_note(spec->log_path, "cannot start attempt %s: %s %s: %s",
-	         spec->run_id, step_name(r.step), what, strerror(r.err));
-	return ax_err_set(errno_to_ax(r.err), "attempt %s: %s %s: %s",
-	                  spec->run_id, step_name(r.step), what,
+	axl_log_note(spec->log_path, "cannot start attempt %s: %s %s: %s",
+	             spec->run_id, axl_step_name(r.step), what,
+	             strerror(r.err));
+	return ax_err_set(axl_errno_to_ax(r.err), "attempt %s: %s %s: %s",
+	                  spec->run_id, axl_step_name(r.step), what,
 	                  strerror(r.err));
 }
 
@@ -822,7 +332,7 @@ local_start(void *self, const ax_exec_spec *spec)
 	memset(&a, 0, sizeof(a));
 	/* the log first: it is where a user looks for why nothing ran */
 	if (spec->log_path != NULL &&
-	    (rv = open_log(spec->log_path, &logfd)) != AX_OK)
+	    (rv = axl_open_log(spec->log_path, &logfd)) != AX_OK)
 		return rv;
 	if (cred == NULL) {
 		if ((rv = ax_exec_cred_lookup(NULL, &own)) != AX_OK)
@@ -830,9 +340,10 @@ local_start(void *self, const ax_exec_spec *spec)
 		cred = own;
 	}
 	if (spec->argv != NULL) {
-		if ((rv = resolve_argv0(spec, cred, &resolved)) != AX_OK) {
-			log_note(spec->log_path, "cannot start attempt %s: %s",
-			         spec->run_id, ax_err_detail());
+		if ((rv = axl_resolve_argv0(spec, cred, &resolved)) != AX_OK) {
+			axl_log_note(spec->log_path,
+			             "cannot start attempt %s: %s",
+			             spec->run_id, ax_err_detail());
 			goto out;
 		}
 		a.path = resolved;
@@ -845,7 +356,7 @@ local_start(void *self, const ax_exec_spec *spec)
 		a.path       = AX_LOCAL_BASH;
 		a.argv       = bash_argv;
 	}
-	if ((rv = build_env(spec, cred, &envp)) != AX_OK)
+	if ((rv = axl_build_env(spec, cred, &envp)) != AX_OK)
 		goto out;
 	if (cred->switch_ids) {
 		a.switch_ids = 1;
@@ -868,7 +379,7 @@ local_start(void *self, const ax_exec_spec *spec)
 	a.in_fd                       = lx->devnull;
 	a.out_fd                      = logfd >= 0 ? logfd : lx->devnull;
 	a.limits                      = spec->limits;
-	at->cg                        = cg_make(lx, spec->run_id);
+	at->cg                        = axl_cg_make(lx, spec->run_id);
 	if ((rv = spawn(lx, spec, &a, at)) != AX_OK)
 		goto out;
 
@@ -938,7 +449,7 @@ local_kill(void *self, const char *run_id, int64_t grace_us)
 		if (strcmp(at->run_id, run_id) != 0 || at->done)
 			continue;
 		if (!at->main_done && !at->stopping)
-			log_note(
+			axl_log_note(
 			    at->log_path,
 			    "kill requested: SIGTERM to the process group");
 		if (grace_us > 0 && !at->stopping)
@@ -966,9 +477,10 @@ static void
 fence_attempt(attempt *at, int64_t now)
 {
 	if (at->stop != AX_EXEC_FENCED)
-		log_note(at->log_path,
-		         "the worker's lease lapsed: SIGKILL to the process "
-		         "group");
+		axl_log_note(
+		    at->log_path,
+		    "the worker's lease lapsed: SIGKILL to the process "
+		    "group");
 	if (!at->stopping ||
 	    (at->stop != AX_EXEC_TIMEOUT && at->stop != AX_EXEC_KILLED))
 		at->stop = AX_EXEC_FENCED;
@@ -1041,9 +553,9 @@ reap_shim(local *lx, attempt *at, int64_t now)
 	        got < 0               ? errno
 	            : WIFSIGNALED(st) ? WTERMSIG(st)
 	                              : WEXITSTATUS(st));
-	log_note(at->log_path,
-	         "the attempt's supervisor process died: SIGKILL to the "
-	         "process group");
+	axl_log_note(at->log_path,
+	             "the attempt's supervisor process died: SIGKILL to the "
+	             "process group");
 	at->exit_code   = -1;
 	at->term_signal = SIGKILL;
 	at->main_done   = 1;
@@ -1061,7 +573,7 @@ static void
 release(local *lx, attempt *at, int64_t now)
 {
 	if (!at->releasing) {
-		cg_kill(at);
+		axl_cg_kill(at);
 		if (at->pidfd >= 0)
 			kill(at->shim, SIGKILL);
 		at->cg_until = now + AX_EXEC_REAP_AFTER_KILL;
@@ -1081,10 +593,11 @@ advance(local *lx, attempt *at, int64_t now)
 		return;
 	if (!at->releasing) {
 		if (!at->main_done && !at->stopping && now >= at->deadline) {
-			log_note(at->log_path,
-			         "timeout: SIGTERM to the process group, "
-			         "SIGKILL in %lld ms",
-			         (long long) (at->grace / AX_USEC_PER_MSEC));
+			axl_log_note(
+			    at->log_path,
+			    "timeout: SIGTERM to the process group, "
+			    "SIGKILL in %lld ms",
+			    (long long) (at->grace / AX_USEC_PER_MSEC));
 			ax_logf(AX_LOG_INFO, "executor", "TIMEOUT_EXEC",
 			        &(ax_log_ids) { .run_id = at->run_id },
 			        "attempt timed out: SIGTERM to process group "
@@ -1104,9 +617,10 @@ advance(local *lx, attempt *at, int64_t now)
 			release(lx, at, now);
 		} else if (!at->stopping) {
 			/* leftovers of a finished task: same TERM -> KILL */
-			log_note(at->log_path,
-			         "the task exited but left processes in its "
-			         "group: SIGTERM to the group");
+			axl_log_note(
+			    at->log_path,
+			    "the task exited but left processes in its "
+			    "group: SIGTERM to the group");
 			stop_attempt(at, AX_EXEC_FAILED, now);
 		} else if (now >= at->give_up_at) {
 			ax_logf(AX_LOG_WARN, "executor", NULL,
@@ -1121,7 +635,7 @@ advance(local *lx, attempt *at, int64_t now)
 	} else {
 		reap_shim(lx, at, now);
 	}
-	if (at->releasing && at->pidfd < 0 && cg_remove(at, now)) {
+	if (at->releasing && at->pidfd < 0 && axl_cg_remove(at, now)) {
 		at->done     = 1;
 		at->ended_at = ax_clock_utc_us();
 	} else {
@@ -1310,7 +824,7 @@ local_set_state_dir(void *self, const char *dir)
 
 	if (asprintf(&probe, "%s/x", dir) < 0)
 		return ax_err_set(AX_ENOMEM, "state dir: out of memory");
-	rv = make_parent_dirs(probe);
+	rv = axl_make_parent_dirs(probe);
 	free(probe);
 	if (rv != AX_OK)
 		return ax_err_set(rv, "worker state directory: %s",
@@ -1321,86 +835,6 @@ local_set_state_dir(void *self, const char *dir)
 	lx->state_dir = copy;
 	return AX_OK;
 }
-
-/*
- * The cgroup v2 directory this process is in (mount point of the
- * cgroup2 hierarchy + our path from /proc/self/cgroup), or NULL.
- */
-static char *
-cg_self_dir(void)
-{
-	char  line[4096], mnt[PATH_MAX] = "", path[PATH_MAX] = "", *dir;
-	FILE *f;
-
-	if ((f = fopen("/proc/self/mountinfo", "re")) != NULL) {
-		while (!*mnt && fgets(line, sizeof(line), f) != NULL) {
-			char *sep = strstr(line, " - cgroup2 ");
-			if (sep != NULL &&
-			    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
-				mnt[0] = '\0';
-		}
-		fclose(f);
-	}
-	if ((f = fopen("/proc/self/cgroup", "re")) != NULL) {
-		while (!*path && fgets(line, sizeof(line), f) != NULL)
-			if (strncmp(line, "0::", 3) == 0)
-				snprintf(path, sizeof(path), "%.*s",
-				         (int) strcspn(line + 3, "\n"),
-				         line + 3);
-		fclose(f);
-	}
-	if (!*mnt || !*path)
-		return NULL;
-	if (asprintf(&dir, "%s%s", mnt, strcmp(path, "/") == 0 ? "" : path) <
-	    0)
-		return NULL;
-	return dir;
-}
-
-static ax_err
-local_use_cgroups(void *self)
-{
-	local *lx = self;
-	char  *base, probe[PATH_MAX];
-	int    st = 0, e;
-	pid_t  p;
-
-	if (lx->cg_base != NULL)
-		return AX_OK;
-	if ((base = cg_self_dir()) == NULL)
-		return ax_err_set(AX_ENOENT,
-		                  "no cgroup v2 hierarchy is mounted (see "
-		                  "/proc/self/mountinfo)");
-	/* A child must be able to join a new cgroup there, and
-	 * cgroup.kill must exist (Linux 5.14): try it once. */
-	snprintf(probe, sizeof(probe), "%s/ax-probe-%d", base, (int) getpid());
-	if (mkdir(probe, 0755) < 0 && errno != EEXIST) {
-		e = errno;
-		free(base);
-		return ax_err_set(errno_to_ax(e),
-		                  "cannot create cgroup %s: %s", probe,
-		                  strerror(e));
-	}
-	if ((p = fork()) == 0)
-		_exit(cg_write(probe, "cgroup.procs", "0") == 0 ? 0 : 1);
-	while (p > 0 && waitpid(p, &st, 0) < 0 && errno == EINTR)
-		;
-	e = access(strcat(probe, "/cgroup.kill"), W_OK) == 0 ? 0 : errno;
-	probe[strlen(probe) - strlen("/cgroup.kill")] = '\0';
-	rmdir(probe);
-	if (p < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || e != 0) {
-		free(base);
-		return ax_err_set(AX_EPERM,
-		                  "cgroup %s: a process cannot join it or it "
-		                  "has no cgroup.kill (needs write access to "
-		                  "a cgroup v2 tree without internal-process "
-		                  "restrictions, Linux 5.14+)",
-		                  probe);
-	}
-	lx->cg_base = base;
-	return AX_OK;
-}
-
 static ax_err
 local_init(void **self)
 {
@@ -1449,12 +883,12 @@ local_fini(void *self)
 		}
 		close_fds(&at->rfd, 1);
 		close_fds(&at->cfd, 1);
-		cg_kill(at);
+		axl_cg_kill(at);
 		/* the task and its orphans are our children (subreaper) */
 		while (waitpid(-at->pid, NULL, 0) > 0 || errno == EINTR)
 			;
 		at->cg_until = ax_clock_mono_us() + AX_EXEC_REAP_AFTER_KILL;
-		while (!cg_remove(at, ax_clock_mono_us())) {
+		while (!axl_cg_remove(at, ax_clock_mono_us())) {
 			reap_strays(lx, ax_clock_mono_us());
 			ax_clock_sleep_us(AX_LOCAL_TICK);
 		}
@@ -1466,124 +900,6 @@ local_fini(void *self)
 	close(lx->epfd);
 	close(lx->devnull);
 	free(lx);
-}
-
-/* ------------------------------------------------------------------ */
-/* live usage                                                           */
-
-/* A number after key in the file dir/name ("usage_usec 123"; key NULL:
- * the file's first number); -1 when absent. */
-static int64_t
-cg_read(const char *dir, const char *name, const char *key)
-{
-	char      path[PATH_MAX], line[256];
-	long long v  = -1;
-	size_t    kl = key ? strlen(key) : 0;
-	FILE     *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (key == NULL) {
-			v = strtoll(line, NULL, 10);
-			break;
-		}
-		if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
-			v = strtoll(line + kl + 1, NULL, 10);
-			break;
-		}
-	}
-	fclose(f);
-	return v;
-}
-
-/* Adds the /proc/<pid>/stat of every process whose group is an
- * attempt's (v[i]) to its usage (*u[i]). */
-static void
-proc_scan(attempt **v, ax_exec_usage **u, size_t n)
-{
-	static long    tck, page_kb;
-	DIR           *d;
-	struct dirent *e;
-
-	if (n == 0 || (d = opendir("/proc")) == NULL)
-		return;
-	if (tck <= 0)
-		tck = sysconf(_SC_CLK_TCK);
-	if (page_kb <= 0)
-		page_kb = sysconf(_SC_PAGESIZE) / 1024;
-	while ((e = readdir(d)) != NULL) {
-		char               path[300], buf[1024], *p;
-		int                pgrp;
-		unsigned long long ut, st;
-		long               rss;
-		FILE              *f;
-		size_t             len;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		if ((f = fopen(path, "r")) == NULL)
-			continue;
-		len      = fread(buf, 1, sizeof(buf) - 1, f);
-		buf[len] = '\0';
-		fclose(f);
-		/* after the command's ")": state ppid pgrp ... utime(14)
-		 * stime(15) ... rss(24) */
-		if ((p = strrchr(buf, ')')) == NULL ||
-		    sscanf(p + 1,
-		           " %*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu "
-		           "%llu %*d %*d %*d %*d %*d %*d %*u %*u %ld",
-		           &pgrp, &ut, &st, &rss) != 4)
-			continue;
-		for (size_t i = 0; i < n; i++)
-			if (v[i]->pid == pgrp) {
-				u[i]->cpu_us +=
-				    (int64_t) ((ut + st) * 1000000ULL /
-				               (unsigned long long) tck);
-				u[i]->rss_kb += rss * page_kb;
-				break;
-			}
-	}
-	closedir(d);
-}
-
-static size_t
-local_usage(void *self, ax_exec_usage *out, size_t cap)
-{
-	local          *lx   = self;
-	attempt       **scan = calloc(lx->n + 1, sizeof(*scan));
-	ax_exec_usage **dst  = calloc(lx->n + 1, sizeof(*dst));
-	size_t          n = 0, ns = 0;
-
-	if (scan == NULL || dst == NULL) {
-		free(scan);
-		free(dst);
-		return 0;
-	}
-	for (size_t i = 0; i < lx->n && n < cap; i++) {
-		attempt *at = lx->v[i];
-		if (at->done || at->main_done || at->pid <= 0)
-			continue;
-		out[n] = (ax_exec_usage) { .run_id = at->run_id };
-		if (at->cg != NULL) {
-			int64_t cpu =
-			    cg_read(at->cg, "cpu.stat", "usage_usec");
-			int64_t mem = cg_read(at->cg, "memory.current", NULL);
-			if (cpu >= 0 && mem >= 0) {
-				out[n].cpu_us = cpu;
-				out[n].rss_kb = mem / 1024;
-				n++;
-				continue;
-			}
-		}
-		scan[ns]  = at;
-		dst[ns++] = &out[n++];
-	}
-	proc_scan(scan, dst, ns);
-	free(scan);
-	free(dst);
-	return n;
 }
 
 const ax_exec_ops ax_exec_local_ops = {
@@ -1599,6 +915,6 @@ const ax_exec_ops ax_exec_local_ops = {
 	.set_lease     = local_set_lease,
 	.fence         = local_fence,
 	.set_state_dir = local_set_state_dir,
-	.use_cgroups   = local_use_cgroups,
-	.usage         = local_usage,
+	.use_cgroups   = axl_use_cgroups,
+	.usage         = axl_usage,
 };
