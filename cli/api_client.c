@@ -22,6 +22,7 @@ struct ax_api_client {
 	char *token;      /* bearer token, NULL when none was found */
 	char *token_from; /* where the token came from, for the 401 hint */
 	char *idem;       /* Idempotency-Key of POSTs; NULL: none */
+	const volatile sig_atomic_t *abort; /* ends requests; NULL: none */
 };
 
 /* ---- options ------------------------------------------------------------ */
@@ -205,6 +206,12 @@ ax_api_client_set_idempotency_key(ax_api_client *c, const char *key)
 	return AX_OK;
 }
 
+void
+ax_api_client_set_abort(ax_api_client *c, const volatile sig_atomic_t *flag)
+{
+	c->abort = flag;
+}
+
 const char *
 ax_api_client_url(const ax_api_client *c)
 {
@@ -222,11 +229,23 @@ ax_api_reply_fini(ax_api_reply *rep)
 /* ---- requests ----------------------------------------------------------- */
 
 typedef struct sink {
-	CURL         *h;
-	ax_api_reply *rep;
-	FILE         *out; /* stream 2xx bodies here when not NULL */
-	int           oom;
+	CURL                        *h;
+	ax_api_reply                *rep;
+	FILE                        *out; /* stream 2xx bodies here */
+	int                          oom;
+	const volatile sig_atomic_t *abort;
 } sink;
+
+/* curl calls it at least once a second while a request is in flight: a
+ * nonzero return ends the request (CURLE_ABORTED_BY_CALLBACK). */
+static int
+on_progress(void *u, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+            curl_off_t un)
+{
+	const sink *s = u;
+	(void) dt, (void) dn, (void) ut, (void) un;
+	return *s->abort != 0;
+}
 
 static size_t
 on_body(char *p, size_t sz, size_t nm, void *u)
@@ -306,7 +325,7 @@ ax_api_client_call(ax_api_client *c, const char *method, const char *path,
 {
 	struct curl_slist *hdr = NULL;
 	char               line[1024];
-	sink               s = { .rep = rep, .out = out };
+	sink               s = { .rep = rep, .out = out, .abort = c->abort };
 	CURLcode           cc;
 	ax_err             rv = AX_OK;
 
@@ -329,6 +348,11 @@ ax_api_client_call(ax_api_client *c, const char *method, const char *path,
 	curl_easy_setopt(s.h, CURLOPT_NOSIGNAL, 1L);
 	if (out == NULL)
 		curl_easy_setopt(s.h, CURLOPT_TIMEOUT, REQUEST_TIMEOUT_S);
+	if (c->abort != NULL) {
+		curl_easy_setopt(s.h, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(s.h, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(s.h, CURLOPT_XFERINFODATA, &s);
+	}
 	if (c->token != NULL) {
 		snprintf(line, sizeof(line), "Authorization: Bearer %s",
 		         c->token);
@@ -358,6 +382,9 @@ ax_api_client_call(ax_api_client *c, const char *method, const char *path,
 		rep->json = json_loadb(rep->body, rep->len, 0, NULL);
 	if (s.oom)
 		rv = ax_err_set(AX_ENOMEM, "answer of %s %s", method, path);
+	else if (cc == CURLE_ABORTED_BY_CALLBACK)
+		rv = ax_err_set(AX_ECLOSED, "%s %s%s: interrupted", method,
+		                c->url, path);
 	else if (cc == CURLE_COULDNT_CONNECT)
 		rv = ax_err_set(AX_EIO,
 		                "cannot reach ax-api at %s: is it running?",

@@ -21,6 +21,7 @@
 #define AX_API_CLIENT_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -73,6 +74,16 @@ void ax_api_client_free(ax_api_client *c);
  * the server's first answer and has no second effect.
  */
 ax_err ax_api_client_set_idempotency_key(ax_api_client *c, const char *key);
+
+/*
+ * Makes every later request of c end within about a second once *flag
+ * is nonzero (a signal handler's flag; NULL: never), failing with
+ * AX_ECLOSED ("interrupted"), whatever the server does meanwhile: a
+ * command that handles SIGINT itself stays interruptible while it waits
+ * for an answer.
+ */
+void ax_api_client_set_abort(ax_api_client               *c,
+                             const volatile sig_atomic_t *flag);
 
 /* The base URL in use (no trailing slash). Owned by c. */
 const char *ax_api_client_url(const ax_api_client *c);

@@ -92,6 +92,7 @@ follow(ax_api_cmd *cmd, ax_api_path *base, int64_t after)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	ax_api_client_set_abort(cmd->client, &stop_follow);
 	if (!cmd->opts.json)
 		print_row(NULL);
 	while (!stop_follow) {

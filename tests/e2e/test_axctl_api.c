@@ -20,6 +20,7 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api_fixture.h"
@@ -792,6 +793,42 @@ Test(axctl_cli, unreachable_server)
 	cr_expect(strstr(err, want) != NULL, "%s", err);
 	EXPECT_RC(1, "worker", "list", "--server", "ftp://x");
 	cr_expect(strstr(err, "must start with http://") != NULL, "%s", err);
+}
+
+/*
+ * A server that takes the connection and never answers: SIGINT must
+ * still end `events --follow` at once, cleanly (status 0), not after the
+ * request's 120 s timeout. The kernel completes the connection into the
+ * listen backlog; nothing accepts it.
+ */
+Test(axctl_cli, follow_ends_on_sigint_while_the_server_is_silent)
+{
+	struct sockaddr_in a   = { .sin_family      = AF_INET,
+		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t          len = sizeof(a);
+	int                fd  = socket(AF_INET, SOCK_STREAM, 0);
+	char               url[64];
+	struct timespec    t0, t1;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *) &a, sizeof(a)), 0);
+	cr_assert_eq(listen(fd, 4), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *) &a, &len), 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+	setenv("AX_TOKEN", "axt_x", 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* SIGINT after 1 s; one still running 20 s later is killed */
+	int rc = ax_cli_run(out, sizeof(out), err, sizeof(err),
+	                    "/usr/bin/timeout", "--preserve-status", "-k",
+	                    "20", "-s", "INT", "1", getenv("AXCTL"), "events",
+	                    "--follow", "--server", url, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double) (t1.tv_sec - t0.tv_sec) +
+	    (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	close(fd);
+	cr_expect_eq(rc, 0, "a follow interrupted ends cleanly: %s", err);
+	cr_expect_lt(s, 8.0, "ended %.1f s after its start (SIGINT at 1 s)",
+	             s);
 }
 
 typedef struct usage_case {
