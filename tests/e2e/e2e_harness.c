@@ -195,14 +195,43 @@ ax_e2e_start_api(ax_e2e *e)
 	return port;
 }
 
+/*
+ * Why a process did not exit: the last lines of its log and every
+ * thread's stack (gdb, when installed), to stderr, so that a rare hang
+ * (seen under the sanitizers) can be diagnosed from the CI log.
+ */
+static void
+report_hang(const ax_proc *p)
+{
+	char cmd[PATH_MAX * 2 + 256];
+	fprintf(stderr, "---- %s (pid %ld) did not exit; last lines of %s:\n",
+	        p->name, (long) p->pid, p->log_path);
+	fflush(stderr);
+	snprintf(cmd, sizeof(cmd), "tail -n 40 '%s' >&2", p->log_path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(no log)\n");
+	snprintf(cmd, sizeof(cmd),
+	         "command -v gdb >/dev/null && timeout 60 gdb -batch -nx -p "
+	         "%ld -ex 'thread apply all bt 12' 2>/dev/null | grep -E "
+	         "'^(Thread|#)' | head -n 400 >&2",
+	         (long) p->pid);
+	fprintf(stderr, "---- %s: thread stacks\n", p->name);
+	fflush(stderr);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(gdb unavailable)\n");
+}
+
 static void
 kill_proc(ax_proc *p, int sig)
 {
 	cr_assert(p->running, "%s is not running", p->name);
 	p->stopping = 1; /* expected: ax_stack_check must not complain */
 	ax_proc_signal(p, sig);
-	cr_assert_eq(ax_proc_wait(p, 30 * AX_USEC_PER_SEC), AX_OK,
-	             "%s did not exit after signal %d", p->name, sig);
+	if (ax_proc_wait(p, 30 * AX_USEC_PER_SEC) != AX_OK) {
+		report_hang(p);
+		cr_assert_fail("%s did not exit after signal %d", p->name,
+		               sig);
+	}
 }
 
 void
