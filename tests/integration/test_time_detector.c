@@ -205,11 +205,14 @@ Test(time_detector, seconds_schedule_no_gap_no_repeat_and_latency)
 		prev   = d->due_at_us;
 		lat[i] = due_cap.recv_utc[i] - d->due_at_us;
 		/* prepared ahead: Due leaves scheduler.prepare_ahead (500 ms)
-		 * before the instant, so the chain's writes are done by then
-		 */
-		cr_assert(lat[i] < -400 * AX_USEC_PER_MSEC &&
+		 * before the instant, so the chain's writes are done by then:
+		 * never sooner (100 ms of slack), and at least half of it
+		 * before (a loaded 2-core CI machine, three test binaries
+		 * starting their stacks at once, delayed a Due by 155 ms) */
+		cr_assert(lat[i] < -250 * AX_USEC_PER_MSEC &&
 		              lat[i] > -600 * AX_USEC_PER_MSEC,
-		          "Due %lld us after its instant", (long long) lat[i]);
+		          "Due %zu: %lld us after its instant", i,
+		          (long long) lat[i]);
 		cr_assert(!d->manual);
 	}
 	/* the rows match the Dues one to one */
@@ -232,7 +235,7 @@ Test(time_detector, seconds_schedule_no_gap_no_repeat_and_latency)
 	printf("time_detector lead (fire instant -> Due received): "
 	       "n=%zu mean=%.3f ms max=%.3f ms\n",
 	       n, (double) sum / (double) n / 1000.0, (double) max / 1000.0);
-	cr_assert_lt(max, -400 * AX_USEC_PER_MSEC, "Due late by %lld us",
+	cr_assert_lt(max, -250 * AX_USEC_PER_MSEC, "Due late by %lld us",
 	             (long long) max);
 }
 
