@@ -5,6 +5,7 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,15 @@ Test(fs, copy_tree_names_what_it_cannot_copy)
 	cr_assert(strstr(ax_err_detail(), "src/sock") != NULL, "%s",
 	          ax_err_detail());
 	close(s);
+	/* the longest target a link can have (PATH_MAX - 1) copies whole */
+	static char longt[PATH_MAX], got[PATH_MAX];
+	memset(longt, 'x', PATH_MAX - 1);
+	cr_assert_eq(mkdir(at("src2"), 0700), 0);
+	cr_assert_eq(symlink(longt, at("src2/l")), 0);
+	cr_assert_eq(ax_fs_copy_tree(at("src2"), at("dst3")), AX_OK, "%s",
+	             ax_err_detail());
+	cr_assert_eq(readlink(at("dst3/l"), got, sizeof(got)), PATH_MAX - 1);
+	cr_assert_eq(memcmp(got, longt, PATH_MAX - 1), 0);
 	cr_assert_eq(ax_fs_copy_tree(at("missing"), at("dst2")), AX_EIO);
 	cr_assert(strstr(ax_err_detail(), "missing") != NULL, "%s",
 	          ax_err_detail());
