@@ -501,36 +501,58 @@ on_fenced(void *arg, int64_t fence, int64_t epoch)
 #define HISTORY_ENSURE_US (3600 * AX_USEC_PER_SEC)
 
 /*
- * Keeps event_log's month partitions ahead (history.partitions_ahead),
- * on a connection of its own, once an hour while leading. A failure is
- * logged and tried again at the next renewal; it never stops leading.
+ * Keeps event_log's month partitions ahead (history.partitions_ahead) and
+ * moves the runs that finished history.hot_hours ago to the history
+ * tables, on a connection of its own, once an hour while leading. A move
+ * runs at most budget_us per call, so the lease renewals that call it
+ * keep their pace; when runs are left, the next renewal goes on. A
+ * failure is logged and tried again at the next renewal; it never stops
+ * leading.
  */
 static void
-history_ensure(axd *d)
+history_ensure(axd *d, int64_t budget_us)
 {
 	ax_store *s;
-	int       created = 0;
+	int       created = 0, more = 0;
+	int64_t   now = ax_clock_utc_us(), hot = 0, old = 0, moved = 0;
 	ax_err    rv;
 
 	if (ax_clock_mono_us() < d->history_due)
 		return;
 	d->history_due = ax_clock_mono_us() + HISTORY_ENSURE_US;
-	if ((rv = ax_store_open(d->dsn, &s)) == AX_OK) {
+	rv             = ax_history_hot_cutoff(
+	                (int) ax_config_int(d->cfg, "history.hot_hours"), now, &hot);
+	if (rv == AX_OK)
+		rv = ax_history_cutoff(
+		    (int) ax_config_int(d->cfg, "history.retention_days"), now,
+		    &old);
+	if (rv == AX_OK && (rv = ax_store_open(d->dsn, &s)) == AX_OK) {
 		rv = ax_history_ensure(
 		    s, (int) ax_config_int(d->cfg, "history.partitions_ahead"),
 		    &created);
+		if (rv == AX_OK)
+			rv = ax_history_move(s, hot, old, budget_us, &moved,
+			                     &more);
 		ax_store_close(s);
 	}
 	if (rv != AX_OK) {
 		d->history_due = ax_clock_mono_us() + d->ttl_us;
 		ax_logf(AX_LOG_WARN, COMP, "DB_UNAVAILABLE", NULL,
-		        "creating the event_log partitions ahead failed, "
-		        "retrying later: %s",
+		        "history upkeep (partitions ahead, moving finished "
+		        "runs to history) failed, retrying later: %s",
 		        ax_err_detail());
-	} else if (created > 0)
+		return;
+	}
+	if (more)
+		d->history_due = 0; /* the next renewal goes on */
+	if (created > 0)
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
 		        "created %d event_log month partition(s) ahead",
 		        created);
+	if (moved > 0)
+		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
+		        "moved %lld finished run(s) to history%s",
+		        (long long) moved, more ? " (more left)" : "");
 }
 
 /* What ended lead(). */
@@ -575,7 +597,7 @@ lead(axd *d)
 		                                   d->epoch, d->ttl_us);
 		if (rv == AX_OK) {
 			last_ok = ax_clock_mono_us();
-			history_ensure(d);
+			history_ensure(d, period / 4);
 			continue;
 		}
 		if (rv == AX_EFENCED || rv == AX_EDBCONN)

@@ -491,6 +491,7 @@ cmd_maintain(ax_db_where *w, const hist_opts *o)
 		return rc;
 	rv = ax_history_maintain(
 	    st, (int) ax_config_int(cfg, "history.retention_days"),
+	    (int) ax_config_int(cfg, "history.hot_hours"),
 	    (int) ax_config_int(cfg, "history.partitions_ahead"), hist_print,
 	    NULL);
 	ax_store_close(st);

@@ -296,8 +296,16 @@ static const cfg_key cfg_keys[] = {
 	 * still needs (archive first to keep files). */
 	{ "history.retention_days", CFG_INT, "180",
 	  "`axctl db maintain` deletes finished runs (with instances and "
-	  "attempts) older than this many days and detaches event months "
-	  "that ended before then; `axctl db archive` writes them to files" },
+	  "attempts) older than this many days and detaches the event and "
+	  "instance history months that ended before then; `axctl db "
+	  "archive` writes them to files" },
+	/* The pipeline's tables stay as small as the live runs and the last
+	 * day's: a clear or re-run of an older run brings its rows back. 0
+	 * moves a run as soon as it finishes (tests). */
+	{ "history.hot_hours", CFG_INT, "24",
+	  "hours after a run finished before its instances and attempts "
+	  "move from the pipeline's tables to the month-partitioned history "
+	  "(axd while it leads; `axctl db maintain`)" },
 	{ "history.partitions_ahead", CFG_INT, "3",
 	  "months of event_log partitions created ahead of the current one" },
 };

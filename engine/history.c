@@ -110,7 +110,8 @@ detach(ax_store *s, int64_t before_us, ax_history_fn fn, void *arg)
 }
 
 /* Reports how many runs older than before_us stay: unfinished ones (or
- * ones another transaction held while the batches ran). */
+ * ones another transaction held while the batches ran). Runs whose rows
+ * are in history leave with their month, not counted. */
 static ax_err
 report_kept(ax_store *s, int64_t before_us, ax_history_fn fn, void *arg)
 {
@@ -122,7 +123,8 @@ report_kept(ax_store *s, int64_t before_us, ax_history_fn fn, void *arg)
 	snprintf(b, sizeof(b), "%lld", (long long) before_us);
 	rv = ax_store_query_int64(s,
 	                          "SELECT count(*) FROM dag_runs WHERE "
-	                          "logical_date < ax_ts($1::bigint)",
+	                          "logical_date < ax_ts($1::bigint) AND "
+	                          "history_at IS NULL",
 	                          1, p, &n);
 	if (rv == AX_OK && n > 0 && fn != NULL)
 		fn(arg, "kept", "unfinished runs", NULL, n);
@@ -130,22 +132,73 @@ report_kept(ax_store *s, int64_t before_us, ax_history_fn fn, void *arg)
 }
 
 ax_err
-ax_history_maintain(ax_store *s, int retention_days, int ahead,
+ax_history_move(ax_store *s, int64_t ended_before_us, int64_t logical_from_us,
+                int64_t budget_us, int64_t *moved, int *more)
+{
+	char        e[32], l[32], bs[16];
+	const char *p[3] = { e, l, bs };
+	int64_t     n = 0, t0 = ax_clock_mono_us();
+	ax_err      rv;
+
+	*moved = 0;
+	if (more != NULL)
+		*more = 0;
+	snprintf(e, sizeof(e), "%lld", (long long) ended_before_us);
+	snprintf(l, sizeof(l), "%lld", (long long) logical_from_us);
+	snprintf(bs, sizeof(bs), "%d", AX_HISTORY_MOVE_BATCH);
+	do {
+		/* autocommit: one transaction per batch */
+		rv = ax_store_query_int64(
+		    s,
+		    "SELECT ax_history_move("
+		    "ax_ts($1::bigint), ax_ts($2::bigint), "
+		    "$3::int)",
+		    3, p, &n);
+		if (rv != AX_OK)
+			return rv;
+		*moved += n;
+	} while (n == AX_HISTORY_MOVE_BATCH &&
+	         (budget_us <= 0 || ax_clock_mono_us() - t0 < budget_us));
+	if (more != NULL)
+		*more = n == AX_HISTORY_MOVE_BATCH;
+	return AX_OK;
+}
+
+ax_err
+ax_history_hot_cutoff(int hours, int64_t now_us, int64_t *before_us)
+{
+	if (hours < 0 || hours > 8760)
+		return ax_err_set(AX_EINVAL,
+		                  "history.hot_hours is %d: give 0 to 8760 "
+		                  "hours (default 24)",
+		                  hours);
+	*before_us = now_us - (int64_t) hours * 3600 * 1000000;
+	return AX_OK;
+}
+
+ax_err
+ax_history_maintain(ax_store *s, int retention_days, int hot_hours, int ahead,
                     ax_history_fn fn, void *arg)
 {
-	int64_t     before, n, total = 0;
+	int64_t     before, hot, now = ax_clock_utc_us(), n, total = 0;
 	int         created = 0;
 	char        b[32], bs[16];
 	const char *p[2] = { b, bs };
 	ax_err      rv;
 
-	if ((rv = ax_history_cutoff(retention_days, ax_clock_utc_us(),
-	                            &before)) != AX_OK ||
+	if ((rv = ax_history_cutoff(retention_days, now, &before)) != AX_OK ||
+	    (rv = ax_history_hot_cutoff(hot_hours, now, &hot)) != AX_OK ||
 	    (rv = ax_history_ensure(s, ahead, &created)) != AX_OK)
 		return rv;
 	if (fn != NULL && created > 0)
 		fn(arg, "created", "event_log month partition(s)", NULL,
 		   created);
+	/* runs older than the retention are deleted below, not moved */
+	if ((rv = ax_history_move(s, hot, before, 0, &n, NULL)) != AX_OK)
+		return rv;
+	if (fn != NULL && n > 0)
+		fn(arg, "moved", "runs (instances and attempts to history)",
+		   NULL, n);
 	if ((rv = detach(s, before, fn, arg)) != AX_OK)
 		return rv;
 	snprintf(b, sizeof(b), "%lld", (long long) before);
@@ -462,7 +515,9 @@ ax_history_archive(ax_store *s, int64_t before_us, const char *dir,
 	                    "SELECT c.relname FROM pg_class c JOIN "
 	                    "pg_namespace n ON n.oid = c.relnamespace WHERE "
 	                    "n.nspname = 'ax_archive' AND c.relkind = 'r' "
-	                    "AND c.relname ~ '^event_log_p[0-9]{6}$' "
+	                    "AND c.relname ~ '^(event_log|dag_runs|"
+	                    "task_instances_history|attempts_history)"
+	                    "_p[0-9]{6}$' "
 	                    "ORDER BY 1",
 	                    0, NULL, &r);
 	if (rv != AX_OK)
@@ -489,11 +544,30 @@ digits(const char *p, size_t n)
 }
 
 /*
- * Table index of an archive file name, and for event_log "YYYY-MM-01" of
- * its month in month[]; -1 if the name is not one (see history.h).
+ * Files of one month (<prefix>_pYYYYMM.csv.gz): the table their rows go
+ * back to, its restore rank, and whether it is partitioned by month (the
+ * month's partition is created before the rows come back).
+ */
+static const struct {
+	const char *table;
+	int         rank, part;
+} month_files[] = {
+	{ "dag_runs", 0, 0 },
+	{ "task_instances_history", 1, 1 },
+	{ "attempts_history", 2, 1 },
+	{ "event_log", 3, 1 },
+};
+
+#define N_MONTH_FILES (sizeof(month_files) / sizeof(month_files[0]))
+
+/*
+ * What an archive file name holds: its table into *table, "YYYY-MM-01"
+ * of a month file's month into month[] ("" for a batch of runs), *part 1
+ * when the table is partitioned by month; returns the restore rank, -1
+ * if the name is not an archive file name (see history.h).
  */
 static int
-parse_name(const char *path, char month[16])
+parse_name(const char *path, char month[16], const char **table, int *part)
 {
 	const char *base = strrchr(path, '/'), *d, *dash;
 	size_t      n;
@@ -504,14 +578,21 @@ parse_name(const char *path, char month[16])
 		return -1;
 	n -= 7;
 	month[0] = '\0';
-	if (n == strlen("event_log_p") + 6 &&
-	    strncmp(base, "event_log_p", 11) == 0) {
-		long long ym = digits(base + 11, 6);
+	*part    = 0;
+	for (size_t k = 0; k < N_MONTH_FILES; k++) {
+		size_t tl = strlen(month_files[k].table);
+		if (n != tl + 2 + 6 ||
+		    strncmp(base, month_files[k].table, tl) != 0 ||
+		    strncmp(base + tl, "_p", 2) != 0)
+			continue;
+		long long ym = digits(base + tl + 2, 6);
 		int       y = (int) (ym / 100), m = (int) (ym % 100);
 		if (ym < 0 || y < 1900 || y > 9999 || m < 1 || m > 12)
 			return -1;
 		snprintf(month, 16, "%04d-%02d-01", y % 10000, m % 100);
-		return 3;
+		*table = month_files[k].table;
+		*part  = month_files[k].part;
+		return month_files[k].rank;
 	}
 	for (int t = 0; t < 3; t++) {
 		size_t tl = strlen(tables[t]);
@@ -523,6 +604,7 @@ parse_name(const char *path, char month[16])
 		if (dash == NULL || digits(d, (size_t) (dash - d)) < 0 ||
 		    digits(dash + 1, (size_t) (base + n - dash - 1)) < 0)
 			return -1;
+		*table = tables[t];
 		return t;
 	}
 	return -1;
@@ -531,8 +613,10 @@ parse_name(const char *path, char month[16])
 int
 ax_history_restore_rank(const char *path)
 {
-	char month[16];
-	return parse_name(path, month);
+	char        month[16];
+	const char *table;
+	int         part;
+	return parse_name(path, month, &table, &part);
 }
 
 /* Reads the header line (column names) into cols; AX_EINVAL if bad. */
@@ -606,8 +690,8 @@ ax_err
 ax_history_restore(ax_store *s, const char *path, int64_t *rows)
 {
 	char        month[16], cols[2048], sql[2400];
-	int         t = parse_name(path, month);
-	const char *p[2];
+	const char *table = NULL, *p[2];
+	int         part = 0, t = parse_name(path, month, &table, &part);
 	int64_t     got = 0;
 	gzFile      gz;
 	PGresult   *r;
@@ -616,12 +700,15 @@ ax_history_restore(ax_store *s, const char *path, int64_t *rows)
 	if (rows != NULL)
 		*rows = 0;
 	if (t < 0)
-		return ax_err_set(AX_EINVAL,
-		                  "restore: %s: not an archive file name; "
-		                  "expected event_log_pYYYYMM.csv.gz or "
-		                  "<table>_runs_<first>-<last>.csv.gz with "
-		                  "table dag_runs, task_instances or attempts",
-		                  path);
+		return ax_err_set(
+		    AX_EINVAL,
+		    "restore: %s: not an archive file name; "
+		    "expected <table>_pYYYYMM.csv.gz with table "
+		    "event_log, dag_runs, task_instances_history "
+		    "or attempts_history, or "
+		    "<table>_runs_<first>-<last>.csv.gz with "
+		    "table dag_runs, task_instances or attempts",
+		    path);
 	if ((gz = gzopen(path, "rb")) == NULL)
 		return ax_err_set(AX_EIO, "restore: cannot open %s: %s", path,
 		                  strerror(errno));
@@ -629,19 +716,19 @@ ax_history_restore(ax_store *s, const char *path, int64_t *rows)
 		gzclose(gz);
 		return rv;
 	}
-	p[0] = tables[t];
+	p[0] = table;
 	p[1] = month;
 	if ((rv = ax_store_begin(s)) != AX_OK) {
 		gzclose(gz);
 		return rv;
 	}
 	if ((rv = session_iso(s)) != AX_OK ||
-	    (t == 3 &&
+	    (part &&
 	     (rv = ax_store_exec(s, "SELECT ax_part_create($1, $2::date)", 2,
 	                         p)) != AX_OK))
 		goto out;
 	snprintf(sql, sizeof(sql), "COPY %s (%s) FROM STDIN WITH (FORMAT csv)",
-	         tables[t], cols);
+	         table, cols);
 	r = PQexec(ax_store_conn(s), sql);
 	if (PQresultStatus(r) != PGRES_COPY_IN) {
 		rv = copy_err(ax_store_conn(s), r, "restore: COPY in");

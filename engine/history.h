@@ -3,22 +3,33 @@
  * retention, archive to files and restore (schema and SQL functions in
  * engine/migrations/0015_event_log_partitions.sql).
  *
- * Role: event_log, the largest history table, is partitioned by event
- * time, one partition per UTC month named event_log_pYYYYMM plus a
- * default partition; a month leaves whole. The instance history
- * (dag_runs, task_instances, attempts) stays in plain tables, which keep
- * the pipeline's inserts, foreign key checks and look-ups by id at one
- * index probe; it leaves by run, in batches: a run goes with its
- * instances and their attempts. `axctl db maintain` (cron, daily) creates
- * the months ahead, detaches event months older than the retention into
- * the schema ax_archive and deletes older finished runs; `axctl db
- * archive` writes old runs and event months to files under DIR and
- * removes them from the database; `axctl db restore` copies files back.
+ * Role: the history is kept in tables partitioned by UTC month, so a
+ * month leaves whole: event_log by event time (event_log_pYYYYMM), and
+ * the instance history by its run's logical month
+ * (task_instances_history_pYYYYMM, attempts_history_pYYYYMM), each with a
+ * default partition. The pipeline writes and reads the plain hot tables
+ * task_instances and attempts, which keep its inserts, foreign key
+ * checks and look-ups by id at one index probe; ax_history_move takes the
+ * instances and attempts of runs that finished history.hot_hours ago out
+ * of them into the history tables, a run at a time (axd does it while it
+ * leads; readers of old runs read the views task_instances_all and
+ * attempts_all). dag_runs stays one table; a run whose rows moved keeps
+ * its row (history_at set) until its month leaves. `axctl db maintain`
+ * (cron, daily) moves, creates the event months ahead, detaches the
+ * months older than the retention into the schema ax_archive (with the
+ * runs of each instance month, ax_archive.dag_runs_pYYYYMM) and deletes
+ * older finished runs still hot; `axctl db archive` writes old hot runs
+ * and the detached months to files under DIR and removes them from the
+ * database; `axctl db restore` copies files back.
  *
  * Files (gzip-compressed CSV, a header line of column names, timestamps
  * ISO with UTC offset):
- *   event_log_pYYYYMM.csv.gz                  one month of events
- *   <table>_runs_<first>-<last>.csv.gz         one batch of runs (ids
+ *   <table>_pYYYYMM.csv.gz                     one month of event_log,
+ *                                              task_instances_history,
+ *                                              attempts_history, or the
+ *                                              dag_runs of that month's
+ *                                              instance history
+ *   <table>_runs_<first>-<last>.csv.gz         one batch of hot runs (ids
  *                                              first..last) for table
  *                                              dag_runs, task_instances
  *                                              and attempts: three files
@@ -30,6 +41,12 @@
  *   row in the database, in a complete file, or both.
  * - A run leaves only when it and every instance and attempt of it have
  *   finished; unfinished ones stay and are counted ("kept").
+ * - A run's instances and attempts are all hot or all in history (a move
+ *   is one transaction per batch of whole runs); unfinished instances and
+ *   open attempts are always hot. A run made QUEUED or RUNNING again
+ *   brings its rows back first (a trigger on dag_runs), and
+ *   ax_history_restore_run (SQL) does it for a writer that changes an
+ *   instance of a finished run.
  * - A batch of runs leaves in one REPEATABLE READ transaction: the rows
  *   in its files are exactly the rows deleted (a concurrent change of one
  *   of them fails the batch, which then leaves nothing).
@@ -53,10 +70,15 @@
 /* Runs per retention / archive transaction. */
 #define AX_HISTORY_BATCH 5000
 
+/* Runs per move transaction (each brings its instances and attempts). */
+#define AX_HISTORY_MOVE_BATCH 500
+
 /*
  * What a maintain or archive step did, for the caller to print: `what` is
- * "created" (partitions ahead; rows = how many), "detached" (name = an
- * event month's partition), "deleted" (rows = runs deleted by
+ * "created" (partitions ahead; rows = how many), "moved" (rows = runs
+ * whose instances and attempts moved to history), "detached" (name = a
+ * month's partition, or the runs set aside with an instance month:
+ * dag_runs_pYYYYMM), "deleted" (rows = runs deleted by
  * retention), "kept" (rows = unfinished runs older than the limit that
  * stay), or "archived" (name and path of a file, rows its rows). Called
  * on the caller's thread, during the call.
@@ -80,25 +102,48 @@ ax_err ax_history_cutoff(int days, int64_t now_us, int64_t *before_us);
 ax_err ax_history_ensure(ax_store *s, int ahead, int *created);
 
 /*
- * Retention: ax_history_ensure(ahead), then detaches into ax_archive the
- * event months that ended before now - retention_days, and deletes the
- * finished runs (with their instances and attempts) whose logical date is
- * before that, AX_HISTORY_BATCH runs per transaction. Unfinished runs
- * stay and are reported ("kept"). AX_OK even when some were kept.
+ * The instant before which finished runs move to history under
+ * history.hot_hours = hours (0..8760) counted back from now_us: AX_EINVAL
+ * naming history.hot_hours otherwise.
  */
-ax_err ax_history_maintain(ax_store *s, int retention_days, int ahead,
-                           ax_history_fn fn, void *arg);
+ax_err ax_history_hot_cutoff(int hours, int64_t now_us, int64_t *before_us);
 
 /*
- * Archive to dir (an existing writable directory): the finished runs with
- * a logical date before before_us, batch by batch (three files a batch,
- * then the batch is deleted), then the event months that end at or
- * before before_us (detached, written, dropped) and any month already
- * detached. AX_EINVAL for a bad dir; AX_EEXIST when a file of that name
- * exists (nothing of that batch or month leaves); AX_EIO for a write
- * failure; AX_ERETRY when a batch met a concurrent change of one of its
- * rows (nothing of it left: run it again). What was archived before a
- * failure stays archived.
+ * Moves the instances and attempts of finished runs (no unfinished
+ * instance, no open attempt) that ended before ended_before_us and whose
+ * logical date is at or after logical_from_us into the history tables,
+ * AX_HISTORY_MOVE_BATCH runs per transaction, the oldest first; a run
+ * another transaction holds is skipped (the next call takes it). Stops
+ * when none is left or, with budget_us > 0, after the batch that passes
+ * budget_us of elapsed time: *more (may be NULL) is then 1. *moved gets
+ * how many runs moved.
+ */
+ax_err ax_history_move(ax_store *s, int64_t ended_before_us,
+                       int64_t logical_from_us, int64_t budget_us,
+                       int64_t *moved, int *more);
+
+/*
+ * Retention: ax_history_ensure(ahead); moves the runs that finished
+ * hot_hours ago (ax_history_move, with no budget); detaches into
+ * ax_archive the months that ended before now - retention_days (an
+ * instance month with its runs); deletes the finished runs still hot
+ * (with their instances and attempts) whose logical date is before that,
+ * AX_HISTORY_BATCH runs per transaction. Unfinished runs stay and are
+ * reported ("kept"). AX_OK even when some were kept.
+ */
+ax_err ax_history_maintain(ax_store *s, int retention_days, int hot_hours,
+                           int ahead, ax_history_fn fn, void *arg);
+
+/*
+ * Archive to dir (an existing writable directory): the finished hot runs
+ * with a logical date before before_us, batch by batch (three files a
+ * batch, then the batch is deleted), then the months that end at or
+ * before before_us (detached, written, dropped: event_log's, and the
+ * instance history's with its runs) and any month already detached. AX_EINVAL
+ * for a bad dir; AX_EEXIST when a file of that name exists (nothing of that
+ * batch or month leaves); AX_EIO for a write failure; AX_ERETRY when a batch
+ * met a concurrent change of one of its rows (nothing of it left: run it
+ * again). What was archived before a failure stays archived.
  */
 ax_err ax_history_archive(ax_store *s, int64_t before_us, const char *dir,
                           ax_history_fn fn, void *arg);
@@ -116,8 +161,8 @@ ax_err ax_history_restore(ax_store *s, const char *path, int64_t *rows);
 
 /*
  * Restore order of an archive file by its table: 0 dag_runs,
- * 1 task_instances, 2 attempts, 3 event_log; -1 when the name is not an
- * archive file name.
+ * 1 task_instances(_history), 2 attempts(_history), 3 event_log; -1 when
+ * the name is not an archive file name.
  */
 int ax_history_restore_rank(const char *path);
 

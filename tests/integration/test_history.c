@@ -1,5 +1,6 @@
 /*
- * test_history.c - event_log partitioned by month (migration 0015) and
+ * test_history.c - event_log partitioned by month (migration 0015), the
+ * instance history partitioned by month (0022) and
  * the history's retention, archive and restore (engine/history.c)
  * against a real PostgreSQL: a populated database of the previous schema
  * version converts without losing or changing a row and keeps every
@@ -9,7 +10,11 @@
  * what is unfinished and never overwrites a file; restore brings every
  * row back unchanged; retention deletes old finished runs and detaches
  * old event months; bad directories, names and files (not gzip, cut
- * short, bad rows) get errors that leave the database as it was.
+ * short, bad rows) get errors that leave the database as it was. The
+ * instance history (migration 0022): finished runs move to month
+ * partitions and read back unchanged through the views, a run made active
+ * again or restored brings its rows back, a deleted one takes them; old
+ * months leave with their runs, as files, and restore whole.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -19,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "history.h"
 #include "log.h"
@@ -150,6 +156,8 @@ snapshot(int t)
 	return qstr(snap_sql[t]);
 }
 
+static void populate_instances(void);
+
 /* Two DAGs; finished runs on the 10th of each month from..to (UTC
  * "YYYY-MM-DD"), instances a and b with one attempt each, two events per
  * instance at the run's logical time. */
@@ -175,6 +183,14 @@ populate(const char *from, const char *to)
 	         "ORDER BY ts, d.id",
 	         from, to);
 	sql(q);
+	populate_instances();
+}
+
+/* Instances a and b with one attempt each for every run without
+ * instances, two events per instance at the run's logical time. */
+static void
+populate_instances(void)
+{
 	sql("INSERT INTO task_instances (dag_run_id, dag_id, task, "
 	    "logical_time, state, priority, try_number, started_at, ended_at) "
 	    "SELECT r.id, r.dag_id, t, r.logical_date, 'SUCCESS', 3, 1, "
@@ -363,9 +379,9 @@ two_months(void)
 }
 
 typedef struct seen {
-	char    names[16][80];
-	char    paths[16][300];
-	int64_t rows[16];
+	char    names[32][80];
+	char    paths[32][300];
+	int64_t rows[32];
 	int     n;
 } seen;
 
@@ -374,7 +390,7 @@ record(void *arg, const char *what, const char *name, const char *path,
        int64_t rows)
 {
 	seen *s = arg;
-	if (s->n < 16) {
+	if (s->n < 32) {
 		snprintf(s->names[s->n], 80, "%s %s", what, name);
 		snprintf(s->paths[s->n], 300, "%s", path != NULL ? path : "");
 		s->rows[s->n] = rows;
@@ -542,7 +558,10 @@ Test(history, bad_directories_names_and_files)
 	/* names */
 	cr_assert_eq(ax_history_restore(st, "/tmp/whatever.csv.gz", &rows),
 	             AX_EINVAL);
-	cr_assert(strstr(ax_err_detail(), "event_log_pYYYYMM.csv.gz") != NULL);
+	cr_assert(strstr(ax_err_detail(), "<table>_pYYYYMM.csv.gz") != NULL &&
+	              strstr(ax_err_detail(), "task_instances_history") !=
+	                  NULL,
+	          "%s", ax_err_detail());
 	cr_assert_eq(
 	    ax_history_restore(st, "/tmp/event_log_p202513.csv.gz", &rows),
 	    AX_EINVAL);
@@ -618,8 +637,8 @@ Test(history, retention_deletes_old_runs_detaches_old_months_keeps_the_rest)
 	    "active_version_id, 'manual', now() - interval '10 days', now() - "
 	    "interval '10 days', now() - interval '10 days', 'SUCCESS' FROM "
 	    "dags WHERE name = 'h1'");
-	cr_assert_eq(ax_history_maintain(st, 180, 3, record, &s), AX_OK, "%s",
-	             ax_err_detail());
+	cr_assert_eq(ax_history_maintain(st, 180, 24, 3, record, &s), AX_OK,
+	             "%s", ax_err_detail());
 	cr_assert_geq(i = seen_find(&s, "deleted"), 0);
 	cr_assert_eq(s.rows[i], 3);
 	cr_assert_geq(i = seen_find(&s, "kept"), 0);
@@ -644,5 +663,224 @@ Test(history, retention_deletes_old_runs_detaches_old_months_keeps_the_rest)
 	cr_assert_eq(q64("SELECT count(*) FROM pg_tables WHERE schemaname = "
 	                 "'ax_archive'"),
 	             0);
-	cr_assert_eq(ax_history_maintain(st, 0, 3, record, &s), AX_EINVAL);
+	cr_assert_eq(ax_history_maintain(st, 0, 24, 3, record, &s), AX_EINVAL);
+}
+
+/* snap_sql[t] read through the views of hot rows and history. */
+static char *
+snapshot_all(int t)
+{
+	char q[1200];
+	snprintf(q, sizeof(q), "%s", snap_sql[t]);
+	char *from = strstr(q, " FROM task_instances");
+	if (from == NULL)
+		from = strstr(q, " FROM attempts");
+	if (from != NULL)
+		strcat(from, "_all");
+	return qstr(q);
+}
+
+Test(history, finished_runs_move_to_month_partitions_and_come_back)
+{
+	char   *before[3], q[400];
+	int64_t moved = -1, rows = 0, pending = two_months();
+	int     more = -1;
+	seen    s    = { 0 };
+
+	/* a run that finished ten days ago, one that ended a minute ago */
+	sql("INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	    "logical_date, interval_start, interval_end, state, started_at, "
+	    "ended_at) SELECT id, active_version_id, 'manual', now() - "
+	    "interval '10 days', now() - interval '10 days', now() - interval "
+	    "'10 days', 'SUCCESS', now() - interval '10 days', now() - "
+	    "interval '10 days' FROM dags WHERE name = 'h1' UNION ALL SELECT "
+	    "id, active_version_id, 'manual', now() - interval '1 hour', "
+	    "now() - interval '1 hour', now() - interval '1 hour', "
+	    "'FAILED', now() - interval '1 hour', now() - interval '1 minute' "
+	    "FROM dags WHERE name = 'h2'");
+	populate_instances();
+	for (int t = 0; t < 3; t++)
+		before[t] = snapshot(t);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), 12);
+
+	/* runs that ended over an hour ago: the four old finished ones and
+	 * the ten-day one; the one with a PENDING instance and the one that
+	 * ended a minute ago stay hot */
+	cr_assert_eq(ax_history_move(st, ax_clock_utc_us() - 3600000000LL,
+	                             us_of("2000-01-01"), 0, &moved, &more),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(moved, 4);
+	cr_assert_eq(more, 0);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances"), 4);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts"), 4);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances_history"), 8);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts_history"), 8);
+	cr_assert_eq(q64("SELECT count(*) FROM dag_runs WHERE history_at IS "
+	                 "NOT NULL"),
+	             4);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM task_instances WHERE dag_run_id = "
+	         "(SELECT dag_run_id FROM task_instances WHERE id = %lld)",
+	         (long long) pending);
+	cr_assert_eq(q64(q), 2, "a run with an unfinished instance stays hot");
+	/* each month in its partition, none in the default ones */
+	cr_assert_eq(
+	    q64("SELECT count(*) FROM task_instances_history_p202501"), 4);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts_history_p202502"), 2);
+	cr_assert_eq(q64("SELECT (SELECT count(*) FROM "
+	                 "task_instances_history_default) + (SELECT count(*) "
+	                 "FROM attempts_history_default)"),
+	             0);
+	/* the views read every row as it was; a look-up by id reads the
+	 * history's month partitions through their indexes */
+	for (int t = 0; t < 3; t++) {
+		char *after = t == 0 ? snapshot(0) : snapshot_all(t);
+		cr_assert_str_eq(after, before[t], "%s", tabs[t]);
+		free(after);
+	}
+	/* nothing left to move */
+	cr_assert_eq(ax_history_move(st, ax_clock_utc_us(),
+	                             us_of("2000-01-01"), 0, &moved, &more),
+	             AX_OK, "%s", ax_err_detail());
+	cr_assert_eq(moved, 1, "the run that ended a minute ago");
+
+	/* a run made RUNNING again (a clear) brings its rows back, ids and
+	 * all, in the same statement */
+	int64_t run = q64("SELECT min(id) FROM dag_runs");
+	snprintf(q, sizeof(q),
+	         "UPDATE dag_runs SET state = 'RUNNING' WHERE id = %lld",
+	         (long long) run);
+	sql(q);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM task_instances t JOIN attempts a ON "
+	         "a.instance_id = t.id WHERE t.dag_run_id = %lld",
+	         (long long) run);
+	cr_assert_eq(q64(q), 2);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM task_instances_history WHERE "
+	         "dag_run_id = %lld",
+	         (long long) run);
+	cr_assert_eq(q64(q), 0);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM dag_runs WHERE id = %lld AND "
+	         "history_at IS NULL",
+	         (long long) run);
+	cr_assert_eq(q64(q), 1);
+	/* a writer that changes an instance of a finished run restores it
+	 * first; a hot run has nothing to restore */
+	run = q64("SELECT max(id) FROM dag_runs WHERE history_at IS NOT NULL");
+	snprintf(q, sizeof(q), "SELECT ax_history_restore_run(%lld)::int",
+	         (long long) run);
+	cr_assert_eq(q64(q), 1);
+	cr_assert_eq(q64(q), 0);
+	snprintf(q, sizeof(q), "SELECT ax_history_restore_run(-1)::int");
+	cr_assert_eq(q64(q), 0);
+	/* a deleted run takes its history rows with it */
+	run = q64("SELECT max(id) FROM dag_runs WHERE history_at IS NOT NULL "
+	          "AND logical_date < '2025-02-01'");
+	snprintf(q, sizeof(q), "DELETE FROM dag_runs WHERE id = %lld",
+	         (long long) run);
+	sql(q);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM task_instances_all WHERE dag_run_id = "
+	         "%lld",
+	         (long long) run);
+	cr_assert_eq(q64(q), 0);
+	cr_assert_eq(q64("SELECT count(*) FROM attempts_history WHERE "
+	                 "instance_id NOT IN (SELECT id FROM "
+	                 "task_instances_history)"),
+	             0);
+
+	/* the finished runs of January and February back to history, then
+	 * archive: January and February of the instance history leave as
+	 * month files with their runs; restore brings every row back */
+	sql("UPDATE dag_runs SET state = 'SUCCESS' WHERE state = 'RUNNING'");
+	cr_assert_eq(ax_history_move(st, ax_clock_utc_us(),
+	                             us_of("2000-01-01"), 0, &moved, &more),
+	             AX_OK, "%s", ax_err_detail());
+	for (int t = 0; t < 3; t++) {
+		free(before[t]);
+		before[t] = t == 0 ? snapshot(0) : snapshot_all(t);
+	}
+	cr_assert_eq(
+	    ax_history_archive(st, us_of("2025-03-01"), dir, record, &s),
+	    AX_OK, "%s", ax_err_detail());
+	cr_assert_geq(seen_find(&s, "archived task_instances_history_p202501"),
+	              0);
+	cr_assert_geq(seen_find(&s, "archived attempts_history_p202502"), 0);
+	int i = seen_find(&s, "archived dag_runs_p202501");
+	cr_assert_geq(i, 0);
+	cr_assert_eq(s.rows[i], 1, "January's runs less the one deleted");
+	cr_assert_eq(q64("SELECT count(*) FROM dag_runs WHERE logical_date < "
+	                 "'2025-03-01'"),
+	             1, "the run with a PENDING instance stays");
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances_all WHERE "
+	                 "logical_time < '2025-03-01'"),
+	             2);
+	cr_assert_eq(q64("SELECT count(*) FROM ax_history_partitions() WHERE "
+	                 "month_end <= '2025-03-01'"),
+	             0, "the months left the database");
+	restore_all(&s);
+	for (int t = 0; t < 3; t++) {
+		char *after = t == 0 ? snapshot(0) : snapshot_all(t);
+		cr_assert_str_eq(after, before[t], "%s", tabs[t]);
+		free(after);
+		free(before[t]);
+	}
+	cr_assert_eq(ax_history_restore_rank("task_instances_history_p202501."
+	                                     "csv.gz"),
+	             1);
+	cr_assert_eq(
+	    ax_history_restore_rank("attempts_history_p202501.csv.gz"), 2);
+	cr_assert_eq(ax_history_restore_rank("dag_runs_p202501.csv.gz"), 0);
+	cr_assert_eq(ax_history_restore_rank("attempts_history_p2025.csv.gz"),
+	             -1);
+	(void) rows;
+}
+
+Test(history, maintain_moves_then_detaches_old_instance_months)
+{
+	seen s = { 0 };
+	int  i;
+
+	two_months();
+	sql("INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	    "logical_date, interval_start, interval_end, state, started_at, "
+	    "ended_at) SELECT id, active_version_id, 'manual', now() - "
+	    "interval '3 days', now() - interval '3 days', now() - interval "
+	    "'3 days', 'SUCCESS', now() - interval '3 days', now() - "
+	    "interval '2 days' FROM dags WHERE name = 'h1'");
+	populate_instances();
+	/* the finished runs of 2025 reach history (as if moved when they
+	 * were recent) */
+	cr_assert_eq(q64("SELECT ax_history_move('2025-03-01', '2025-01-01', "
+	                 "100)"),
+	             3);
+	cr_assert_eq(ax_history_maintain(st, 180, 24, 3, record, &s), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_geq(i = seen_find(&s, "moved"), 0);
+	cr_assert_eq(s.rows[i], 1, "the run that ended two days ago");
+	/* history months older than the retention
+	 * left for ax_archive with their runs, event months too */
+	cr_assert_geq(seen_find(&s, "detached task_instances_history_p202501"),
+	              0);
+	cr_assert_geq(seen_find(&s, "detached dag_runs_p202501"), 0);
+	cr_assert_geq(seen_find(&s, "detached attempts_history_p202502"), 0);
+	cr_assert_eq(q64("SELECT count(*) FROM ax_archive.dag_runs_p202501"),
+	             2);
+	cr_assert_eq(q64("SELECT count(*) FROM "
+	                 "ax_archive.task_instances_history_p202501"),
+	             4);
+	cr_assert_eq(q64("SELECT count(*) FROM dag_runs"), 2,
+	             "the recent run and the unfinished one");
+	cr_assert_eq(q64("SELECT count(*) FROM dag_runs WHERE history_at IS "
+	                 "NOT NULL AND logical_date > now() - interval '4 "
+	                 "days'"),
+	             1);
+	cr_assert_eq(q64("SELECT count(*) FROM task_instances_all"), 4);
+	cr_assert_geq(i = seen_find(&s, "kept"), 0);
+	cr_assert_eq(s.rows[i], 1);
+	cr_assert_eq(ax_history_maintain(st, 180, -1, 3, record, &s),
+	             AX_EINVAL);
+	cr_assert(strstr(ax_err_detail(), "history.hot_hours") != NULL);
 }
