@@ -582,7 +582,10 @@ send_cancel(ax_control *c, int64_t instance_id, const char *run_id)
  * applied once the instance is CANCELED, rejected when it ended
  * otherwise or does not exist. The cancel names the current attempt's
  * run_id too, so the queue finds an attempt it adopted from a worker
- * after a restart.
+ * after a restart. The instance is read from hot rows and history (a kill
+ * still pending when its instance ended and its run moved to history is
+ * settled by that end, not rejected as missing); its attempt matters only
+ * while it is unfinished, hence always from the hot table.
  */
 static void
 apply_kill(ax_control *c, const ax_control_msg *m)
@@ -596,7 +599,7 @@ apply_kill(ax_control *c, const ax_control_msg *m)
 	if (ax_store_query(c->store,
 	                   "SELECT i.state, (SELECT a.run_id::text FROM "
 	                   "attempts a WHERE a.instance_id = i.id ORDER BY "
-	                   "a.number DESC LIMIT 1) FROM task_instances i "
+	                   "a.number DESC LIMIT 1) FROM task_instances_all i "
 	                   "WHERE i.id = $1::bigint",
 	                   1, p, &res) != AX_OK)
 		return; /* pending: sent again later */

@@ -6,11 +6,16 @@
  * DAG version's upstreams and concurrency, the upstream instances or
  * runs, the instances holding its pool or group, the live workers of its
  * group, the rules its events name, its attempts and its newest events.
- * Each part is an index lookup (instance id, run id, the unfinished
- * instances' partial index, the event log's instance and run indexes), so
- * an explanation costs the same on a table of 10 rows or 10 million;
- * the timeline keeps the newest EVENTS_MAX events (older ones are counted
- * as left out). ax_explain_build then assembles the answer without I/O.
+ * The instance, its run's upstream instances and its attempts are read
+ * from task_instances_all / attempts_all (hot rows and history: the run
+ * may have ended long ago); the holders and a run's unfinished instances
+ * are unfinished, so always in the hot table. Each part is an index
+ * lookup (instance id, run id, the unfinished instances' partial index,
+ * the event log's instance and run indexes; in the history one probe per
+ * month), so an explanation costs the same on a table of 10 rows or 10
+ * million; the timeline keeps the newest EVENTS_MAX events (older ones are
+ * counted as left out). ax_explain_build then assembles the answer without
+ * I/O.
  */
 #include "api_explain.h"
 
@@ -56,7 +61,8 @@
 	"'shard_index')::int, 0) = i.shard))))"
 
 static const char instance_sql[] =
-    "WITH i AS (SELECT i.*, d.name AS dag, d.paused FROM task_instances i "
+    "WITH i AS (SELECT i.*, d.name AS dag, d.paused "
+    "FROM task_instances_all i "
     "JOIN dags d ON d.id = i.dag_id WHERE i.id = $1::bigint), "
     "r AS (SELECT r.* FROM dag_runs r, i WHERE r.id = i.dag_run_id), "
     "v AS (SELECT v.definition FROM dag_versions v, r "
@@ -79,7 +85,8 @@ static const char instance_sql[] =
                  "jsonb_array_elements(v.definition->'tasks') t, "
                  "jsonb_array_elements_text(t->'depends_on') WITH ORDINALITY "
                  "u(name, ord) "
-                 "LEFT JOIN task_instances ui ON ui.dag_run_id = i.dag_run_id "
+                 "LEFT JOIN task_instances_all ui ON ui.dag_run_id = "
+                 "i.dag_run_id "
                  "AND ui.task = u.name WHERE t->>'name' = i.task), "
                  "'holders', (SELECT coalesce(jsonb_agg(x.o ORDER BY x.id), "
                  "'[]') FROM "
@@ -126,7 +133,7 @@ static const char instance_sql[] =
                                   "'started_us', "
                                   "ax_us(a.started_at), 'ended_us', "
                                   "ax_us(a.ended_at)) ORDER BY "
-                                  "a.number), '[]') FROM attempts a WHERE "
+                                  "a.number), '[]') FROM attempts_all a WHERE "
                                   "a.instance_id = i.id), "
                                   "'events', " EVENTS_JSON(
                                       INSTANCE_EVENTS) ") FROM i";

@@ -2,8 +2,13 @@
  * api_runs.c - run and instance routes of ax-api (see api_runs.h).
  *
  * Lists are keyset-paginated on id (newest first): `cursor` is the last
- * id of the previous page, so a page costs one index range scan however
- * deep the client pages.
+ * id of the previous page, so a page costs one index range scan (of the
+ * hot table and of each history month, merged) however deep the client
+ * pages.
+ *
+ * Instances and attempts are read from task_instances_all and
+ * attempts_all, the hot rows and the history together: a run that ended
+ * long ago keeps its pages. The mark's write goes to the hot table.
  */
 #include "api_runs.h"
 
@@ -243,7 +248,7 @@ ax_api_run_show(ax_api_req *q, ax_api_resp *r)
 	                "SELECT " RUN_COLS
 	                ", (SELECT coalesce(jsonb_object_agg(state, n), "
 	                            "'{}') FROM (SELECT state, count(*) AS n FROM "
-	                            "task_instances WHERE dag_run_id = r.id GROUP BY state) "
+	                            "task_instances_all WHERE dag_run_id = r.id GROUP BY state) "
 	                            "x) AS instances_by_state "
 	                            "FROM " RUN_FROM " "
 	                            "WHERE r.id = $1::bigint",
@@ -289,7 +294,7 @@ ax_api_instances_list(ax_api_req *q, ax_api_resp *r)
 		            ax_api_query(q, "task") };
 	rv              = ax_store_query(q->st,
 	                                 "SELECT " TI_COLS
-	                                 " FROM task_instances i JOIN dags d "
+	                                 " FROM task_instances_all i JOIN dags d "
 	                                              "ON d.id = i.dag_id "
 	                                              "WHERE ($1::text IS NULL OR d.name = $1) "
 	                                              "AND ($2::text IS NULL OR i.state = $2) "
@@ -326,8 +331,8 @@ ax_api_instance_show(ax_api_req *q, ax_api_resp *r)
 	                            "a.ended_at, 'exit_status', a.exit_status, 'log_path', "
 	                            "a.log_path, 'reason', a.reason, 'command', a.command) "
 	                            "ORDER BY a.number), "
-	                            "'[]') FROM attempts a WHERE a.instance_id = i.id) AS "
-	                            "attempts FROM task_instances i JOIN dags d "
+	                            "'[]') FROM attempts_all a WHERE a.instance_id = i.id) AS "
+	                            "attempts FROM task_instances_all i JOIN dags d "
 	                            "ON d.id = i.dag_id WHERE i.id = $1::bigint",
 	                1, p, "no task instance %" PRId64, id);
 	if (res == NULL)
@@ -336,7 +341,8 @@ ax_api_instance_show(ax_api_req *q, ax_api_resp *r)
 	PQclear(res);
 }
 
-/* Reads the instance's state; 0 after a 404 / error answer. */
+/* Reads the instance's state (hot or history); 0 after a 404 / error
+ * answer. */
 static int
 instance_state(ax_api_req *q, ax_api_resp *r, int64_t id, ax_ti_state *st)
 {
@@ -345,8 +351,8 @@ instance_state(ax_api_req *q, ax_api_resp *r, int64_t id, ax_ti_state *st)
 
 	const char *p[] = { q->params[0] };
 	res             = ax_api_query_row(q, r,
-	                                   "SELECT state FROM task_instances WHERE id = "
-	                                               "$1::bigint",
+	                                   "SELECT state FROM task_instances_all "
+	                                               "WHERE id = $1::bigint",
 	                                   1, p, "no task instance %" PRId64, id);
 	if (res == NULL)
 		return 0;
@@ -466,6 +472,8 @@ ax_api_instance_mark(ax_api_req *q, ax_api_resp *r)
 	         ax_state_name(from), ax_state_name(to), q->token_id);
 	const char *p[] = { q->params[0], ax_state_name(to),
 		            ax_state_name(from), payload };
+	/* a mark moves a RUNNING or UNKNOWN instance, and those are always
+	 * in the hot table (only finished runs move to history) */
 	if ((rv = ax_store_begin(q->st)) != AX_OK)
 		goto fail;
 	rv = ax_store_query_int64(
@@ -551,7 +559,7 @@ attempt_ended(follow_ctx *f)
 	rv              = ax_store_query_int64(
 	                 st,
 	                 "SELECT (ended_at IS NOT NULL OR state IN ('SUCCESS', "
-	                              "'FAILED', 'TIMEOUT', 'CANCELED'))::int FROM attempts "
+	                              "'FAILED', 'TIMEOUT', 'CANCELED'))::int FROM attempts_all "
 	                              "WHERE instance_id = $1::bigint AND number = $2::int",
 	                 2, p, &v);
 	ax_api_server_put_store(f->srv, st);
@@ -650,14 +658,15 @@ find_log(ax_api_req *q, ax_api_resp *r, int64_t id, int64_t attempt,
 
 	snprintf(ab, sizeof(ab), "%" PRId64, attempt);
 	const char *p[] = { q->params[0], attempt > 0 ? ab : NULL };
-	rv =
-	    ax_store_query(q->st,
-	                   "SELECT a.number, a.log_path FROM task_instances i "
-	                   "LEFT JOIN attempts a ON a.instance_id = i.id AND "
-	                   "($2::int IS NULL OR a.number = $2::int) "
-	                   "WHERE i.id = $1::bigint "
-	                   "ORDER BY a.number DESC NULLS LAST LIMIT 1",
-	                   2, p, &res);
+	rv              = ax_store_query(
+	                 q->st,
+	                 "SELECT a.number, a.log_path FROM task_instances_all i "
+	                              "LEFT JOIN attempts_all a "
+	                              "ON a.instance_id = i.id AND "
+	                              "($2::int IS NULL OR a.number = $2::int) "
+	                              "WHERE i.id = $1::bigint "
+	                              "ORDER BY a.number DESC NULLS LAST LIMIT 1",
+	                 2, p, &res);
 	if (rv != AX_OK) {
 		ax_api_reply_err(r, rv);
 		return 0;
@@ -879,7 +888,7 @@ ax_api_instance_lineage(ax_api_req *q, ax_api_resp *r)
 	rv              = ax_store_query(
 	                 q->st,
 	                 "SELECT i.dag_run_id, i.task, v.definition, d.name FROM "
-	                              "task_instances i JOIN dag_runs r ON r.id = i.dag_run_id "
+	                              "task_instances_all i JOIN dag_runs r ON r.id = i.dag_run_id "
 	                              "JOIN dag_versions v ON v.id = r.dag_version_id "
 	                              "JOIN dags d ON d.id = i.dag_id WHERE i.id = $1::bigint",
 	                 1, p, &res);
@@ -915,7 +924,8 @@ ax_api_instance_lineage(ax_api_req *q, ax_api_resp *r)
 	rv =
 	    ax_store_query(q->st,
 	                   "SELECT id, task, shard, state, reason, try_number "
-	                   "FROM task_instances WHERE dag_run_id = $1::bigint "
+	                   "FROM task_instances_all "
+	                   "WHERE dag_run_id = $1::bigint "
 	                   "ORDER BY task, shard",
 	                   1, p2, &ti);
 	if (rv != AX_OK) {

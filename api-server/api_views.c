@@ -2,9 +2,10 @@
  * api_views.c - the UI's read models (see api_views.h).
  *
  * Cost at scale: the grid reads its runs through dag_runs' unique
- * (dag_id, logical_date) index and their instances through
- * task_instances_run_idx, and PostgreSQL writes the whole compact JSON
- * answer in the same statement: 100 runs x 200 tasks is one statement
+ * (dag_id, logical_date) index and their instances, hot or in history
+ * (task_instances_all), through task_instances_run_idx and the history's
+ * run index (one probe per month), and PostgreSQL writes the whole compact
+ * JSON answer in the same statement: 100 runs x 200 tasks is one statement
  * over 20,000 rows and an answer of about 600 KB, sent as it comes. The
  * graph's downstream DAGs are the one read that is not by index: it looks
  * through the active versions' depends_on_dags (a scan of dags joined to
@@ -74,7 +75,7 @@ ax_api_dag_grid(ax_api_req *q, ax_api_resp *r)
 	                            "rix AS (SELECT *, (row_number() OVER "
 	                            "(ORDER BY logical_date) - 1)::int AS idx FROM runs), "
 	                            "inst AS (SELECT i.dag_run_id, i.task, i.id, i.state, "
-	                            "i.try_number FROM task_instances i "
+	                            "i.try_number FROM task_instances_all i "
 	                            "WHERE i.dag_run_id IN (SELECT id FROM runs)), "
 	                            "deft AS (SELECT t->>'name' AS name, o FROM d, "
 	                            "jsonb_array_elements(coalesce(d.definition->'tasks', "

@@ -49,10 +49,10 @@ write_chain(FILE *f, void *arg)
 /* Edge k of a run: downstream d = t<k+1> (its first attempt a) against
  * upstream u = t<k>. */
 #define EDGES_FROM                                                            \
-	"FROM task_instances d JOIN dags g ON g.id = d.dag_id "               \
-	"JOIN task_instances u ON u.dag_run_id = d.dag_run_id "               \
+	"FROM task_instances_all d JOIN dags g ON g.id = d.dag_id "           \
+	"JOIN task_instances_all u ON u.dag_run_id = d.dag_run_id "           \
 	"AND u.task = 't' || (substr(d.task, 2)::int - 1) "                   \
-	"JOIN attempts a ON a.instance_id = d.id AND a.number = 1 "
+	"JOIN attempts_all a ON a.instance_id = d.id AND a.number = 1 "
 #define EDGES_WHERE "WHERE g.name = '" DAG "' AND d.task <> 't1'"
 
 #define SQL_EDGES                                                             \
@@ -62,7 +62,7 @@ write_chain(FILE *f, void *arg)
 #define SQL_MAKESPAN                                                          \
 	"SELECT ax_us(max(i.ended_at)) - ax_us(r.created_at) FROM dag_runs "  \
 	"r "                                                                  \
-	"JOIN dags g ON g.id = r.dag_id JOIN task_instances i ON "            \
+	"JOIN dags g ON g.id = r.dag_id JOIN task_instances_all i ON "        \
 	"i.dag_run_id = r.id WHERE g.name = '" DAG "' GROUP BY r.id, "        \
 	"r.created_at"
 
@@ -71,10 +71,12 @@ write_chain(FILE *f, void *arg)
 	"SELECT ax_us(a1.started_at) - ax_us(a1.admitted_at), "               \
 	"ax_us(a2.started_at) - ax_us(t1.ended_at) FROM dag_runs r "          \
 	"JOIN dags g ON g.id = r.dag_id "                                     \
-	"JOIN task_instances t1 ON t1.dag_run_id = r.id AND t1.task = 't1' "  \
-	"JOIN attempts a1 ON a1.instance_id = t1.id AND a1.number = 1 "       \
-	"JOIN task_instances t2 ON t2.dag_run_id = r.id AND t2.task = 't2' "  \
-	"JOIN attempts a2 ON a2.instance_id = t2.id AND a2.number = 1 "       \
+	"JOIN task_instances_all t1 ON t1.dag_run_id = r.id AND t1.task = "   \
+	"'t1' "                                                               \
+	"JOIN attempts_all a1 ON a1.instance_id = t1.id AND a1.number = 1 "   \
+	"JOIN task_instances_all t2 ON t2.dag_run_id = r.id AND t2.task = "   \
+	"'t2' "                                                               \
+	"JOIN attempts_all a2 ON a2.instance_id = t2.id AND a2.number = 1 "   \
 	"WHERE g.name = '" DAG "' ORDER BY r.id LIMIT 1"
 
 /* The steps of an edge, in the order of SQL_SPLIT's columns. */

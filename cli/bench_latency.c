@@ -68,7 +68,7 @@ measure_latency(ax_bench *b, int64_t from_us)
 	snprintf(q, sizeof(q),
 	         "SELECT ax_us(started_at) - ax_us(due_at), "
 	         "ax_us(dispatched_at) - ax_us(due_at), "
-	         "ax_us(started_at) - ax_us(dispatched_at) FROM attempts "
+	         "ax_us(started_at) - ax_us(dispatched_at) FROM attempts_all "
 	         "WHERE due_at >= ax_ts(%" PRId64 ") AND started_at IS NOT "
 	         "NULL",
 	         from_us);

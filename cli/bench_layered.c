@@ -62,7 +62,7 @@ ax_bench_run_layered(ax_bench *b)
 	    b,
 	    "SELECT extract(epoch FROM max(i.ended_at) - r.created_at) "
 	    "FROM dag_runs r JOIN dags g ON g.id = r.dag_id JOIN "
-	    "task_instances i ON i.dag_run_id = r.id WHERE g.name = "
+	    "task_instances_all i ON i.dag_run_id = r.id WHERE g.name = "
 	    "'" DAG "' GROUP BY r.id, r.created_at");
 	if (secs <= 0) {
 		fprintf(stderr,

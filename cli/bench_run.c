@@ -89,8 +89,12 @@ ax_bench_machine_cpu_us(void)
 int
 ax_bench_fresh_tables(ax_bench *b)
 {
-	/* Cascades to versions, schedules, runs, instances and attempts. */
-	return ax_bench_sql(b, "TRUNCATE dags, task_templates CASCADE");
+	/* Cascades to versions, schedules, runs, instances and attempts;
+	 * the instance history has no foreign keys: named. */
+	return ax_bench_sql(b,
+	                    "TRUNCATE dags, task_templates, "
+	                    "task_instances_history, attempts_history "
+	                    "CASCADE");
 }
 
 int
@@ -234,13 +238,13 @@ ax_bench_check_success(ax_bench *b, const char *dag, long expected)
 
 	snprintf(q, sizeof(q),
 	         "SELECT count(*) FILTER (WHERE i.state = 'SUCCESS') FROM "
-	         "task_instances i JOIN dags d ON d.id = i.dag_id WHERE "
+	         "task_instances_all i JOIN dags d ON d.id = i.dag_id WHERE "
 	         "d.name = '%s'",
 	         dag);
 	ok = ax_bench_sql_num(b, q);
 	snprintf(q, sizeof(q),
-	         "SELECT count(*) FROM task_instances i JOIN dags d ON d.id "
-	         "= i.dag_id WHERE d.name = '%s'",
+	         "SELECT count(*) FROM task_instances_all i "
+	         "JOIN dags d ON d.id = i.dag_id WHERE d.name = '%s'",
 	         dag);
 	all = ax_bench_sql_num(b, q);
 	if (ok == (double) expected && all == (double) expected)
@@ -272,34 +276,43 @@ ax_bench_secs_since(int64_t t0)
 	return (double) (ax_clock_mono_us() - t0) / 1e6;
 }
 
-/* The rows of the history's runs, table by table, in SQL. */
+/*
+ * The rows of the history's runs, table by table, in SQL: written where a
+ * running installation keeps finished runs a day old, the month
+ * partitions of the instance history (migration 0022), with ids from the
+ * hot tables' sequences as a move keeps them.
+ */
 static const struct {
 	const char *what, *sql;
 } history_rows[] = {
 	{ "instances",
-	  "INSERT INTO task_instances (dag_run_id, dag_id, task, "
+	  "INSERT INTO task_instances_history (id, dag_run_id, dag_id, task, "
 	  "logical_time, shard, shard_total, state, try_number, "
 	  "created_at, updated_at, ready_at, started_at, ended_at) "
-	  "SELECT r.id, r.dag_id, 't', r.logical_date, s, 10, "
+	  "SELECT nextval(pg_get_serial_sequence('task_instances', 'id')), "
+	  "r.id, r.dag_id, 't', r.logical_date, s, 10, "
 	  "CASE WHEN r.state = 'FAILED' AND s = 0 THEN 'FAILED' ELSE "
 	  "'SUCCESS' END, 1, r.created_at, r.ended_at, r.started_at, "
 	  "r.started_at, r.ended_at "
-	  "FROM dag_runs r CROSS JOIN generate_series(0, 9) s" },
+	  "FROM dag_runs r CROSS JOIN generate_series(0, 9) s "
+	  "ORDER BY r.id, s" },
 	{ "attempts",
-	  "INSERT INTO attempts (run_id, instance_id, number, state, "
-	  "worker_id, due_at, admitted_at, dispatched_at, "
-	  "started_at, ended_at, exit_status, created_at) "
-	  "SELECT gen_random_uuid(), i.id, 1, i.state, 'bench', "
+	  "INSERT INTO attempts_history (id, run_id, instance_id, number, "
+	  "state, worker_id, due_at, admitted_at, dispatched_at, "
+	  "started_at, ended_at, exit_status, created_at, logical_time) "
+	  "SELECT nextval(pg_get_serial_sequence('attempts', 'id')), "
+	  "gen_random_uuid(), i.id, 1, i.state, 'bench', "
 	  "i.created_at, i.created_at, i.started_at, i.started_at, "
 	  "i.ended_at, CASE WHEN i.state = 'FAILED' THEN 1 ELSE 0 "
-	  "END, i.created_at FROM task_instances i" },
+	  "END, i.created_at, i.logical_time FROM task_instances_history i "
+	  "ORDER BY i.id" },
 	{ "events",
 	  "INSERT INTO event_log (event_id, type, time, dag_id, "
 	  "dag_run_id, instance_id, attempt, payload) "
 	  "SELECT gen_random_uuid(), CASE WHEN i.state = 'FAILED' "
 	  "THEN 'instance.failed' ELSE 'instance.succeeded' END, "
 	  "i.ended_at, i.dag_id, i.dag_run_id, i.id, 1, '{}' "
-	  "FROM task_instances i" },
+	  "FROM task_instances_history i" },
 };
 
 int
@@ -333,12 +346,12 @@ ax_bench_build_history(ax_bench *b, long instances, int ndags, int per_day)
 	    q, sizeof(q),
 	    "INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
 	    "logical_date, interval_start, interval_end, state, created_at, "
-	    "started_at, ended_at, due_at) "
+	    "started_at, ended_at, due_at, history_at) "
 	    "SELECT d.id, d.active_version_id, 'scheduled', t.ts, t.ts, "
 	    "t.ts + interval '1 day', CASE WHEN k %% 100 = 7 THEN 'FAILED' "
 	    "ELSE 'SUCCESS' END, t.ts + interval '1 day', "
 	    "t.ts + interval '1 day', t.ts + interval '1 day 1 min', "
-	    "t.ts + interval '1 day' "
+	    "t.ts + interval '1 day', t.ts + interval '2 days' "
 	    "FROM generate_series(0, %ld) k "
 	    "JOIN (SELECT id, active_version_id, row_number() OVER (ORDER BY "
 	    "id) - 1 AS rn FROM dags WHERE name <> 'bench.scale.probe') d "
@@ -347,13 +360,14 @@ ax_bench_build_history(ax_bench *b, long instances, int ndags, int per_day)
 	    "(k / %ld + 2) * interval '1 day' + %s * interval "
 	    "'1 s' AS ts) t",
 	    runs - 1, ndags, days_per, at);
-	/* the months the events fall in get their partitions first, as a
-	 * database that has been running through them has (else the rows
-	 * would all land in the default partition) */
+	/* the months the events and instances fall in get their partitions
+	 * first, as a database that has been running through them has (else
+	 * the rows would all land in the default partitions) */
 	snprintf(
 	    q2, sizeof(q2),
-	    "SELECT count(*) FILTER (WHERE ax_part_create('event_log', "
-	    "m::date)) FROM generate_series(date_trunc('month', "
+	    "SELECT count(*) FILTER (WHERE ax_part_create(t, m::date)) FROM "
+	    "unnest(ARRAY['event_log', 'task_instances_history', "
+	    "'attempts_history']) t, generate_series(date_trunc('month', "
 	    "(date_trunc('day', now()) - %ld * interval '1 day') AT TIME "
 	    "ZONE 'UTC'), now() AT TIME ZONE 'UTC', interval '1 month') m",
 	    (runs - 1) / days_per + 3);

@@ -85,8 +85,9 @@ measure_tier(ax_bench *b, const char *prefix, const char *tier,
 	double   *v;
 
 	snprintf(q, sizeof(q),
-	         "SELECT ax_us(a.started_at) - ax_us(a.due_at) FROM attempts "
-	         "a JOIN task_instances i ON i.id = a.instance_id JOIN dags d "
+	         "SELECT ax_us(a.started_at) - ax_us(a.due_at) "
+	         "FROM attempts_all a JOIN task_instances_all i "
+	         "ON i.id = a.instance_id JOIN dags d "
 	         "ON d.id = i.dag_id WHERE d.name = '%s' AND a.number = 1 AND "
 	         "a.due_at >= ax_ts(%" PRId64 ") AND a.started_at IS NOT NULL",
 	         dag, from_us);
@@ -137,12 +138,12 @@ measure_mode(ax_bench *b, const storm_mode *m, int64_t start_us,
 	         start_us);
 	ax_bench_put(&b->r, key, ax_bench_sql_num(b, q));
 	snprintf(key, sizeof(key), "%s_starving", m->prefix);
-	ax_bench_put(
-	    &b->r, key,
-	    ax_bench_sql_num(b,
-	                     "SELECT count(*) FROM attempts WHERE number = "
-	                     "1 AND coalesce(started_at, now()) - due_at > "
-	                     "interval '10 minutes'"));
+	ax_bench_put(&b->r, key,
+	             ax_bench_sql_num(b,
+	                              "SELECT count(*) FROM attempts_all "
+	                              "WHERE number = 1 AND "
+	                              "coalesce(started_at, now()) - due_at > "
+	                              "interval '10 minutes'"));
 	if (m->burst) {
 		snprintf(key, sizeof(key), "%s_makespan_s", m->prefix);
 		ax_bench_put(
@@ -150,8 +151,9 @@ measure_mode(ax_bench *b, const storm_mode *m, int64_t start_us,
 		    ax_bench_sql_num(
 		        b,
 		        "SELECT extract(epoch FROM max(i.ended_at) - "
-		        "min(a.due_at)) FROM attempts a JOIN task_instances "
-		        "i ON i.id = a.instance_id JOIN dags d ON d.id = "
+		        "min(a.due_at)) FROM attempts_all a "
+		        "JOIN task_instances_all i ON i.id = a.instance_id "
+		        "JOIN dags d ON d.id = "
 		        "i.dag_id WHERE d.name = '" P3_DAG "'"));
 	}
 	ax_bench_say(

@@ -83,7 +83,7 @@ ax_bench_run_throughput(ax_bench *b)
 		cpu1 = ax_bench_machine_cpu_us();
 		snprintf(
 		    q, sizeof(q),
-		    "SELECT count(*) FROM task_instances WHERE dag_run_id "
+		    "SELECT count(*) FROM task_instances_all WHERE dag_run_id "
 		    "> %.0f AND state = 'SUCCESS'",
 		    run0);
 		done = ax_bench_sql_num(b, q);
@@ -99,7 +99,7 @@ ax_bench_run_throughput(ax_bench *b)
 	ax_bench_stop_stack(b);
 	snprintf(q, sizeof(q),
 	         "SELECT extract(epoch FROM (SELECT max(ended_at) FROM "
-	         "task_instances WHERE dag_run_id > %.0f) - (SELECT "
+	         "task_instances_all WHERE dag_run_id > %.0f) - (SELECT "
 	         "min(created_at) FROM dag_runs WHERE id > %.0f))",
 	         run0, run0);
 	secs = ax_bench_sql_num(b, q);

@@ -31,7 +31,8 @@
  * non-terminal and the marks file did not grow for 2 s; or nothing
  * changed for 15 s; or the bound passed (about 60 s per drill, plus
  * --seconds for stop-db). Then the tally (drill_report.h) compares the
- * expected keys, the marks and task_instances.
+ * expected keys, the marks and the instances, hot and in history
+ * (task_instances_all).
  *
  * Threads: the triggers go out from a thread of their own (an API call
  * may block while PostgreSQL is down); everything else, children
@@ -765,9 +766,10 @@ progress(drill *d, int64_t v[4])
 	          "('SUCCESS', 'FAILED', 'CANCELED')), "
 	          "(SELECT count(*) FILTER (WHERE state NOT IN ('SUCCESS', "
 	          "'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')) FROM "
-	          "task_instances), (SELECT count(*) FILTER (WHERE state IN "
+	          "task_instances_all), "
+	          "(SELECT count(*) FILTER (WHERE state IN "
 	          "('SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')) "
-	          "FROM task_instances)");
+	          "FROM task_instances_all)");
 	int ok = r != NULL && PQntuples(r) == 1;
 	for (int i = 0; ok && i < 4; i++)
 		v[i] = strtoll(PQgetvalue(r, 0, i), NULL, 10);
@@ -914,7 +916,7 @@ tally(drill *d, ax_drill_tally *t)
 	r = query(d,
 	          "SELECT d.name || '/' || t.task || '/' || "
 	          "extract(epoch FROM t.logical_time)::bigint || '/' || "
-	          "t.shard, t.state FROM task_instances t JOIN dags d ON "
+	          "t.shard, t.state FROM task_instances_all t JOIN dags d ON "
 	          "d.id = t.dag_id");
 	if (r != NULL &&
 	    (rows = calloc((size_t) PQntuples(r) + 1, sizeof(*rows))) != NULL)
@@ -935,17 +937,18 @@ tally(drill *d, ax_drill_tally *t)
 	              "('SUCCESS', 'FAILED', 'CANCELED')"));
 	t->refused = d->tr.n - accepted(d);
 	snprintf(sql, sizeof(sql),
-	         "SELECT run_id FROM attempts WHERE dispatched_at >= "
+	         "SELECT run_id FROM attempts_all WHERE dispatched_at >= "
 	         "ax_ts(%" PRId64 ")",
 	         d->fault_us);
 	ids = column(d, sql, &n_ids);
 	if (d->fault_us > 0)
 		t->recovery_s =
 		    ax_drill_recovery(marks, n_marks, d->fault_us, ids, n_ids);
-	/* keys the database holds twice would be a schema defect: shown */
+	/* keys the database holds twice (hot and history together) would be
+	 * a schema defect: shown */
 	keys = column(d,
 	              "SELECT count(*) - count(DISTINCT (dag_id, task, "
-	              "logical_time, shard)) FROM task_instances",
+	              "logical_time, shard)) FROM task_instances_all",
 	              &n_keys);
 	if (n_keys == 1 && strcmp(keys[0], "0") != 0)
 		say(d, "%s instance keys stored twice", keys[0]);

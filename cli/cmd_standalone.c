@@ -22,7 +22,8 @@
  * refresh: the scheduler never depends on it).
  *
  * Workload: one process per installation; the display query scans the
- * runs and instances tables, fine at demo scale (use the API beyond).
+ * runs and the instances, hot and in history (task_instances_all), fine
+ * at demo scale (use the API beyond).
  */
 #include "cmd_standalone.h"
 
@@ -198,7 +199,8 @@ static const char *const status_sql =
     "ORDER BY array_position(ARRAY['PENDING','READY','RUNNING',"
     "'SUCCESS','FAILED','TIMEOUT','UNKNOWN','CANCELED','SKIPPED'], "
     "state)), 'none'), NULL, NULL, NULL, NULL "
-    "FROM (SELECT state, count(*) n FROM task_instances GROUP BY state) i "
+    "FROM (SELECT state, count(*) n FROM task_instances_all "
+    "GROUP BY state) i "
     "UNION ALL "
     "SELECT 'n', ax_us(now())::text, NULL, NULL, NULL, NULL "
     "UNION ALL "
@@ -208,7 +210,7 @@ static const char *const status_sql =
     "round(extract(epoch FROM r.ended_at - coalesce(r.started_at, "
     "r.created_at))::numeric, 1)::text || 's, ' || "
     "(SELECT count(*) FILTER (WHERE state = 'SUCCESS') || '/' || "
-    "count(*) FROM task_instances t WHERE t.dag_run_id = r.id) "
+    "count(*) FROM task_instances_all t WHERE t.dag_run_id = r.id) "
     "|| ' instances succeeded' "
     "FROM dag_runs r JOIN dags d ON d.id = r.dag_id "
     "WHERE r.ended_at > ax_ts($1) ORDER BY r.ended_at, r.id LIMIT 200)";

@@ -165,6 +165,26 @@ ax_history_move(ax_store *s, int64_t ended_before_us, int64_t logical_from_us,
 }
 
 ax_err
+ax_history_restore_instance_run(ax_store *s, int64_t instance_id,
+                                int *restored)
+{
+	char        id[24];
+	const char *p[1] = { id };
+	int64_t     n    = 0;
+	ax_err      rv;
+
+	snprintf(id, sizeof(id), "%lld", (long long) instance_id);
+	rv = ax_store_query_int64(s,
+	                          "SELECT ax_history_restore_run((SELECT "
+	                          "dag_run_id FROM task_instances_history "
+	                          "WHERE id = $1::bigint))::int",
+	                          1, p, &n);
+	if (restored != NULL)
+		*restored = rv == AX_OK && n == 1;
+	return rv;
+}
+
+ax_err
 ax_history_hot_cutoff(int hours, int64_t now_us, int64_t *before_us)
 {
 	if (hours < 0 || hours > 8760)

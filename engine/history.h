@@ -123,6 +123,18 @@ ax_err ax_history_move(ax_store *s, int64_t ended_before_us,
                        int64_t *moved, int *more);
 
 /*
+ * For a writer about to change instance instance_id of a finished run:
+ * when its run's rows are in history, brings them back to the hot tables
+ * (ids and all; the run locked meanwhile, so a move cannot take it) and
+ * sets *restored (may be NULL) to 1; 0 when they are hot or the instance
+ * does not exist. Call inside the writer's transaction, before its
+ * statements; without one it commits on its own, and a move may take
+ * the run again later (a run made active again comes back by itself).
+ */
+ax_err ax_history_restore_instance_run(ax_store *s, int64_t instance_id,
+                                       int *restored);
+
+/*
  * Retention: ax_history_ensure(ahead); moves the runs that finished
  * hot_hours ago (ax_history_move, with no budget); detaches into
  * ax_archive the months that ended before now - retention_days (an

@@ -167,7 +167,8 @@ ax_store_commands_finish(ax_store *s, ax_store_cmd_done *rows, size_t n,
 	    "AS u(id, st, res, why) "
 	    "WHERE c.id = u.id AND c.status = 'pending' RETURNING c.*), "
 	    /* the audit trail: one event per settled command, naming the
-	     * caller, in the transaction of the effect */
+	     * caller, in the transaction of the effect; the instance it
+	     * names may be in history (a clear or kill of an old one) */
 	    "ev AS (INSERT INTO event_log (event_id, type, dag_id, "
 	    "dag_run_id, instance_id, reason, payload) "
 	    "SELECT gen_random_uuid(), 'command.' || x.status, "
@@ -185,7 +186,7 @@ ax_store_commands_finish(ax_store *s, ax_store_cmd_done *rows, size_t n,
 	    "CASE WHEN jsonb_typeof(x.body->'dags') = 'array' AND "
 	    "jsonb_array_length(x.body->'dags') = 1 THEN x.body->'dags'->>0 "
 	    "END) "
-	    "LEFT JOIN task_instances ti ON ti.id = CASE WHEN "
+	    "LEFT JOIN task_instances_all ti ON ti.id = CASE WHEN "
 	    "x.body->>'instance_id' ~ '^[0-9]{1,18}$' THEN "
 	    "(x.body->>'instance_id')::bigint END) "
 	    "SELECT id FROM done";

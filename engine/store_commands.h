@@ -127,7 +127,8 @@ typedef struct ax_store_cmd_done {
  * applied_epoch = the store's fence (NULL when unfenced), and writes one
  * event_log row per moved command in the same statement: type
  * command.applied / command.rejected, reason the kind in capitals, the
- * DAG, run and instance the body or result names, payload {command_id,
+ * DAG, run and instance the body or result names (the instance's DAG and
+ * run looked up in hot rows and history), payload {command_id,
  * kind, token_id, token_name, token_role, requested_at, body, result,
  * reason}: who asked for what, and what came of it. Fills claimed;
  * *nclaimed (may be NULL) counts the moved rows. A write: fenced

@@ -386,7 +386,8 @@ ax_store_deps_instance_run(ax_store *s, int64_t instance_id, int64_t *run_id)
 
 	snprintf(id, sizeof(id), "%lld", (long long) instance_id);
 	rv = ax_store_query_int64(
-	    s, "SELECT dag_run_id FROM task_instances WHERE id = $1::bigint",
+	    s,
+	    "SELECT dag_run_id FROM task_instances_all WHERE id = $1::bigint",
 	    1, p, run_id);
 	if (rv == AX_ENOENT)
 		return ax_err_set(AX_ENOENT, "task instance %lld not found",
@@ -401,7 +402,9 @@ ax_store_deadline_check(ax_store *s, int64_t run_id, const char *task,
 	static const char lock_sql[] =
 	    "SELECT id FROM dag_runs WHERE id = $1::bigint FOR UPDATE";
 	/* a statement of its own after the lock: its snapshot sees the
-	 * event a concurrent caller committed while this one waited */
+	 * event a concurrent caller committed while this one waited; the
+	 * task's instances are read hot or in history (a run that ended
+	 * long before a late deadline has moved: not NOT_PLANNED) */
 	static const char check_sql[] =
 	    "SELECT CASE WHEN $2::text = '' THEN"
 	    " CASE WHEN r.state = 'SUCCESS' AND r.ended_at <= "
@@ -410,7 +413,7 @@ ax_store_deadline_check(ax_store *s, int64_t run_id, const char *task,
 	    " ELSE (SELECT CASE WHEN count(*) = 0 THEN 'NOT_PLANNED'"
 	    " WHEN bool_and(t.state = 'SUCCESS') THEN NULL"
 	    " ELSE min(t.state) FILTER (WHERE t.state <> 'SUCCESS') END"
-	    " FROM task_instances t WHERE t.dag_run_id = r.id"
+	    " FROM task_instances_all t WHERE t.dag_run_id = r.id"
 	    " AND t.task = $2::text) END"
 	    " FROM dag_runs r WHERE r.id = $1::bigint"
 	    " AND r.state <> 'CANCELED' AND NOT EXISTS ("

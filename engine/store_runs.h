@@ -173,8 +173,9 @@ ax_err ax_store_deps_check_dags(ax_store *s, ax_store_dagdep_check *c,
                                 size_t n);
 
 /*
- * The dag_runs id of task instance instance_id into *run_id. AX_ENOENT
- * (detail names the id) when there is no such instance.
+ * The dag_runs id of task instance instance_id (hot or in history) into
+ * *run_id. AX_ENOENT (detail names the id) when there is no such
+ * instance.
  */
 ax_err ax_store_deps_instance_run(ax_store *s, int64_t instance_id,
                                   int64_t *run_id);
@@ -189,10 +190,11 @@ ax_err ax_store_deps_instance_run(ax_store *s, int64_t instance_id,
  * run (and payload.task), written by the caller in the same transaction.
  * On AX_OK state (len bytes) holds the state at the deadline: the run's
  * (QUEUED, RUNNING, FAILED, or SUCCESS when it came after the deadline),
- * or the task's first unsuccessful state (NOT_PLANNED when it has no
- * instance yet); "" when the deadline was met, the run is gone or
- * CANCELED (discarded or superseded by its DAG's overlap policy, or
- * killed: nobody waits for it any more) or the miss is already recorded.
+ * or the task's first unsuccessful state (its instances read hot or in
+ * history; NOT_PLANNED when it has no instance yet); "" when the deadline
+ * was met, the run is gone or CANCELED (discarded or superseded by its
+ * DAG's overlap policy, or killed: nobody waits for it any more) or the
+ * miss is already recorded.
  */
 ax_err ax_store_deadline_check(ax_store *s, int64_t run_id, const char *task,
                                int64_t deadline_us, char *state, size_t len);

@@ -6,7 +6,8 @@
  *    downstream when asked) goes back to PENDING with reason MANUAL_CLEAR
  *    and a fresh try budget (store_deps.h), in one transaction with its
  *    events; the run is rebuilt from PostgreSQL and what is ready is
- *    released.
+ *    released. A run whose rows moved to history comes back first
+ *    (history.h).
  *  - mark {instance_id, state}: the API already wrote the state; the run
  *    is re-read, so a SUCCESS releases its downstreams.
  *  - backfill {run_ids, mode}: the API created the runs; they are planned
@@ -18,6 +19,7 @@
 
 #include "buf.h"
 #include "dependency_internal.h"
+#include "history.h"
 #include "store_attempts.h"
 #include "store_commands.h"
 #include "store_deps.h"
@@ -88,9 +90,12 @@ clear_fn(ax_store *s, void *arg)
 	ax_store_event_row *rows;
 	ax_err              rv;
 
-	if ((rv = ax_store_deps_clear(s, c->ids, c->base, c->n,
-	                              &c->cleared)) != AX_OK ||
-	    (rv = ax_store_deps_runs_update(s, &rc, 1)) != AX_OK)
+	/* the run first: when a move took its rows to history since
+	 * do_clear() brought them back, making it RUNNING brings them back
+	 * again (the trigger of migration 0022), so the clear finds them */
+	if ((rv = ax_store_deps_runs_update(s, &rc, 1)) != AX_OK ||
+	    (rv = ax_store_deps_clear(s, c->ids, c->base, c->n,
+	                              &c->cleared)) != AX_OK)
 		return rv;
 	if ((rows = calloc(c->nev + 1, sizeof(*rows))) == NULL)
 		return ax_err_set(AX_ENOMEM, "%s: out of memory", COMP);
@@ -132,8 +137,13 @@ do_clear(dd *d, const Ax__ControlOp *op)
 	dver     *v   = NULL;
 	drun      tmp;
 
+	/* an instance of a run whose rows moved to history: back to the
+	 * hot tables first, where the run is loaded and cleared */
 	ax_err rv =
-	    ax_store_deps_instance_run(d->store, op->instance_id, &run);
+	    ax_history_restore_instance_run(d->store, op->instance_id, NULL);
+	if (rv == AX_OK)
+		rv = ax_store_deps_instance_run(d->store, op->instance_id,
+		                                &run);
 	if (rv == AX_ENOENT)
 		cmd_no_instance(d, op);
 	if (rv != AX_OK ||

@@ -549,3 +549,107 @@ Test(commands, each_change_names_its_token_in_the_event_log)
 	cr_expect(strstr(out, "PAUSE") != NULL && strstr(out, "alice"), "%s",
 	          out);
 }
+
+/* Lines of file dir/name (0 when it does not exist). */
+static int
+count_lines(const char *dir, const char *name)
+{
+	char  path[300], line[128];
+	int   n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * A finished run whose rows moved to the month-partitioned history
+ * (migration 0022) is still an operator's to clear and mark: the API
+ * shows it, and a clear brings the run's rows back to the pipeline's
+ * tables and runs its tasks again exactly once (counted from what the
+ * tasks write).
+ */
+Test(commands, clear_and_mark_reach_a_run_in_history)
+{
+	char    yaml[1024], marks[256], path[128];
+	answer  a;
+	int64_t ia, ib, run;
+
+	ax_e2e_marks_new(marks, sizeof(marks), "ax-hist");
+	e = ax_e2e_new(1, "scheduler:\n  lease_ttl: 3s\n");
+	snprintf(yaml, sizeof(yaml),
+	         "kind: DAG\nname: e2e.hist\n"
+	         "tasks:\n"
+	         "  - {name: a, command: \"echo $AX_RUN_ID >> %s/a\"}\n"
+	         "  - {name: b, command: \"echo $AX_RUN_ID >> %s/b; exit 3\","
+	         " depends_on: [a]}\n",
+	         marks, marks);
+	ax_e2e_load(e, "hist", NULL, yaml);
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+	ax_e2e_start_api_token(e, AX_API_ROLE_ADMIN, "e2e", url, sizeof(url),
+	                       token);
+	post("/api/v1/dags/e2e.hist/trigger",
+	     "{\"logical_date\": \"2025-01-10T00:00:00Z\"}", NULL, 202);
+	wait_sql(60, "the run to fail at b",
+	         "SELECT count(*) FROM dag_runs WHERE state = 'FAILED'");
+	run = ax_e2e_int(e, "SELECT id FROM dag_runs");
+	ia  = ax_e2e_int(e, "SELECT id FROM task_instances WHERE task = 'a'");
+	ib  = ax_e2e_int(e, "SELECT id FROM task_instances WHERE task = 'b'");
+	/* the move axd makes a day after the run ended, made now */
+	wait_sql(10, "no attempt left open",
+	         "SELECT count(*) = 0 FROM attempts WHERE state IN ('QUEUED', "
+	         "'DISPATCHED', 'RUNNING', 'UNKNOWN')");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT ax_history_move(now(), "
+	                        "'-infinity', 10)"),
+	             1);
+	cr_assert_eq(ax_e2e_int(e, "SELECT count(*) FROM task_instances"), 0);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM "
+	                        "task_instances_history_p202501"),
+	             2);
+
+	/* the API reads it from history */
+	snprintf(path, sizeof(path), "/api/v1/instances/%lld", (long long) ib);
+	call("GET", path, NULL, NULL, &a);
+	cr_assert_eq(a.status, 200, "%s", a.body);
+	cr_assert_not_null(strstr(a.body, "FAILED"), "%s", a.body);
+	json_decref(a.js);
+
+	/* a mark moves only RUNNING or UNKNOWN instances: refused, named */
+	snprintf(path, sizeof(path), "/api/v1/instances/%lld/mark",
+	         (long long) ib);
+	call("POST", path, "{\"state\": \"success\"}", NULL, &a);
+	cr_assert_eq(a.status, 409, "%s", a.body);
+	cr_assert_not_null(strstr(a.body, "FAILED -> SUCCESS"), "%s", a.body);
+	json_decref(a.js);
+
+	/* clear a with its downstream: both run once more */
+	snprintf(path, sizeof(path), "/api/v1/instances/%lld/clear",
+	         (long long) ia);
+	post(path, "{\"downstream\": true}", NULL, 202);
+	wait_sql(60, "a to run again",
+	         "SELECT count(*) FROM task_instances WHERE task = 'a' AND "
+	         "state = 'SUCCESS' AND try_number = 2");
+	wait_sql(60, "b to fail again",
+	         "SELECT count(*) FROM task_instances WHERE task = 'b' AND "
+	         "state = 'FAILED' AND try_number = 2");
+	wait_sql(30, "the run to fail again",
+	         "SELECT count(*) FROM dag_runs WHERE state = 'FAILED'");
+	cr_assert_eq(count_lines(marks, "a"), 2, "a ran twice in all");
+	cr_assert_eq(count_lines(marks, "b"), 2, "b ran twice in all");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM task_instances WHERE "
+	                        "dag_run_id = %lld",
+	                        (long long) run),
+	             2, "the cleared run is hot again");
+	cr_assert_eq(ax_e2e_int(e, "SELECT count(*) FROM task_instances_all"),
+	             2, "no instance twice");
+	ax_e2e_marks_free(marks);
+}

@@ -775,6 +775,22 @@ Test(history, finished_runs_move_to_month_partitions_and_come_back)
 	cr_assert_eq(q64(q), 0);
 	snprintf(q, sizeof(q), "SELECT ax_history_restore_run(-1)::int");
 	cr_assert_eq(q64(q), 0);
+	/* the same from C, by an instance of the run */
+	int     back = -1;
+	int64_t ti   = q64("SELECT max(id) FROM task_instances_history WHERE "
+	                     "logical_time >= '2025-02-01'");
+	cr_assert_eq(ax_history_restore_instance_run(st, ti, &back), AX_OK,
+	             "%s", ax_err_detail());
+	cr_assert_eq(back, 1);
+	snprintf(q, sizeof(q),
+	         "SELECT count(*) FROM task_instances t JOIN attempts a ON "
+	         "a.instance_id = t.id WHERE t.id = %lld",
+	         (long long) ti);
+	cr_assert_eq(q64(q), 1, "the instance and its attempt are hot");
+	cr_assert_eq(ax_history_restore_instance_run(st, ti, &back), AX_OK);
+	cr_assert_eq(back, 0);
+	cr_assert_eq(ax_history_restore_instance_run(st, -5, &back), AX_OK);
+	cr_assert_eq(back, 0);
 	/* a deleted run takes its history rows with it */
 	run = q64("SELECT max(id) FROM dag_runs WHERE history_at IS NOT NULL "
 	          "AND logical_date < '2025-02-01'");
