@@ -214,6 +214,21 @@ pq_exec(const char *dsn, const char *sql)
 	PQfinish(c);
 }
 
+/* The first cell of sql on dsn as a number, asserting one row. */
+static long long
+pq_int(const char *dsn, const char *sql)
+{
+	PGconn   *c = PQconnectdb(dsn);
+	PGresult *r = PQexec(c, sql);
+	long long v;
+	cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
+	          "%s: %s", sql, PQerrorMessage(c));
+	v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	PQfinish(c);
+	return v;
+}
+
 Test(axctl_db, history_archive_restore_maintain_and_bad_input)
 {
 	ax_test_pg *pg;
@@ -271,5 +286,46 @@ Test(axctl_db, history_archive_restore_maintain_and_bad_input)
 	/* retention: the restored run is older than 180 days */
 	AX_CLI_EXPECT_RC(, 0, "db", "maintain", "--dsn", dsn);
 	HAS(out, "deleted   1 runs");
+
+	/* the instance history: a run that ended two days ago moves out of
+	 * the pipeline's tables; a run of 2025-02 in history leaves with its
+	 * month as files, and comes back */
+	static const char add_run[] =
+	    "INSERT INTO dag_runs (dag_id, dag_version_id, run_type, "
+	    "logical_date, interval_start, interval_end, state, ended_at) "
+	    "SELECT d.id, v.id, 'manual', t, t, t, 'SUCCESS', t + interval "
+	    "'1 day' FROM dags d JOIN dag_versions v ON v.dag_id = d.id, "
+	    "(SELECT (%s)::timestamptz AS t) x; INSERT INTO task_instances "
+	    "(dag_run_id, dag_id, task, logical_time, state) SELECT id, "
+	    "dag_id, 't', logical_date, 'SUCCESS' FROM dag_runs r WHERE NOT "
+	    "EXISTS (SELECT 1 FROM task_instances_all i WHERE i.dag_run_id "
+	    "= r.id)";
+	char q[1024];
+	snprintf(q, sizeof(q), add_run, "now() - interval '3 days'");
+	pq_exec(dsn, q);
+	AX_CLI_EXPECT_RC(, 0, "db", "maintain", "--dsn", dsn);
+	HAS(out, "moved     1 runs");
+	cr_assert_eq(pq_int(dsn, "SELECT count(*) FROM task_instances"), 0);
+	/* a run of 2025-02, moved to history when it was recent */
+	snprintf(q, sizeof(q), add_run, "'2025-02-10'");
+	pq_exec(dsn, q);
+	pq_exec(dsn, "SELECT ax_history_move(now(), '-infinity', 10)");
+	snprintf(dir, sizeof(dir), "%s/archive2", home);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	AX_CLI_EXPECT_RC(, 0, "db", "archive", "--dsn", dsn, "--to", dir,
+	                 "--before", "2025-03-01");
+	HAS(out, "archived: task_instances_history_p202502 (1 rows)");
+	HAS(out, "archived: dag_runs_p202502 (1 rows)");
+	HAS(out, "archived: attempts_history_p202502 (0 rows)");
+	snprintf(f1, sizeof(f1), "%s/task_instances_history_p202502.csv.gz",
+	         dir);
+	snprintf(f2, sizeof(f2), "%s/dag_runs_p202502.csv.gz", dir);
+	AX_CLI_EXPECT_RC(, 0, "db", "restore", "--dsn", dsn, f1, f2);
+	HAS(out, "restored: ");
+	cr_assert_eq(pq_int(dsn,
+	                    "SELECT count(*) FROM task_instances_all t "
+	                    "JOIN dag_runs r ON r.id = t.dag_run_id WHERE "
+	                    "r.logical_date = '2025-02-10'"),
+	             1);
 	ax_test_pg_stop(pg);
 }

@@ -702,3 +702,57 @@ Test(axd, a_deposed_leader_writes_nothing_and_stands_by)
 	wait_more_runs(2, 10);
 	assert_every_second("after the second takeover");
 }
+
+/*
+ * While it leads, axd moves the rows of runs that finished
+ * history.hot_hours ago to the month-partitioned history (at its first
+ * lease renewal, then hourly): with hot_hours 0, the runs that finished
+ * before axd restarted are in history right after, read whole through
+ * the views, and the pipeline's tables hold none of their rows. (Runs
+ * older than history.retention_days are retention's to delete, not
+ * moved: these are of the last two days.)
+ */
+Test(axd, a_leading_axd_moves_finished_runs_to_history)
+{
+	char log[PATH_MAX + 32];
+
+	e = ax_e2e_new(1, "history:\n  hot_hours: 0\n");
+	snprintf(log, sizeof(log), "%s/axd.log", e->st.log_dir);
+	ax_e2e_load(e, "hist", NULL,
+	            "kind: DAG\nname: e2e.hist\ntasks:\n"
+	            "  - {name: a, command: \"true\"}\n"
+	            "  - {name: b, command: \"true\", depends_on: [a]}\n");
+	ax_e2e_int(e,
+	           "WITH r AS (INSERT INTO dag_runs (dag_id, "
+	           "dag_version_id, run_type, logical_date, interval_start, "
+	           "interval_end) SELECT d.id, v.id, 'manual', t, t, t FROM "
+	           "dags d JOIN dag_versions v ON v.dag_id = d.id, "
+	           "unnest(ARRAY[now() - interval '2 days', now() - "
+	           "interval '1 day']) t RETURNING 1) SELECT count(*) FROM r");
+	ax_e2e_start_axd(e);
+	ax_e2e_start_workers(e);
+	ax_e2e_wait(e, 60, "both runs to succeed",
+	            "SELECT count(*) = 2 FROM dag_runs WHERE state = "
+	            "'SUCCESS'");
+	ax_e2e_wait(
+	    e, 10, "their attempts to close",
+	    "SELECT count(*) = 0 FROM attempts WHERE ended_at IS NULL");
+	ax_e2e_kill_axd(e, SIGTERM);
+	ax_e2e_start_axd(e);
+	ax_e2e_wait(
+	    e, 30, "the leader to move both runs",
+	    "SELECT count(*) = 2 FROM dag_runs WHERE history_at IS NOT "
+	    "NULL");
+	cr_assert_eq(ax_e2e_int(e, "SELECT count(*) FROM task_instances"), 0);
+	cr_assert_eq(ax_e2e_int(e, "SELECT count(*) FROM attempts"), 0);
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM "
+	                        "task_instances_history_default"),
+	             0, "every row in its month's partition");
+	cr_assert_eq(ax_e2e_int(e,
+	                        "SELECT count(*) FROM attempts_all a JOIN "
+	                        "task_instances_all t ON t.id = "
+	                        "a.instance_id WHERE a.state = 'SUCCESS'"),
+	             4);
+	wait_log(log, "moved 2 finished run(s) to history", 10);
+}
