@@ -547,7 +547,8 @@ history_ensure(axd *d, int64_t budget_us)
 		d->history_due = 0; /* the next renewal goes on */
 	if (created > 0)
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,
-		        "created %d event_log month partition(s) ahead",
+		        "created %d month partition(s) ahead (event_log, "
+		        "instance history)",
 		        created);
 	if (moved > 0)
 		ax_logf(AX_LOG_INFO, COMP, NULL, NULL,

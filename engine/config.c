@@ -307,7 +307,8 @@ static const cfg_key cfg_keys[] = {
 	  "move from the pipeline's tables to the month-partitioned history "
 	  "(axd while it leads; `axctl db maintain`)" },
 	{ "history.partitions_ahead", CFG_INT, "3",
-	  "months of event_log partitions created ahead of the current one" },
+	  "months of event_log and instance history partitions created "
+	  "ahead of the current one" },
 };
 
 #define N_KEYS       (sizeof(cfg_keys) / sizeof(cfg_keys[0]))

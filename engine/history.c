@@ -211,8 +211,7 @@ ax_history_maintain(ax_store *s, int retention_days, int hot_hours, int ahead,
 	    (rv = ax_history_ensure(s, ahead, &created)) != AX_OK)
 		return rv;
 	if (fn != NULL && created > 0)
-		fn(arg, "created", "event_log month partition(s)", NULL,
-		   created);
+		fn(arg, "created", "month partition(s) ahead", NULL, created);
 	/* runs older than the retention are deleted below, not moved */
 	if ((rv = ax_history_move(s, hot, before, 0, &n, NULL)) != AX_OK)
 		return rv;

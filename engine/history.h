@@ -94,10 +94,10 @@ typedef void (*ax_history_fn)(void *arg, const char *what, const char *name,
 ax_err ax_history_cutoff(int days, int64_t now_us, int64_t *before_us);
 
 /*
- * Creates the event month partitions from the current month through
- * `ahead` (0..120) months later; *created (may be NULL) receives how
- * many. Cheap when they exist (a catalog look-up per month): axd runs it
- * hourly.
+ * Creates the month partitions of event_log and of the instance history
+ * from the current month through `ahead` (0..120) months later; *created (may
+ * be NULL) receives how many. Cheap when they exist (a catalog look-up per
+ * month): axd runs it hourly.
  */
 ax_err ax_history_ensure(ax_store *s, int ahead, int *created);
 

@@ -131,6 +131,33 @@ BEGIN
 END
 $$;
 
+-- Creates the month partitions of event_log and of the instance history
+-- from the current UTC month through `ahead` months later (0..120), so
+-- that the move rarely creates one (a creation locks its parent until
+-- the move commits). Returns how many it created.
+CREATE OR REPLACE FUNCTION ax_history_ensure(ahead integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	cur date := date_trunc('month', now() AT TIME ZONE 'UTC')::date;
+	n   integer := 0;
+	t   text;
+BEGIN
+	IF ahead IS NULL OR ahead < 0 OR ahead > 120 THEN
+		RAISE EXCEPTION 'months ahead must be 0..120, not %', ahead;
+	END IF;
+	FOREACH t IN ARRAY ARRAY['event_log', 'task_instances_history',
+	                         'attempts_history'] LOOP
+		FOR i IN 0 .. ahead LOOP
+			IF ax_part_create(t, (cur + make_interval(months => i))::date)
+			THEN
+				n := n + 1;
+			END IF;
+		END LOOP;
+	END LOOP;
+	RETURN n;
+END
+$$;
+
 -- The month partitions of the three tables, attached (schema public) or
 -- detached and not yet archived (schema ax_archive), and the runs set
 -- aside with a detached month of the instance history
@@ -392,3 +419,5 @@ CREATE TRIGGER dag_runs_history_delete BEFORE DELETE ON dag_runs
 	WHEN (OLD.history_at IS NOT NULL AND
 	      current_setting('ax.history_detach', true) IS DISTINCT FROM 'on')
 	EXECUTE FUNCTION ax_history_run_delete();
+
+SELECT ax_history_ensure(3);

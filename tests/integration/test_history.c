@@ -266,9 +266,14 @@ Test(history, converts_a_populated_database_keeping_every_row)
 	cr_assert_eq(q64("SELECT count(*) FROM event_log_default"), 0);
 	cr_assert_eq(q64("SELECT count(*) FROM event_log_p197001"), 8);
 	cr_assert_eq(q64("SELECT count(*) FROM event_log_p202510"), 8);
-	cr_assert_eq(q64("SELECT count(*) FROM ax_history_partitions()"),
+	cr_assert_eq(q64("SELECT count(*) FROM ax_history_partitions() "
+	                 "WHERE parent = 'event_log'"),
 	             5 + 4,
 	             "five months with rows and this month and 3 ahead");
+	cr_assert_eq(q64("SELECT count(*) FROM ax_history_partitions() "
+	                 "WHERE parent <> 'event_log'"),
+	             2 * 4,
+	             "the instance history's month and 3 ahead (0022)");
 	cr_assert_eq(q64("SELECT count(*) FROM pg_namespace WHERE nspname = "
 	                 "'ax_migrate_0015'"),
 	             0);
@@ -342,7 +347,9 @@ Test(history, an_event_of_any_time_finds_a_partition_and_one_month_is_read)
 	cr_assert_eq(created, 0, "the migration made these months already");
 	cr_assert_eq(ax_history_ensure(st, 5, &created), AX_OK, "%s",
 	             ax_err_detail());
-	cr_assert_eq(created, 2, "months 4 and 5 ahead");
+	cr_assert_eq(created, 6,
+	             "months 4 and 5 ahead of event_log and the instance "
+	             "history");
 	cr_assert_eq(ax_history_ensure(st, 121, &created), AX_EINVAL);
 	cr_assert(strstr(ax_err_detail(), "partitions_ahead") != NULL);
 
