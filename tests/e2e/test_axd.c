@@ -756,3 +756,77 @@ Test(axd, a_leading_axd_moves_finished_runs_to_history)
 	             4);
 	wait_log(log, "moved 2 finished run(s) to history", 10);
 }
+
+/*
+ * The move is one transaction per batch of whole runs: a kill -9 of the
+ * leader in the middle of moving 20,000 finished runs leaves every run's
+ * instances and attempts either all hot or all in history, none lost or
+ * copied twice; the next leader moves the rest.
+ */
+Test(axd, a_kill9_during_the_move_splits_no_run, .timeout = 180)
+{
+	static const char counts[] =
+	    "SELECT (SELECT count(*) FROM task_instances_all) * 1000000 + "
+	    "(SELECT count(*) FROM attempts_all)";
+	/* runs whose rows are split between hot and history, or whose
+	 * history_at disagrees with where they are */
+	static const char split[] =
+	    "SELECT count(*) FROM dag_runs r WHERE "
+	    "(EXISTS (SELECT 1 FROM task_instances t WHERE t.dag_run_id = "
+	    "r.id) AND (r.history_at IS NOT NULL OR EXISTS (SELECT 1 FROM "
+	    "task_instances_history h WHERE h.dag_run_id = r.id))) OR "
+	    "(r.history_at IS NOT NULL AND EXISTS (SELECT 1 FROM attempts a "
+	    "JOIN task_instances t ON t.id = a.instance_id WHERE "
+	    "t.dag_run_id = r.id)) OR (r.history_at IS NULL AND EXISTS "
+	    "(SELECT 1 FROM attempts_history a WHERE a.instance_id IN "
+	    "(SELECT id FROM task_instances_history h WHERE h.dag_run_id = "
+	    "r.id)))";
+
+	e = ax_e2e_new(0, "history:\n  hot_hours: 0\n");
+	ax_e2e_load(e, "hist", NULL,
+	            "kind: DAG\nname: e2e.hist\ntasks:\n"
+	            "  - {name: a, command: \"true\"}\n"
+	            "  - {name: b, command: \"true\", depends_on: [a]}\n");
+	/* 20,000 runs of the last days, finished, two instances with an
+	 * attempt each */
+	ax_e2e_int(
+	    e,
+	    "WITH r AS (INSERT INTO dag_runs (dag_id, dag_version_id, "
+	    "run_type, logical_date, interval_start, interval_end, "
+	    "state, started_at, ended_at) SELECT d.id, v.id, 'manual', "
+	    "t, t, t, 'SUCCESS', t, t + interval '1 s' FROM dags d JOIN "
+	    "dag_versions v ON v.dag_id = d.id, (SELECT now() - "
+	    "interval '3 days' + g * interval '1 s' AS t FROM "
+	    "generate_series(1, 20000) g) x RETURNING id, dag_id, "
+	    "logical_date), i AS (INSERT INTO task_instances "
+	    "(dag_run_id, dag_id, task, logical_time, state, "
+	    "try_number) SELECT r.id, r.dag_id, k, r.logical_date, "
+	    "'SUCCESS', 1 FROM r, unnest(ARRAY['a', 'b']) k RETURNING "
+	    "id, logical_time) INSERT INTO attempts (run_id, "
+	    "instance_id, number, state, due_at, ended_at) SELECT "
+	    "gen_random_uuid(), i.id, 1, 'SUCCESS', i.logical_time, "
+	    "i.logical_time FROM i RETURNING 0");
+	int64_t before = ax_e2e_int(e, counts);
+	cr_assert_eq(before, 40000LL * 1000000 + 40000);
+	ax_e2e_start_axd(e);
+	ax_e2e_wait(e, 60, "the leader to have moved some runs",
+	            "SELECT count(*) >= 500 FROM dag_runs WHERE history_at IS "
+	            "NOT NULL");
+	ax_e2e_kill_axd(e, SIGKILL);
+	int64_t moved = ax_e2e_int(e,
+	                           "SELECT count(*) FROM dag_runs WHERE "
+	                           "history_at IS NOT NULL");
+	fprintf(stderr, "move: %lld of 20000 runs moved at the kill -9\n",
+	        (long long) moved);
+	cr_assert_lt(moved, 20000, "the kill came too late to test anything");
+	cr_assert_eq(ax_e2e_int(e, split), 0, "a run split by the kill");
+	cr_assert_eq(ax_e2e_int(e, counts), before, "rows lost or copied");
+	ax_e2e_start_axd(e);
+	ax_e2e_wait(
+	    e, 120, "the next leader to move the rest",
+	    "SELECT count(*) = 20000 FROM dag_runs WHERE history_at IS "
+	    "NOT NULL");
+	cr_assert_eq(ax_e2e_int(e, split), 0);
+	cr_assert_eq(ax_e2e_int(e, counts), before);
+	cr_assert_eq(ax_e2e_int(e, "SELECT count(*) FROM task_instances"), 0);
+}
