@@ -13,10 +13,11 @@
  * idempotent.
  *
  * History (engine/history.h): `maintain` is the retention job (cron,
- * daily): event months ahead created, event months past
- * history.retention_days detached, older finished runs deleted in
- * batches; `archive` writes old runs and event months to files and
- * removes them; `restore` copies files back.
+ * daily): finished runs moved to the instance history, months ahead
+ * created, event and instance history months past
+ * history.retention_days detached, older finished runs still hot deleted
+ * in batches; `archive` writes old runs and months to files and removes
+ * them; `restore` copies files back.
  *
  * Workload: one command per process.
  */
@@ -56,22 +57,22 @@ usage(FILE *f)
 	    "  psql [ARGS...]\n"
 	    "            run psql on the database (ARGS go to psql)\n"
 	    "  maintain [--config FILE]\n"
-	    "            retention (run daily from cron): create the event\n"
-	    "            log partitions of the months ahead, detach the "
-	    "event\n"
-	    "            months that ended more than history.retention_days\n"
-	    "            ago (default 180) and delete the finished runs "
-	    "(with\n"
-	    "            instances and attempts) older than that; unfinished\n"
-	    "            runs are kept\n"
+	    "            retention (run daily from cron): move the runs that\n"
+	    "            finished history.hot_hours ago (default 24) to the\n"
+	    "            month-partitioned instance history, create the\n"
+	    "            partitions of the months ahead, detach the event "
+	    "and\n"
+	    "            instance history months that ended more than\n"
+	    "            history.retention_days ago (default 180) and delete\n"
+	    "            the finished runs (with instances and attempts)\n"
+	    "            older than that; unfinished runs are kept\n"
 	    "  archive --to DIR [--before YYYY-MM-DD] [--config FILE]\n"
 	    "            write the finished runs older than --before "
 	    "(default:\n"
 	    "            the retention limit) to DIR/<table>_runs_*.csv.gz "
 	    "and\n"
-	    "            the event months that end by then (and detached "
-	    "ones)\n"
-	    "            to DIR/event_log_pYYYYMM.csv.gz, then remove them\n"
+	    "            the months that end by then (and detached ones) to\n"
+	    "            DIR/<table>_pYYYYMM.csv.gz, then remove them\n"
 	    "  restore FILE...\n"
 	    "            copy archive files back (runs, then instances, then\n"
 	    "            attempts, then events)\n"

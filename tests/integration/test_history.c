@@ -272,8 +272,7 @@ Test(history, converts_a_populated_database_keeping_every_row)
 	             "five months with rows and this month and 3 ahead");
 	cr_assert_eq(q64("SELECT count(*) FROM ax_history_partitions() "
 	                 "WHERE parent <> 'event_log'"),
-	             2 * 4,
-	             "the instance history's month and 3 ahead (0022)");
+	             2 * 4, "the instance history's month and 3 ahead (0022)");
 	cr_assert_eq(q64("SELECT count(*) FROM pg_namespace WHERE nspname = "
 	                 "'ax_migrate_0015'"),
 	             0);
