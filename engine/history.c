@@ -1,12 +1,13 @@
 /*
- * history.c - retention, archive and restore of AX's history (see
- * history.h; the partitions and the SQL functions this file calls are in
- * engine/migrations/0015_event_log_partitions.sql).
+ * history.c - the move to the instance history, retention, archive and
+ * restore of AX's history (see history.h; the partitions and the SQL
+ * functions this file calls are in engine/migrations/
+ * 0015_event_log_partitions.sql and 0022_instance_history.sql).
  *
  * A file is written as DIR/.<name>.tmp through zlib from a COPY ... TO
  * STDOUT, closed and fsynced, linked to DIR/<name> (link fails when the
  * name exists: never overwrite) and the directory fsynced; only then do
- * its rows leave (DROP of a detached event month; DELETE of a batch of
+ * its rows leave (DROP of a detached month; DELETE of a batch of
  * runs, committed after its three files are linked). Restore streams a
  * file back with COPY FROM STDIN in one transaction.
  *

@@ -707,7 +707,8 @@ Test(axd, a_deposed_leader_writes_nothing_and_stands_by)
  * While it leads, axd moves the rows of runs that finished
  * history.hot_hours ago to the month-partitioned history (at its first
  * lease renewal, then hourly): with hot_hours 0, the runs that finished
- * before axd restarted are in history right after, read whole through
+ * before axd restarted are in history after its first renewal (or the
+ * previous leader's, for a run that ended early enough), read whole through
  * the views, and the pipeline's tables hold none of their rows. (Runs
  * older than history.retention_days are retention's to delete, not
  * moved: these are of the last two days.)
@@ -754,7 +755,9 @@ Test(axd, a_leading_axd_moves_finished_runs_to_history)
 	                        "task_instances_all t ON t.id = "
 	                        "a.instance_id WHERE a.state = 'SUCCESS'"),
 	             4);
-	wait_log(log, "moved 2 finished run(s) to history", 10);
+	/* logged; under load the first leader may have moved the first run
+	 * at a renewal of its own before the second one ended */
+	wait_log(log, "finished run(s) to history", 10);
 }
 
 /*
