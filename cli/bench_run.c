@@ -270,6 +270,90 @@ ax_bench_fetch_sorted(PGresult *r, int col, size_t *n)
 	return v;
 }
 
+/* Every other session of the cluster, ended or not. */
+#define SQL_OTHERS                                                            \
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = "         \
+	"'client backend' AND pid <> pg_backend_pid()"
+
+/* The counters; the own session's pending counts flushed first (by the
+ * previous statement: pg_stat_force_next_flush takes effect at its
+ * end). */
+#define SQL_WRITES                                                            \
+	"SELECT coalesce(sum(n_tup_ins + n_tup_upd) FILTER (WHERE relname = " \
+	"'task_instances'), 0), "                                             \
+	"coalesce(sum(n_tup_ins + n_tup_upd) FILTER (WHERE relname = "        \
+	"'attempts'), 0), "                                                   \
+	"coalesce(sum(n_tup_ins + n_tup_upd) FILTER (WHERE relname LIKE "     \
+	"'event\\_log\\_%'), 0), "                                            \
+	"coalesce(sum(n_tup_ins + n_tup_upd) FILTER (WHERE relname = "        \
+	"'dag_runs'), 0), "                                                   \
+	"coalesce(sum(n_tup_upd - n_tup_hot_upd), 0), "                       \
+	"pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0') "                \
+	"FROM pg_stat_user_tables WHERE schemaname = 'public' AND (relname "  \
+	"IN ('task_instances', 'attempts', 'dag_runs') OR relname LIKE "      \
+	"'event\\_log\\_%')"
+
+int
+ax_bench_writes_read(ax_bench *b, ax_bench_writes *w)
+{
+	int64_t   until = ax_clock_mono_us() + 10 * AX_USEC_PER_SEC;
+	PGresult *r;
+	int       ok;
+
+	while (ax_bench_sql_num(b, SQL_OTHERS) != 0) {
+		if (ax_clock_mono_us() > until || *b->stop) {
+			fprintf(stderr,
+			        "axctl bench: sessions of axd or the "
+			        "workers still open after 10 s: writes "
+			        "not counted\n");
+			return 1;
+		}
+		ax_clock_sleep_us(20 * AX_USEC_PER_MSEC);
+	}
+	if (ax_bench_sql(b, "SELECT pg_stat_force_next_flush()"))
+		return 1;
+	r  = PQexec(b->db, SQL_WRITES);
+	ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+	if (ok) {
+		double *v[] = { &w->ti,   &w->att,    &w->ev,
+			        &w->runs, &w->nonhot, &w->wal };
+		for (int k = 0; k < 6; k++)
+			*v[k] = strtod(PQgetvalue(r, 0, k), NULL);
+	} else
+		fprintf(stderr, "axctl bench: writes not counted: %s\n",
+		        PQerrorMessage(b->db));
+	PQclear(r);
+	return ok ? 0 : 1;
+}
+
+void
+ax_bench_writes_put(ax_bench *b, const char *prefix, const ax_bench_writes *w0,
+                    const ax_bench_writes *w1, double n)
+{
+	static const char *const keys[] = {
+		"wal_bytes",  "ti_versions",  "attempt_versions",
+		"event_rows", "run_versions", "nonhot_updates",
+	};
+	double d[] = { w1->wal - w0->wal,   w1->ti - w0->ti,
+		       w1->att - w0->att,   w1->ev - w0->ev,
+		       w1->runs - w0->runs, w1->nonhot - w0->nonhot };
+	char   key[64];
+
+	if (n <= 0)
+		return;
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		snprintf(key, sizeof(key), "%s%s%s_per_instance", prefix,
+		         *prefix != '\0' ? "_" : "", keys[k]);
+		ax_bench_put(&b->r, key, d[k] / n);
+	}
+	ax_bench_say(&b->r,
+	             "writes per instance: %.0f WAL bytes; row versions: "
+	             "task_instances %.2f, attempts %.2f, event_log %.2f, "
+	             "dag_runs %.3f; %.2f updates not HOT",
+	             d[0] / n, d[1] / n, d[2] / n, d[3] / n, d[4] / n,
+	             d[5] / n);
+}
+
 double
 ax_bench_secs_since(int64_t t0)
 {

@@ -85,6 +85,39 @@ int ax_bench_load(ax_bench *b, const char                 *subdir,
 int ax_bench_build_history(ax_bench *b, long instances, int ndags,
                            int per_day);
 
+/*
+ * What the pipeline wrote, counted by PostgreSQL: row versions (inserts
+ * and updates, pg_stat_user_tables) of task_instances, attempts,
+ * event_log (its partitions) and dag_runs, the updates among them that
+ * were not HOT (each of those adds an entry to every index of its
+ * table), and the WAL position. Unlike a rate these do not drift with
+ * the machine's speed: the figures of "fewer writes".
+ */
+typedef struct ax_bench_writes {
+	double ti, att, ev, runs; /* row versions */
+	double nonhot;            /* updates of the four that were not HOT */
+	double wal;               /* pg_current_wal_insert_lsn, bytes */
+} ax_bench_writes;
+
+/*
+ * Reads the counters into *w once every other session of the cluster
+ * has ended (a session reports its counts when it ends, so call it with
+ * axd and the workers stopped, or before they start; waits up to 10 s).
+ * 0, or 1 said on stderr.
+ */
+int ax_bench_writes_read(ax_bench *b, ax_bench_writes *w);
+
+/*
+ * Puts the writes between w0 and w1 per instance (n instances):
+ * <prefix>_wal_bytes_per_instance, _ti_versions_per_instance,
+ * _attempt_versions_per_instance, _event_rows_per_instance,
+ * _run_versions_per_instance, _nonhot_updates_per_instance (prefix ""
+ * drops the underscore), and one line of the text report.
+ */
+void ax_bench_writes_put(ax_bench *b, const char *prefix,
+                         const ax_bench_writes *w0, const ax_bench_writes *w1,
+                         double n);
+
 /* Seconds since t0 (ax_clock_mono_us). */
 double ax_bench_secs_since(int64_t t0);
 

@@ -14,6 +14,10 @@
  * ax_bench_build_history) are written and analyzed before axd starts:
  * the same run on top of a database that has been in use, which is what
  * a platform sees. Every figure counts the triggered run's rows only.
+ *
+ * What the run wrote (ax_bench_writes, counted by PostgreSQL from before
+ * axd starts to after it stopped, so its start and stop are in them too):
+ * WAL bytes, row versions per table and updates not HOT, per instance.
  */
 #include <stdlib.h>
 
@@ -30,10 +34,11 @@ write_tp(FILE *f, void *arg)
 int
 ax_bench_run_throughput(ax_bench *b)
 {
-	char    q[256];
-	int64_t deadline;
-	double  done = 0, secs, cpu0, cpu1 = -1, run0;
-	long    hist = b->o.history_set ? b->o.history : 0;
+	char            q[256];
+	int64_t         deadline;
+	double          done = 0, secs, cpu0, cpu1 = -1, run0;
+	long            hist = b->o.history_set ? b->o.history : 0;
+	ax_bench_writes w0, w1;
 
 	fprintf(stderr, "throughput: %d instances\n", b->o.instances);
 	if (ax_bench_fresh_tables(b) ||
@@ -43,7 +48,8 @@ ax_bench_run_throughput(ax_bench *b)
 	/* the runs of the history have ids up to run0 */
 	run0 =
 	    ax_bench_sql_num(b, "SELECT coalesce(max(id), 0) FROM dag_runs");
-	if (run0 < 0 || ax_bench_start_stack(b, b->o.workers)) {
+	if (run0 < 0 || ax_bench_writes_read(b, &w0) ||
+	    ax_bench_start_stack(b, b->o.workers)) {
 		ax_bench_stop_stack(b);
 		return 1;
 	}
@@ -97,6 +103,9 @@ ax_bench_run_throughput(ax_bench *b)
 		}
 	}
 	ax_bench_stop_stack(b);
+	if (ax_bench_writes_read(b, &w1))
+		return 1;
+	ax_bench_writes_put(b, "", &w0, &w1, b->o.instances);
 	snprintf(q, sizeof(q),
 	         "SELECT extract(epoch FROM (SELECT max(ended_at) FROM "
 	         "task_instances_all WHERE dag_run_id > %.0f) - (SELECT "

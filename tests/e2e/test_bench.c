@@ -135,6 +135,31 @@ Test(bench, throughput_on_history_measures_the_triggered_run)
 	cr_assert_eq(num(o, "history_instances"), 1000, "%s", out);
 	cr_assert_gt(num(o, "history_build_s"), 0, "%s", out);
 	cr_assert_gt(num(o, "throughput_per_s"), 1, "%s", out);
+	/* the run's writes, counted by PostgreSQL without the history's:
+	 * each instance is inserted and moved to SUCCESS (2 versions), at
+	 * most through PENDING, READY and RUNNING too; its attempt likewise
+	 * (QUEUED, DISPATCHED, RUNNING, SUCCESS); one event row per
+	 * decision: admitted, running, succeeded (and the run's and the
+	 * workers' few, under 2 an instance here); one run of 2-4 versions */
+	cr_assert(num(o, "ti_versions_per_instance") >= 2 &&
+	              num(o, "ti_versions_per_instance") <= 4,
+	          "%s", out);
+	cr_assert(num(o, "attempt_versions_per_instance") >= 2 &&
+	              num(o, "attempt_versions_per_instance") <= 4,
+	          "%s", out);
+	cr_assert(num(o, "event_rows_per_instance") >= 3 &&
+	              num(o, "event_rows_per_instance") < 5,
+	          "%s", out);
+	cr_assert(num(o, "run_versions_per_instance") >= 2.0 / 30 &&
+	              num(o, "run_versions_per_instance") <= 4.0 / 30 + 1e-3,
+	          "%s", out);
+	/* every update but the inserts, at most; the WAL holds them all */
+	cr_assert_leq(num(o, "nonhot_updates_per_instance"),
+	              num(o, "ti_versions_per_instance") +
+	                  num(o, "attempt_versions_per_instance") +
+	                  num(o, "run_versions_per_instance"),
+	              "%s", out);
+	cr_assert_gt(num(o, "wal_bytes_per_instance"), 1000, "%s", out);
 	cr_assert(
 	    strstr(err, "history: generating 100 runs, 1000 instances") !=
 	        NULL,
