@@ -424,7 +424,7 @@ moves_validate(const ax_store_ti_move *moves, size_t n)
 ax_err
 ax_store_move_instances_prepare(ax_store *s)
 {
-	return ax_store_prepare_once(s, "ax_store.move_ti", SQL_MOVE_TI, 5);
+	return ax_store_prepare_generic(s, "ax_store.move_ti", SQL_MOVE_TI, 5);
 }
 
 ax_err
