@@ -802,19 +802,6 @@ serve(axd *d)
 		        ax_err_detail());
 		return EXIT_RUNTIME;
 	}
-	/* a bad history setting refuses the start, naming the key, rather
-	 * than stop the hourly upkeep (partitions ahead, the move) */
-	int64_t probe;
-	if (ax_history_hot_cutoff(
-	        (int) ax_config_int(d->cfg, "history.hot_hours"), 0, &probe) !=
-	        AX_OK ||
-	    ax_history_cutoff(
-	        (int) ax_config_int(d->cfg, "history.retention_days"), 0,
-	        &probe) != AX_OK) {
-		ax_logf(AX_LOG_ERROR, COMP, NULL, NULL, "cannot start: %s",
-		        ax_err_detail());
-		return EXIT_USAGE;
-	}
 	d->ctx.cfg  = d->cfg;
 	d->ctx.home = ax_config_str(d->cfg, "home");
 	d->ttl_us   = ax_config_duration_us(d->cfg, "scheduler.lease_ttl");

@@ -375,6 +375,22 @@ check_names(const cfg_key *k, const char *v)
 	}
 }
 
+/* Integer keys with a range narrower than "non-negative", checked at
+ * load so that every program reading the file (axd, axctl, the worker)
+ * refuses the same value, naming it, before anything runs. */
+static const struct {
+	const char *key, *what;
+	int64_t     lo, hi;
+} int_ranges[] = {
+	{ "shaving.level", "a percentage of capacity", 0, 100 },
+	{ "shaving.pressure_hold", "a percentage of capacity", 0, 100 },
+	/* engine/history.c: ax_history_hot_cutoff, ax_history_cutoff */
+	{ "history.hot_hours", "hours after a run's end (a year at most)", 0,
+	  8760 },
+	{ "history.retention_days", "days of history kept (100 years at most)",
+	  1, 36500 },
+};
+
 static ax_err
 check_value(const cfg_key *k, const char *v)
 {
@@ -396,13 +412,17 @@ check_value(const cfg_key *k, const char *v)
 			    AX_ECONFIG,
 			    "key '%s': '%s' is not a non-negative integer",
 			    k->key, v);
-		if (d > 100 &&
-		    (strcmp(k->key, "shaving.level") == 0 ||
-		     strcmp(k->key, "shaving.pressure_hold") == 0))
-			return ax_err_set(AX_ECONFIG,
-			                  "key '%s': %s is a percentage of "
-			                  "capacity: use 0..100",
-			                  k->key, v);
+		for (size_t i = 0;
+		     i < sizeof(int_ranges) / sizeof(int_ranges[0]); i++)
+			if (strcmp(k->key, int_ranges[i].key) == 0 &&
+			    (d < int_ranges[i].lo || d > int_ranges[i].hi))
+				return ax_err_set(
+				    AX_ECONFIG,
+				    "key '%s': %s is %s: use "
+				    "%lld..%lld",
+				    k->key, v, int_ranges[i].what,
+				    (long long) int_ranges[i].lo,
+				    (long long) int_ranges[i].hi);
 		return AX_OK;
 	case CFG_DURATION:
 		if (ax_duration_parse(v, &d) != AX_OK)

@@ -295,15 +295,15 @@ Test(axd, refuses_unmigrated_and_newer_schemas)
 	cr_assert(file_has(log, "newer than this axd"), "newer schema named");
 	cr_assert(file_has(log, "upgrade axd"));
 
-	/* a history setting out of range (a year at most): refused at start,
-	 * the key named */
+	/* a history setting out of range (a year at most): refused when the
+	 * configuration loads, the key named */
 	const char *bad[] = { "AX_HISTORY_HOT_HOURS=9000", NULL };
 	unlink(log);
 	start_second(&p, log, sizeof(log), bad);
 	cr_assert_eq(ax_proc_wait(&p, 20 * AX_USEC_PER_SEC), AX_OK);
 	cr_assert(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 2,
 	          "exit 2 on a bad setting (status 0x%x)", p.status);
-	cr_assert(file_has(log, "history.hot_hours is 9000"),
+	cr_assert(file_has(log, "key 'history.hot_hours': 9000 is hours"),
 	          "the setting is named");
 }
 

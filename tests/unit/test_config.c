@@ -134,6 +134,16 @@ ParameterizedTestParameters(config, bad_input_names_key_and_place)
 		  "capacity: use 0..100" },
 		{ "shaving:\n  pressure_hold: 101\n",
 		  "key 'shaving.pressure_hold': 101 is a percentage" },
+		/* beyond what the history's upkeep accepts: refused at load,
+		 * by every program, not at axd's first hourly upkeep */
+		{ "history:\n  hot_hours: 9000\n",
+		  ":2:3: key 'history.hot_hours': 9000 is hours after a run's "
+		  "end (a year at most): use 0..8760" },
+		{ "history:\n  hot_hours: 4294967320\n",
+		  "key 'history.hot_hours': 4294967320 is hours" },
+		{ "history:\n  retention_days: 0\n",
+		  ":2:3: key 'history.retention_days': 0 is days of history "
+		  "kept (100 years at most): use 1..36500" },
 		{ "shaving:\n  max_delay_p3: soon\n",
 		  "key 'shaving.max_delay_p3'" },
 		/* -1 (as many as the slots) is the only negative */
