@@ -301,7 +301,8 @@ ax_bench_writes_read(ax_bench *b, ax_bench_writes *w)
 	int       ok;
 
 	while (ax_bench_sql_num(b, SQL_OTHERS) != 0) {
-		if (ax_clock_mono_us() > until || *b->stop) {
+		if (ax_clock_mono_us() > until ||
+		    (b->stop != NULL && *b->stop)) {
 			fprintf(stderr,
 			        "axctl bench: sessions of axd or the "
 			        "workers still open after 10 s: writes "

@@ -103,7 +103,8 @@ typedef struct ax_bench_writes {
  * Reads the counters into *w once every other session of the cluster
  * has ended (a session reports its counts when it ends, so call it with
  * axd and the workers stopped, or before they start; waits up to 10 s).
- * 0, or 1 said on stderr.
+ * 0, or 1 said on stderr ("writes not counted"): the caller leaves the
+ * write figures out and still reports the rest.
  */
 int ax_bench_writes_read(ax_bench *b, ax_bench_writes *w);
 
