@@ -999,7 +999,13 @@ run_batch(ax_actor *self, rh_state *st, Ax__Command **cmds, size_t n)
 	if (st->store == NULL &&
 	    (rv = ax_store_open(st->ctx->dsn, &st->store)) != AX_OK)
 		goto out;
-	if ((rv = ax_store_tx(st->store, rh_tx, &b)) != AX_OK)
+	/* Committed without waiting for the WAL flush: the downstream is
+	 * released at once (after_commit), and the queue acknowledges the
+	 * reports only once a durable commit of its own follows (confirm).
+	 * What acts on this commit outside the database is a worker given
+	 * an attempt it released, and that needs a dispatch record, a
+	 * durable commit after this one in the WAL (docs/pipeline.md, 7). */
+	if ((rv = ax_store_tx_relaxed(st->store, rh_tx, &b)) != AX_OK)
 		goto out;
 	for (size_t i = 0; i < b.nruns; i++) {
 		if (!b.runs[i].info.found) {
@@ -1025,8 +1031,9 @@ out:
 
 /*
  * Tells the queue service that every result it forwarded up to seq is in
- * PostgreSQL, so it may acknowledge the worker reports that carried them
- * (see the acknowledgement rule in actors/queue/queue_endpoint.c).
+ * PostgreSQL, committed relaxed, so it may acknowledge the worker reports
+ * that carried them once a durable commit follows (see the
+ * acknowledgement rule in actors/queue/queue_endpoint.c).
  * Results arrive in the queue's order and are committed in that order (a
  * kept batch keeps everything after it), so one watermark says it all.
  */
@@ -1040,6 +1047,7 @@ confirm(ax_actor *self, rh_state *st, uint64_t seq)
 		return;
 	st->confirmed       = seq;
 	rc.up_to_seq        = seq;
+	rc.relaxed          = 1; /* see run_batch */
 	c.body_case         = AX__COMMAND__BODY_RESULTS_COMMITTED;
 	c.results_committed = &rc;
 	if (ax_pipeline_send(self, AX_A_QUEUE, &c) != AX_OK)

@@ -279,17 +279,32 @@ ax_err ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg);
  * Use it only where a lost commit is re-derived after a restart and
  * nothing outside the database has acted on it yet: run creation (the
  * schedule re-fires), plans (idempotent), run bookkeeping (rebuilt from
- * instances), admissions (re-admitted from their PENDING rows), audit rows
- * of decisions. A crash of PostgreSQL ends axd's leader session, so the
+ * instances), admissions (re-admitted from their PENDING rows), results
+ * (sent again by their workers, whose reports are acknowledged only once
+ * a durable commit follows: ax_store_flush_commits), audit rows of
+ * decisions. A crash of PostgreSQL ends axd's leader session, so the
  * pipeline is rebuilt from what survived (actors/axd.c). The commit that
- * hands an attempt to a worker (the dispatch record) and the one a
- * worker's report is acknowledged after (the result) are durable, because
- * something outside the database acts on them; the admission before a
- * dispatch record need not be, the record's flush takes it to disk.
+ * hands an attempt to a worker (the dispatch record) is durable, because
+ * something outside the database acts on it; the result and the
+ * admission before a dispatch record need not be, the record's flush
+ * takes them to disk.
  * tests/integration/test_store_durability.c holds that rule across a
  * crash; `axctl drill crash-db` kills PostgreSQL under a running pipeline.
  */
 ax_err ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg);
+
+/*
+ * Makes every commit PostgreSQL made before this call durable, the
+ * relaxed ones of any connection included: a transaction of its own that
+ * writes a WAL record (an empty logical message) and commits durably, so
+ * its commit record, after theirs in the WAL, is flushed (and, under
+ * synchronous replication, confirmed by the standby) with everything
+ * before it. Fenced and retried
+ * as ax_store_tx. The queue calls it for results committed relaxed that
+ * none of its dispatch records has taken to disk yet
+ * (actors/queue/queue_endpoint.c).
+ */
+ax_err ax_store_flush_commits(ax_store *s);
 
 /*
  * Runs fn(s, arg) in the transaction already open on s (the caller's, so

@@ -633,6 +633,26 @@ ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg)
 	return run_tx(s, "BEGIN", 1, fn, arg);
 }
 
+/* A statement that takes a transaction id and writes a WAL record (an
+ * empty transactional message, ignored by anything but a logical
+ * decoding client that asks for prefix ax.flush): PostgreSQL flushes at
+ * COMMIT only a transaction that did both (RecordTransactionCommit); one
+ * that only took an id commits asynchronously. */
+static ax_err
+flush_tx(ax_store *s, void *arg)
+{
+	(void) arg;
+	return ax_store_exec(
+	    s, "SELECT pg_logical_emit_message(true, 'ax.flush', '')", 0,
+	    NULL);
+}
+
+ax_err
+ax_store_flush_commits(ax_store *s)
+{
+	return ax_store_tx(s, flush_tx, NULL);
+}
+
 ax_err
 ax_store_tx_serializable(ax_store *s, ax_store_tx_fn fn, void *arg)
 {

@@ -286,6 +286,7 @@ timers(ax_queue *q)
 	axq_retired_free(q, now);
 	axq_cap_flush(q);
 	axq_db_flush(q, now);
+	int64_t flush_next = axq_results_flush(q, now);
 	axq_deferred_flush(q);
 
 	if ((a = QATT(q->held.head, heln)) != NULL)
@@ -318,6 +319,8 @@ timers(ax_queue *q)
 		next = t;
 	if ((t = axq_calendar_scan(q, now)) < next)
 		next = t;
+	if (flush_next < next)
+		next = flush_next;
 	ax_actor_set_deadline(q->self, next == INT64_MAX ? 0 : next);
 }
 
@@ -360,12 +363,10 @@ on_cancel(ax_actor *self, void *state, ax_pipeline_msg *m)
 static ax_err
 on_committed(ax_actor *self, void *state, ax_pipeline_msg *m)
 {
-	ax_queue *q  = state;
-	uint64_t  up = m->cmd->results_committed->up_to_seq;
+	const Ax__ResultsCommitted *rc = m->cmd->results_committed;
 	(void) self;
 
-	if (up > q->committed && up <= q->fwd_seq)
-		q->committed = up;
+	axq_results_committed(state, rc->up_to_seq, rc->relaxed);
 	return AX_OK;
 }
 

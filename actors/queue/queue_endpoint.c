@@ -21,12 +21,17 @@
  * contexts are opened when parked ones leave fewer than QCTX_SPARE free.
  *
  * Acknowledgement rule: a Started/Result/Report is acknowledged only
- * once the result handler has committed what it carried: each forwarded
+ * once what it carried is committed and on disk: each forwarded
  * AttemptResult gets a sequence number (queue_seq), the result handler
  * answers ResultsCommitted(up_to_seq) after each transaction, and the
- * reply waits in the deferred list until the watermark passes the last
- * result of its report. So a result is never lost between the ack and
- * PostgreSQL (axd killed in between: the worker sends it again). A reply
+ * reply waits in the deferred list until the durable watermark passes
+ * the last result of its report. The result handler commits without
+ * waiting for the WAL flush (relaxed), so the watermark becomes durable
+ * with the queue's next durable commit (a dispatch record, the flush of
+ * which takes every earlier commit to disk) or, when none comes within
+ * RESULTS_FLUSH_WAIT_US, a flush of its own (axq_results_flush). So a
+ * result is never lost between the ack and PostgreSQL (axd or
+ * PostgreSQL killed in between: the worker sends it again). A reply
  * not released within DEFER_MAX_US (database down) is dropped unanswered
  * and the worker re-sends the report; duplicates are harmless by run_id.
  * While we hold a worker's report it cannot send the next one, so the
@@ -173,6 +178,72 @@ axq_deferred_flush(ax_queue *q)
 		c->deferred = NULL;
 		nng_ctx_send(c->ctx, c->aio);
 	}
+}
+
+/* ------------------------------------------------- results made durable */
+
+/* How long results committed relaxed wait for a durable commit of the
+ * queue's own (the next dispatch record, due soon while work flows)
+ * before the queue flushes the WAL for them: their workers' next reports
+ * wait behind the deferred acks meanwhile. */
+#define RESULTS_FLUSH_WAIT_US (2 * AX_USEC_PER_MSEC)
+
+void
+axq_results_committed(ax_queue *q, uint64_t seq, int relaxed)
+{
+	if (seq > q->fwd_seq)
+		return;
+	if (!relaxed) {
+		axq_results_durable(q, seq);
+		return;
+	}
+	if (seq <= q->relaxed)
+		return;
+	q->relaxed = seq;
+	if (q->relaxed_since == 0 && seq > q->committed)
+		q->relaxed_since = ax_clock_mono_us();
+}
+
+/* The result handler's relaxed commit ended before it sent the watermark,
+ * and the queue took the watermark before it began its own transaction:
+ * that commit's record follows theirs in the WAL, so its flush (and,
+ * under synchronous replication, the standby's confirmation) covers
+ * them (engine/store.h, ax_store_tx_relaxed). */
+void
+axq_results_durable(ax_queue *q, uint64_t seq)
+{
+	if (seq > q->committed)
+		q->committed = seq;
+	if (q->relaxed <= q->committed)
+		q->relaxed_since = 0;
+	else if (seq > 0) /* later ones wait from now on */
+		q->relaxed_since = ax_clock_mono_us();
+}
+
+int64_t
+axq_results_flush(ax_queue *q, int64_t now)
+{
+	if (q->relaxed <= q->committed)
+		return INT64_MAX;
+	if (q->store == NULL) /* no database: nothing to flush them */
+		return INT64_MAX;
+	if (now < q->relaxed_since + RESULTS_FLUSH_WAIT_US)
+		return q->relaxed_since + RESULTS_FLUSH_WAIT_US;
+	uint64_t seq = q->relaxed;
+	if (ax_store_flush_commits(q->store) != AX_OK) {
+		/* the acks wait (at most DEFER_MAX_US: then the workers
+		 * send their reports again) */
+		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
+		        "results up to %llu not flushed to disk, so not "
+		        "acknowledged yet: %s",
+		        (unsigned long long) seq, ax_err_detail());
+		q->relaxed_since = now + DB_RETRY_US;
+		return q->relaxed_since + RESULTS_FLUSH_WAIT_US;
+	}
+	axq_results_durable(q, seq);
+	return q->relaxed > q->committed
+	    ? q->relaxed_since + RESULTS_FLUSH_WAIT_US
+	    : INT64_MAX;
 }
 
 /* -------------------------------------------------------------- parking */

@@ -259,9 +259,11 @@ struct ax_queue {
 	ax_list   cap_dirty; /* groups whose capacity changed */
 	ax_list   deferred;  /* deferred acks (FIFO) */
 	uint64_t  fwd_seq;   /* results forwarded (AttemptResult.queue_seq) */
-	uint64_t  committed; /* ResultsCommitted watermark */
-	ax_list   fill;      /* workers with a quota: answered at the end */
-	int       batching;  /* route now, answer Pulls at fill_flush() */
+	uint64_t  committed; /* durable ResultsCommitted watermark: acked */
+	uint64_t  relaxed;   /* committed, not yet known durable */
+	int64_t   relaxed_since; /* mono us: relaxed first passed committed */
+	ax_list   fill;     /* workers with a quota: answered at the end */
+	int       batching; /* route now, answer Pulls at fill_flush() */
 	uint64_t  seq, ordinal, session_ctr, qseq;
 	ax_store *store;
 	int64_t   db_last;
@@ -418,6 +420,19 @@ void axq_reply_error(ax_queue *q, qctx *c, uint64_t seq, const char *code,
 /* Sends the deferred acks whose results are committed; drops those whose
  * time ran out (the worker sends the same results again). */
 void axq_deferred_flush(ax_queue *q);
+
+/* The result handler's ResultsCommitted: up to seq, committed durably or
+ * (relaxed) without waiting for the WAL flush. */
+void axq_results_committed(ax_queue *q, uint64_t seq, int relaxed);
+
+/* A durable commit of the queue ended that began when the relaxed
+ * watermark was seq: results up to seq are on disk with it. */
+void axq_results_durable(ax_queue *q, uint64_t seq);
+
+/* Flushes the WAL for results committed relaxed that no durable commit
+ * of the queue took to disk within RESULTS_FLUSH_WAIT_US; returns when
+ * to look again (mono us; INT64_MAX: nothing waits). */
+int64_t axq_results_flush(ax_queue *q, int64_t now);
 
 /* Takes w's parked Pull off the parking lists (no-op when none);
  * answer_empty answers it with no dispatch (reply_to_seq seq). */

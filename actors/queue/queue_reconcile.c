@@ -63,6 +63,7 @@ axq_record_dispatches(ax_queue *q, qfill *f, size_t k)
 	ax_store_dispatch_row  one[DISPATCH_MAX];
 	ax_store_dispatch_row *rows  = one;
 	size_t                 total = 0, r = 0;
+	uint64_t               relaxed = q->relaxed; /* before the commit */
 	ax_err                 rv;
 
 	if (q->store == NULL)
@@ -89,6 +90,14 @@ axq_record_dispatches(ax_queue *q, qfill *f, size_t k)
 			}
 		rv = ax_store_record_dispatches(q->store, rows, total);
 	}
+	/* A commit that wrote a row waited for its flush, and so took the
+	 * results committed relaxed before it to disk (axq_results_durable);
+	 * one that wrote nothing (every row refused) did not flush. */
+	for (size_t i = 0; rv == AX_OK && i < total; i++)
+		if (rows[i].recorded) {
+			axq_results_durable(q, relaxed);
+			break;
+		}
 	if (rv != AX_OK) {
 		ax_logf(AX_LOG_WARN, AX_A_QUEUE, "DB_ERROR", NULL,
 		        "%zu dispatches to %zu worker(s) (%s first) not "

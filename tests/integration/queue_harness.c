@@ -40,6 +40,7 @@ char             wname[MAXWORK][32];
 /* The stand-in result_handler confirms what it received as committed, as the
  * result handler does in axd (0: it holds confirmations back). */
 _Atomic int confirm_on = 1;
+_Atomic int confirm_relaxed;
 /* Lease of the queue and heartbeat of the workers (tests that need the
  * worker's heartbeat out of the way raise both). */
 const char *q_lease = "1s", *w_heartbeat = "200ms", *q_ack_timeout = "500ms",
@@ -107,6 +108,7 @@ cap_handle(ax_actor *self, void *state, const ax_actor_item *items, size_t n)
 		Ax__Command          c  = AX__COMMAND__INIT;
 		Ax__ResultsCommitted rc = AX__RESULTS_COMMITTED__INIT;
 		rc.up_to_seq            = seq;
+		rc.relaxed              = confirm_relaxed;
 		c.body_case             = AX__COMMAND__BODY_RESULTS_COMMITTED;
 		c.results_committed     = &rc;
 		ax_pipeline_send(self, AX_A_QUEUE, &c);

@@ -101,6 +101,9 @@ extern char             wname[MAXWORK][32];
 /* The stand-in result_handler confirms what it received as committed, as
  * the result handler does in axd (0: it holds confirmations back). */
 extern _Atomic int confirm_on;
+/* ... as committed without waiting for the WAL flush (ResultsCommitted
+ * relaxed, as the result handler sends it), when set. */
+extern _Atomic int confirm_relaxed;
 /* Lease of the queue and heartbeat of the workers; queue.ack_timeout;
  * the queue's database ("" without db_start). */
 extern const char *q_lease, *w_heartbeat, *q_ack_timeout, *q_dsn;

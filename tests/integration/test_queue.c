@@ -494,24 +494,31 @@ Test(queue, result_resent_after_dropped_ack_is_forwarded_again)
 	stop_all();
 }
 
+/* A queue with one worker runs run_id; its result is not acknowledged,
+ * so the worker sends it again after its retry interval (why: the
+ * assertion's message). */
+static void
+result_is_sent_again(const char *run_id, const char *why)
+{
+	start_queue("30s", "false");
+	worker_start(0, "w1", "g", 1);
+	wait_workers(1);
+	send_attempt(&(att) { .run_id = run_id });
+	cr_assert(wait_rec(run_id, SUCCESS, 5000, NULL));
+	for (int i = 0; i < 100 && count_rec(run_id, SUCCESS) < 2; i++)
+		ax_clock_sleep_us(100000);
+	cr_assert_geq(count_rec(run_id, SUCCESS), 2, "%s", why);
+}
+
 /* A worker's result is acknowledged only once it is committed: while the
  * result handler (here the stand-in) has not confirmed it, the worker
  * keeps sending it; once confirmed, it stops. */
 Test(queue, result_acknowledged_only_after_commit)
 {
 	size_t k;
-	start_queue("30s", "false");
-	worker_start(0, "w1", "g", 1);
-	wait_workers(1);
 	confirm_on = 0;
-	send_attempt(&(att) { .run_id = "r-unconfirmed" });
-	cr_assert(wait_rec("r-unconfirmed", SUCCESS, 5000, NULL));
-	/* not acknowledged: sent again after the worker's retry interval */
-	for (int i = 0; i < 100 && count_rec("r-unconfirmed", SUCCESS) < 2;
-	     i++)
-		ax_clock_sleep_us(100000);
-	cr_assert_geq(count_rec("r-unconfirmed", SUCCESS), 2,
-	              "an unconfirmed result was acknowledged");
+	result_is_sent_again("r-unconfirmed",
+	                     "an unconfirmed result was acknowledged");
 	/* the next copy is confirmed, and then nothing comes again */
 	confirm_on = 1;
 	ax_clock_sleep_us(4 * AX_USEC_PER_SEC);
@@ -519,6 +526,21 @@ Test(queue, result_acknowledged_only_after_commit)
 	ax_clock_sleep_us(3 * AX_USEC_PER_SEC);
 	cr_assert_eq(count_rec("r-unconfirmed", SUCCESS), k,
 	             "still re-sent after its commit was confirmed");
+	stop_all();
+}
+
+/* A result committed relaxed (the result handler's commits do not wait
+ * for the WAL flush) is acknowledged only once a durable commit of the
+ * queue's own follows it: here the queue has no database to commit in,
+ * so the worker keeps sending it. test_queue_recovery.c has the other
+ * half (with a database, the queue's flush acknowledges it). */
+Test(queue, relaxed_result_waits_for_a_durable_commit)
+{
+	confirm_relaxed = 1;
+	result_is_sent_again("r-relaxed",
+	                     "a result committed relaxed was acknowledged "
+	                     "before any durable commit");
+	confirm_relaxed = 0;
 	stop_all();
 }
 

@@ -295,3 +295,32 @@ Test(queue, dispatches_due_together_to_two_workers_share_one_transaction)
 	stop_all();
 	db_stop();
 }
+
+/* A result committed relaxed is acknowledged once it is on disk: with no
+ * dispatch record to follow it, the queue flushes the WAL itself (a
+ * durable commit of its own, axq_results_flush) within milliseconds, so
+ * the worker sends its report once. Without the flush the worker would
+ * send it again after its retry interval (2 s): test_queue.c,
+ * relaxed_result_waits_for_a_durable_commit. */
+Test(queue, relaxed_result_is_acknowledged_after_the_queue_flushes)
+{
+	int64_t iid;
+
+	db_start();
+	db_scene(30);
+	iid             = db_attempt("a1", "READY", RD1, "QUEUED", NULL);
+	confirm_relaxed = 1;
+	start_queue("30s", "false");
+	worker_start(0, "w1", "g", 1);
+	wait_workers(1);
+	send_attempt(&(att) { .run_id = RD1, .instance_id = iid });
+	cr_assert(wait_rec(RD1, SUCCESS, 10000, NULL), "RD1 did not run");
+	ax_clock_sleep_us(3 * AX_USEC_PER_SEC);
+	cr_expect_eq(count_rec(RD1, STARTED), 1,
+	             "its start was sent again: not acknowledged");
+	cr_expect_eq(count_rec(RD1, SUCCESS), 1,
+	             "its result was sent again: not acknowledged");
+	confirm_relaxed = 0;
+	stop_all();
+	db_stop();
+}
