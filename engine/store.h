@@ -299,10 +299,9 @@ ax_err ax_store_tx_relaxed(ax_store *s, ax_store_tx_fn fn, void *arg);
  * writes a WAL record (an empty logical message) and commits durably, so
  * its commit record, after theirs in the WAL, is flushed (and, under
  * synchronous replication, confirmed by the standby) with everything
- * before it. Fenced and retried
- * as ax_store_tx. The queue calls it for results committed relaxed that
- * none of its dispatch records has taken to disk yet
- * (actors/queue/queue_endpoint.c).
+ * before it. Fenced and retried as ax_store_tx. The queue calls it for
+ * results committed relaxed that none of its dispatch records has taken
+ * to disk yet (actors/queue/queue_endpoint.c).
  */
 ax_err ax_store_flush_commits(ax_store *s);
 

@@ -212,12 +212,11 @@ axq_results_committed(ax_queue *q, uint64_t seq, int relaxed)
 void
 axq_results_durable(ax_queue *q, uint64_t seq)
 {
-	if (seq > q->committed)
-		q->committed = seq;
-	if (q->relaxed <= q->committed)
-		q->relaxed_since = 0;
-	else if (seq > 0) /* later ones wait from now on */
-		q->relaxed_since = ax_clock_mono_us();
+	if (seq <= q->committed) /* nothing new on disk: the wait goes on */
+		return;
+	q->committed = seq;
+	/* those committed after seq wait from now on */
+	q->relaxed_since = q->relaxed > seq ? ax_clock_mono_us() : 0;
 }
 
 int64_t
