@@ -10,11 +10,14 @@
 #
 # Runs pgbench (user ax, database ax) at 200 sequences a second, each
 # sequence three transactions of one row like an edge's (the result's,
-# the admission's, the dispatch record's), in two shapes, alternating:
+# the admission's, the dispatch record's), in three shapes, alternating:
 #   two_durable  the result and the dispatch record wait for the WAL
 #                flush, the admission does not (AX before the relaxed
 #                result);
-#   one_durable  only the dispatch record waits (AX since).
+#   one_durable  only the dispatch record waits (AX since);
+#   merged       two transactions: the result (relaxed) and a dispatch
+#                record that also admits (waits for the flush), the
+#                shape of the admission merged into the dispatch record.
 # Prints P50 and P99 of the sequence's latency per shape and round, in
 # ms. Works in a table of its own (edge_floor_t), dropped at the end.
 set -eu
@@ -34,30 +37,34 @@ psql -h "$SOCK" -U ax -d ax -qc "DROP TABLE IF EXISTS edge_floor_t;
 CREATE TABLE edge_floor_t (id int PRIMARY KEY, v bigint);
 INSERT INTO edge_floor_t VALUES (1, 0), (2, 0), (3, 0)" >/dev/null
 
-# $1: the file, $2: the result's SET LOCAL line (empty: durable)
-shape() {
-	cat >"$1" <<EOF
-BEGIN;
-$2
-SELECT v FROM edge_floor_t WHERE id = 1 FOR UPDATE;
-UPDATE edge_floor_t SET v = v + 1 WHERE id = 1;
-COMMIT;
-BEGIN;
-SET LOCAL synchronous_commit TO off;
-SELECT v FROM edge_floor_t WHERE id = 2 FOR UPDATE;
-UPDATE edge_floor_t SET v = v + 1 WHERE id = 2;
-COMMIT;
-BEGIN;
-UPDATE edge_floor_t SET v = v + 1 WHERE id = 3;
-COMMIT;
-EOF
+# The statements of row $1: its lock, its write.
+lock() { echo "SELECT v FROM edge_floor_t WHERE id = $1 FOR UPDATE;"; }
+bump() { echo "UPDATE edge_floor_t SET v = v + 1 WHERE id = $1;"; }
+# A transaction of the lines given (an empty one is left out).
+tx() {
+	echo "BEGIN;"
+	for l in "$@"; do [ -z "$l" ] || echo "$l"; done
+	echo "COMMIT;"
 }
-shape "$DIR/two_durable.sql" ""
-shape "$DIR/one_durable.sql" "SET LOCAL synchronous_commit TO off;"
+RELAXED="SET LOCAL synchronous_commit TO off;"
+
+# $1: the result's durability line (empty: durable); then the
+# admission (relaxed) and the dispatch record (durable).
+three() {
+	tx "$1" "$(lock 1)" "$(bump 1)"
+	tx "$RELAXED" "$(lock 2)" "$(bump 2)"
+	tx "$(bump 3)"
+}
+three "" >"$DIR/two_durable.sql"
+three "$RELAXED" >"$DIR/one_durable.sql"
+{
+	tx "$RELAXED" "$(lock 1)" "$(bump 1)"
+	tx "$(lock 2)" "$(bump 2)" "$(bump 3)"
+} >"$DIR/merged.sql"
 
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-	for s in two_durable one_durable; do
+	for s in two_durable one_durable merged; do
 		rm -f "$DIR"/pgbench_log.*
 		(cd "$DIR" && "$BIN/pgbench" -h "$SOCK" -U ax -n -M prepared \
 			-f "$DIR/$s.sql" -R 200 -T "$SECS" -l ax >/dev/null 2>&1)
