@@ -55,10 +55,12 @@ PSQL="psql -h $SOCK -U ax -d ax -qAt"
 trap 'rm -rf "$DIR"' EXIT
 
 # A run of its own in the cluster's first DAG, for the foreign keys.
-DAG=$($PSQL -c "SELECT dag_id FROM dag_versions ORDER BY id LIMIT 1")
+DAG=$($PSQL -c "SELECT dag_id FROM dag_versions ORDER BY id LIMIT 1" \
+	2>/dev/null || true)
 [ -n "$DAG" ] || {
-	echo "throughput_floor.sh: no DAG in $SOCK (run a bench with --home" \
-	    "first)" >&2
+	echo "throughput_floor.sh: no AX database with a DAG at $SOCK:" \
+	    "run \`axctl bench --scenario throughput --home H\` and start" \
+	    "its cluster (pg_ctl -D H/pg/data), then pass H/pg/run" >&2
 	exit 1
 }
 # The run is written ended, so an axd started on the cluster later
