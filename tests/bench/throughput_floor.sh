@@ -28,6 +28,15 @@
 #          versions, 2 attempt versions, 4 event rows;
 #   lean_noev  lean without its event rows (which the guarantees
 #          require): what the event log costs.
+# And, for a decision on the event contract, shapes that the guarantees
+# as written do not allow (not run unless SHAPES names them):
+#   lean_3ev   lean without the instance.running rows (the start kept on
+#              the attempt row only);
+#   lean_2ev   lean without instance.running and instance.admitted;
+#   lean_copy  lean with its events in floor_event_log, a fresh copy of
+#              event_log (partitioned, every index), the reference for:
+#   lean_4idx  the same without the DAG and type indexes (migration
+#              0020, the events page's filters).
 # CLIENTS (default 2, the cores here) connections run scripts at once;
 # SHAPES picks shapes. The machine's speed drifts: set the figures
 # against `axctl bench --scenario throughput` runs made in between.
@@ -48,11 +57,14 @@ ROUNDS=${3:-2}
 B=${4:-128}
 CLIENTS=${CLIENTS:-2}
 SHAPES=${SHAPES:-today lean lean_noev}
-NOEV=0
+SKIP=""        # event types left out; "all": every one
+EVT=event_log  # the table the events go to
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 DIR=$(mktemp -d)
 PSQL="psql -h $SOCK -U ax -d ax -qAt"
-trap 'rm -rf "$DIR"' EXIT
+PSQL_ERR="psql -h $SOCK -U ax -d ax -qAt -v ON_ERROR_STOP=1"
+trap 'rm -rf "$DIR"; $PSQL -c "DROP TABLE IF EXISTS floor_event_log,
+	floor_event_log_4" >/dev/null 2>&1 || true' EXIT
 
 # A run of its own in the cluster's first DAG, for the foreign keys.
 DAG=$($PSQL -c "SELECT dag_id FROM dag_versions ORDER BY id LIMIT 1" \
@@ -87,9 +99,9 @@ uuid() {
 
 # $1 type, $2 payload, $3 the rows (a FROM clause over t), $4 uuid's k
 events() {
-	[ "$NOEV" = 1 ] && return 0
+	case " $SKIP " in *" $1 "* | *" all "*) return 0 ;; esac
 	cat <<EOF
-INSERT INTO event_log (event_id, type, dag_id, dag_run_id, instance_id,
+INSERT INTO $EVT (event_id, type, dag_id, dag_run_id, instance_id,
 	run_id, attempt, trace_id, reason, payload)
 SELECT $(uuid $4), '$1', $DAG, $RUN, t.id, NULL, 1,
 	'0af7651916cd43dd8448eb211c80319c',
@@ -173,10 +185,27 @@ COMMIT;
 EOF
 	result
 }
-NOEV=0
 lean >"$DIR/lean.sql"
-NOEV=1
-lean >"$DIR/lean_noev.sql"
+(SKIP=all && lean) >"$DIR/lean_noev.sql"
+(SKIP=instance.running && lean) >"$DIR/lean_3ev.sql"
+(SKIP="instance.running instance.admitted" && lean) >"$DIR/lean_2ev.sql"
+(EVT=floor_event_log && lean) >"$DIR/lean_copy.sql"
+(EVT=floor_event_log_4 && lean) >"$DIR/lean_4idx.sql"
+
+# The copies of event_log, fresh, partitioned like it (a default
+# partition), one with every index and one without the DAG and type ones.
+case " $SHAPES " in
+*" lean_copy "* | *" lean_4idx "*)
+	for t in floor_event_log floor_event_log_4; do
+		$PSQL_ERR -c "DROP TABLE IF EXISTS $t;
+			CREATE TABLE $t (LIKE event_log INCLUDING ALL)
+			PARTITION BY RANGE (time);
+			CREATE TABLE ${t}_d PARTITION OF $t DEFAULT" >/dev/null
+	done
+	$PSQL_ERR -c "DROP INDEX floor_event_log_4_dag_id_id_idx,
+		floor_event_log_4_type_id_idx" >/dev/null
+	;;
+esac
 
 # The machine's busy jiffies (all CPUs) from /proc/stat.
 busy() {
