@@ -86,6 +86,43 @@ ax_bench_machine_cpu_us(void)
 	    (double) hz;
 }
 
+/* utime + stime of pid in microseconds; -1 when unreadable. */
+static double
+proc_cpu_us(pid_t pid)
+{
+	char               path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	long               hz = sysconf(_SC_CLK_TCK);
+	FILE              *f;
+	size_t             n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+	if (pid <= 0 || hz <= 0 || (f = fopen(path, "r")) == NULL)
+		return -1;
+	n      = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	/* the fields after the command name, which may hold spaces and
+	 * parentheses: state is field 3, utime 14, stime 15 */
+	if ((p = strrchr(buf, ')')) == NULL ||
+	    sscanf(p + 1,
+	           " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+	           &ut, &st) != 2)
+		return -1;
+	return (double) (ut + st) * 1e6 / (double) hz;
+}
+
+double
+ax_bench_stack_cpu_us(const ax_bench *b)
+{
+	double sum = proc_cpu_us(b->st.axd.pid), v;
+
+	for (int i = 0; sum >= 0 && i < b->st.n_workers; i++)
+		sum =
+		    (v = proc_cpu_us(b->st.workers[i].pid)) < 0 ? -1 : sum + v;
+	return sum;
+}
+
 int
 ax_bench_fresh_tables(ax_bench *b)
 {

@@ -60,6 +60,12 @@ double ax_bench_rss_mb(pid_t pid, const char *key);
  * system, irq, softirq, steal), in microseconds; -1 when unreadable. */
 double ax_bench_machine_cpu_us(void);
 
+/* CPU time (user and system, /proc/<pid>/stat) axd and the ax-worker
+ * processes of the bench's stack have used, in microseconds; -1 when one
+ * of them cannot be read (it exited). Their children (tasks of the
+ * process executor) are not in it. */
+double ax_bench_stack_cpu_us(const ax_bench *b);
+
 /* Empties the DAG tables (cascades to versions, schedules, runs,
  * instances and attempts). 0 or 1. */
 int ax_bench_fresh_tables(ax_bench *b);

@@ -7,7 +7,9 @@
  * in the measure), triggered through the control channel (NOTIFY
  * ax_control {"op":"trigger"}); instances per second = N / (last
  * instance SUCCESS persisted - run created). The CPU every process of
- * the machine used meanwhile, divided by N, is cpu_us_per_instance.
+ * the machine used meanwhile, divided by N, is cpu_us_per_instance; the
+ * part of it axd and the workers used themselves (the rest is
+ * PostgreSQL, the kernel and the bench) is ax_cpu_us_per_instance.
  *
  * With --history H, H instances of history (runs of bench.tp one a
  * minute back in time, each with its attempts and events:
@@ -37,6 +39,7 @@ ax_bench_run_throughput(ax_bench *b)
 	char            q[256];
 	int64_t         deadline;
 	double          done = 0, secs, cpu0, cpu1 = -1, run0;
+	double          ax0, ax1 = -1; /* axd's and the workers' own */
 	long            hist = b->o.history_set ? b->o.history : 0;
 	ax_bench_writes w0, w1;
 	int             counted; /* the writes' first count was read */
@@ -59,6 +62,7 @@ ax_bench_run_throughput(ax_bench *b)
 	if (hist > 0)
 		ax_bench_put(&b->r, "history_instances", (double) hist);
 	cpu0 = ax_bench_machine_cpu_us();
+	ax0  = ax_bench_stack_cpu_us(b);
 	if (ax_bench_trigger(b, "bench.tp")) {
 		ax_bench_stop_stack(b);
 		return 1;
@@ -90,6 +94,7 @@ ax_bench_run_throughput(ax_bench *b)
 		if (ax_bench_sql_num(b, q) < 1)
 			continue;
 		cpu1 = ax_bench_machine_cpu_us();
+		ax1  = ax_bench_stack_cpu_us(b);
 		snprintf(
 		    q, sizeof(q),
 		    "SELECT count(*) FROM task_instances_all WHERE dag_run_id "
@@ -118,6 +123,9 @@ ax_bench_run_throughput(ax_bench *b)
 		b->r.throughput_per_s = b->o.instances / secs;
 	if (cpu0 >= 0 && cpu1 >= cpu0)
 		b->r.cpu_us_per_instance = (cpu1 - cpu0) / b->o.instances;
+	if (ax0 >= 0 && ax1 >= ax0)
+		ax_bench_put(&b->r, "ax_cpu_us_per_instance",
+		             (ax1 - ax0) / b->o.instances);
 	fprintf(stderr, "throughput: %d instances in %.2f s\n", b->o.instances,
 	        secs);
 	return 0;

@@ -128,6 +128,8 @@ ax_bench_usage(FILE *f)
 	    "                   (latency), throughput_per_s,\n"
 	    "                   cpu_us_per_instance (CPU of the whole\n"
 	    "                   machine per instance in the throughput run),\n"
+	    "                   ax_cpu_us_per_instance (the part axd and\n"
+	    "                   the workers used themselves),\n"
 	    "                   its writes per instance counted by\n"
 	    "                   PostgreSQL (wal_bytes_, ti_versions_,\n"
 	    "                   attempt_versions_, event_rows_,\n"
