@@ -22,14 +22,8 @@
 # ms. Works in a table of its own (edge_floor_t), dropped at the end.
 set -eu
 
-[ $# -ge 1 ] || {
-	echo "usage: $0 SOCKET_DIR [SECONDS] [ROUNDS]" >&2
-	exit 2
-}
-SOCK=$1
-SECS=${2:-15}
-ROUNDS=${3:-2}
-BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+. "$(dirname "$0")/floor_args.sh"
+floor_args "" 15 2 "$@"
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"; psql -h "$SOCK" -U ax -d ax -qc "DROP TABLE IF EXISTS edge_floor_t" >/dev/null 2>&1 || true' EXIT
 

@@ -47,20 +47,16 @@
 # event_log refuses deletes; the bench's cluster is a throwaway).
 set -eu
 
-[ $# -ge 1 ] || {
-	echo "usage: $0 SOCKET_DIR [SECONDS] [ROUNDS] [BATCH]" >&2
-	exit 2
-}
-SOCK=$1
-SECS=${2:-20}
-ROUNDS=${3:-2}
+. "$(dirname "$0")/floor_args.sh"
+floor_args "[BATCH]" 20 2 "$@"
 B=${4:-128}
 CLIENTS=${CLIENTS:-2}
+floor_count BATCH "$B"
+floor_count CLIENTS "$CLIENTS"
+DIR=$(mktemp -d)
 SHAPES=${SHAPES:-today lean lean_noev}
 SKIP=""        # event types left out; "all": every one
 EVT=event_log  # the table the events go to
-BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-DIR=$(mktemp -d)
 PSQL="psql -h $SOCK -U ax -d ax -qAt"
 PSQL_ERR="psql -h $SOCK -U ax -d ax -qAt -v ON_ERROR_STOP=1"
 trap 'rm -rf "$DIR"; $PSQL -c "DROP TABLE IF EXISTS floor_event_log,
